@@ -1,0 +1,40 @@
+# The front door. `make train` and `make test` work on a fresh Debian 12 machine: as root they install
+# what is missing with apt-get; otherwise they print the apt-get line to run.
+BUILD ?= build
+JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
+PACKAGES = cmake g++ make libblis-dev libfmt-dev libgtest-dev libcli11-dev nlohmann-json3-dev
+CMAKE_FLAGS ?=
+
+.PHONY: all deps configure build test train bench clean
+
+all: build
+
+# Installs the packages that are missing (dpkg -s says which).
+deps:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
+	  else \
+	    echo "missing packages:$$missing"; echo "run: sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+configure: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+train: build
+	@$(BUILD)/bin/scratchgrad train
+
+bench: build
+	@bench/compare.sh
+
+clean:
+	rm -rf $(BUILD)

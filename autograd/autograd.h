@@ -1,0 +1,13 @@
+// autograd.h — everything a program needs from the engine, in one include.
+#pragma once
+#include "autograd/debug.h"
+#include "autograd/device.h"
+#include "autograd/dtype.h"
+#include "autograd/gradcheck.h"
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "autograd/print.h"
+#include "autograd/tensor.h"
+#if __has_include("autograd/random.h")
+#include "autograd/random.h"
+#endif

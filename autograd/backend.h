@@ -1,0 +1,66 @@
+// backend.h — the per-device kernel table.
+//
+// Ops (autograd/ops/*.cpp) decide shapes, dtypes and the graph; kernels (autograd/cpu/, gpu/) only move
+// numbers. A kernel receives tensors whose shapes already agree (broadcast inputs arrive as expanded
+// views with stride 0) and an output allocated by the op. Nothing here knows about autograd.
+#pragma once
+#include <cstddef>
+
+#include "autograd/tensor.h"
+
+namespace autograd {
+
+enum class UnaryOp {
+  Neg, Exp, Log, Sqrt, Tanh, Relu, Abs,
+  AddScalar, MulScalar, DivScalar, PowScalar, RSubScalar, RDivScalar,  // use the `scalar` argument
+  ReluMask,                                                  // 1 where x > 0, else 0 (relu's backward)
+  EqScalar, NeScalar, LtScalar, LeScalar, GtScalar, GeScalar  // comparisons → bool output
+};
+enum class BinaryOp { Add, Sub, Mul, Div, Eq, Ne, Lt, Le, Gt, Ge };
+inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+inline bool is_comparison(UnaryOp op) { return op >= UnaryOp::EqScalar; }
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes) = 0;
+
+  // dst and src have the same shape; dtypes may differ (conversion).
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+  virtual void fill(const Tensor& dst, double value) = 0;
+  virtual void unary(UnaryOp op, const Tensor& in, const Tensor& out, double scalar) = 0;
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+
+  // out has the input's shape with the reduced dims of size 1 (or expanded to 0-stride); sums into it.
+  virtual void sum_to(const Tensor& in, const Tensor& out) = 0;
+  // max over one dim; out/indices have that dim removed-as-1 (keepdim layout). indices may be undefined.
+  virtual void max_dim(const Tensor& in, int64_t dim, const Tensor& values, const Tensor& indices) = 0;
+
+  // out[..., M, N] = a[..., M, K] @ b[..., K, N], all with identical batch shapes (expanded views allowed).
+  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+
+  virtual void softmax(const Tensor& in, int64_t dim, bool log, const Tensor& out) = 0;
+  // grad_in for y = softmax (log=false): y * (g - sum(g*y)); for y = log_softmax: g - exp(y) * sum(g)
+  virtual void softmax_backward(const Tensor& y, const Tensor& grad_out, int64_t dim, bool log,
+                                const Tensor& grad_in) = 0;
+
+  // out[i, :] = weight[index[i], :]; index is int64 and already range-checked.
+  virtual void index_select_rows(const Tensor& weight, const Tensor& index, const Tensor& out) = 0;
+  // grad_weight[index[i], :] += grad[i, :] (repeated indices accumulate).
+  virtual void index_add_rows(const Tensor& grad, const Tensor& index, const Tensor& grad_weight) = 0;
+  // out[i] = values[i, index[i]] for rows whose index is not `skip` (those get 0).
+  virtual void gather_rows(const Tensor& values, const Tensor& index, int64_t skip, const Tensor& out) = 0;
+  // grad_values[i, index[i]] += grad[i] (index already range-checked, `skip` rows untouched).
+  virtual void scatter_rows(const Tensor& grad, const Tensor& index, int64_t skip, const Tensor& grad_values) = 0;
+
+  // moves a contiguous tensor between this device and the CPU
+  virtual void copy_to_cpu(const Tensor& src, void* dst, size_t nbytes) = 0;
+  virtual void copy_from_cpu(const void* src, const Tensor& dst, size_t nbytes) = 0;
+};
+
+Backend& backend(Device device);
+void register_backend(DeviceType type, Backend* backend);  // gpu/ calls this at start-up
+
+}  // namespace autograd

@@ -1,0 +1,93 @@
+// cpu/loops.h — walking K same-shaped strided operands with as few, as long inner loops as possible.
+//
+// Elementwise kernels see tensors of one shape but arbitrary strides (views, broadcast stride 0). We
+// first "coalesce": drop size-1 dims and merge neighbouring dims that are laid out back to back in every
+// operand, so a contiguous 3-D tensor becomes one run of numel elements. Then the kernel's inner lambda
+// is called once per innermost run with the run length and each operand's inner stride; a kernel tests
+// for stride 1 and gives the compiler a plain loop it can vectorise.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "autograd/dtype.h"
+#include "autograd/tensor.h"
+
+namespace autograd::cpu {
+
+template <size_t K> struct LoopPlan {
+  std::vector<int64_t> sizes;                   // outermost first
+  std::vector<std::array<int64_t, K>> strides;  // per dim, per operand (elements)
+};
+
+template <size_t K> LoopPlan<K> make_plan(const Shape& shape, const std::array<const Shape*, K>& strides) {
+  LoopPlan<K> plan;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    std::array<int64_t, K> s;
+    for (size_t k = 0; k < K; ++k) s[k] = (*strides[k])[d];
+    bool merge = !plan.sizes.empty();
+    for (size_t k = 0; merge && k < K; ++k) merge = plan.strides.back()[k] == s[k] * shape[d];
+    if (merge) {
+      plan.sizes.back() *= shape[d];
+      plan.strides.back() = s;
+    } else {
+      plan.sizes.push_back(shape[d]);
+      plan.strides.push_back(s);
+    }
+  }
+  return plan;
+}
+
+// Calls run(offsets, n, inner_strides) for every innermost run; offsets are element offsets per operand.
+template <size_t K, typename Run> void for_each_run(const LoopPlan<K>& plan, int64_t numel, Run&& run) {
+  std::array<int64_t, K> offsets{};
+  if (numel == 0) return;
+  if (plan.sizes.empty()) {  // every dim has size 1: a single element
+    std::array<int64_t, K> ones;
+    ones.fill(1);
+    run(offsets, int64_t(1), ones);
+    return;
+  }
+  const size_t inner = plan.sizes.size() - 1;
+  const int64_t n = plan.sizes[inner];
+  std::vector<int64_t> counter(inner, 0);
+  while (true) {
+    run(offsets, n, plan.strides[inner]);
+    size_t d = inner;  // advance the odometer over the outer dims
+    while (d > 0) {
+      --d;
+      if (++counter[d] < plan.sizes[d]) {
+        for (size_t k = 0; k < K; ++k) offsets[k] += plan.strides[d][k];
+        break;
+      }
+      for (size_t k = 0; k < K; ++k) offsets[k] -= plan.strides[d][k] * (plan.sizes[d] - 1);
+      counter[d] = 0;
+      if (d == 0) return;
+    }
+    if (inner == 0) return;
+  }
+}
+
+// Calls f(T{}) with T the C++ type of `dtype`.
+template <typename F> decltype(auto) dispatch(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::Int64: return f(int64_t{});
+    case DType::Bool: return f(bool{});
+  }
+  return f(float{});
+}
+
+template <typename F> decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    default: break;
+  }
+  throw std::invalid_argument(std::string(op) + ": expected a floating point tensor, got " +
+                              std::string(dtype_name(dtype)));
+}
+
+}  // namespace autograd::cpu

@@ -1,0 +1,194 @@
+// engine.cpp — recording the graph, and reverse mode over it.
+//
+// The whole algorithm:
+//   1. From the root, find every node reachable through `inputs` edges and order them so that a node
+//      comes before every node it feeds gradient into (a reverse topological order of the forward pass).
+//   2. Seed the root's gradient (1 for a scalar), then visit nodes in that order: each node's incoming
+//      gradient is complete by the time it is visited, because everyone who uses its output came first.
+//   3. Call the node's closure; add each returned gradient into the input node's pending sum, or into the
+//      leaf's .grad.
+//   4. Unless retain_graph, drop the closures so the saved tensors are freed.
+// Why not plain recursion from the root? A value used twice (x in x*x + x) would be visited once per use
+// and pass on a partial gradient each time; the topological order waits until all uses have reported.
+#include <stdexcept>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "autograd/node.h"
+#include "autograd/debug.h"
+#include "autograd/ops.h"
+
+namespace autograd {
+
+namespace {
+thread_local bool grad_enabled = true;
+BackwardObserver backward_observer;
+}  // namespace
+
+bool is_grad_enabled() { return grad_enabled; }
+void set_grad_enabled(bool enabled) { grad_enabled = enabled; }
+
+BackwardObserver set_backward_observer(BackwardObserver observer) {
+  std::swap(observer, backward_observer);
+  return observer;
+}
+
+bool needs_grad(std::initializer_list<Tensor> inputs) {
+  if (!grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+static Edge edge_to(const Tensor& t) {
+  Edge e;
+  if (!t.defined() || !t.requires_grad()) return e;
+  if (t.grad_fn()) e.node = t.grad_fn();
+  else e.leaf = t.impl_ptr();
+  return e;
+}
+
+Tensor record(const char* name, Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& saved,
+              BackwardFn backward, std::source_location where) {
+  if (!grad_enabled) return out;
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
+  if (!any) return out;
+
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->inputs.reserve(inputs.size());
+  for (const Tensor& t : inputs) node->inputs.push_back(edge_to(t));
+  node->saved.reserve(saved.size());
+  for (const Tensor& t : saved)
+    if (t.defined()) node->saved.push_back({t.impl().storage, t.version()});
+  node->backward = std::move(backward);
+  node->output_shape = out.shape();
+  node->output_dtype = out.dtype();
+  node->where = where;
+  node->call_site = current_call_site();
+  out.impl().grad_fn = std::move(node);
+  out.impl().requires_grad = true;
+  check_anomaly_forward(out, name);
+  return out;
+}
+
+Tensor record(const char* name, Tensor out, std::initializer_list<Tensor> inputs, std::initializer_list<Tensor> saved,
+              BackwardFn backward, std::source_location where) {
+  return record(name, std::move(out), std::vector<Tensor>(inputs), std::vector<Tensor>(saved), std::move(backward),
+                where);
+}
+
+// Depth-first post-order from the root, reversed: every node before the nodes it sends gradient to.
+static std::vector<Node*> topological_order(Node* root) {
+  std::vector<Node*> post;
+  std::unordered_map<Node*, bool> seen;
+  std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
+  seen[root] = true;
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    if (next < node->inputs.size()) {
+      Node* child = node->inputs[next++].node.get();
+      if (child && !seen[child]) {
+        seen[child] = true;
+        stack.push_back({child, 0});
+      }
+    } else {
+      post.push_back(node);
+      stack.pop_back();
+    }
+  }
+  return {post.rbegin(), post.rend()};
+}
+
+static void check_saved_versions(const Node& node) {
+  for (const SavedVersion& s : node.saved)
+    if (s.storage->version != s.version)
+      throw std::runtime_error(fmt::format(
+          "backward: a tensor saved by {} was modified in place after it was saved (version {} now, {} when "
+          "saved); clone it before the in-place op, or do the in-place op before using it",
+          node.name, s.storage->version, s.version));
+}
+
+static void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
+  if (grad.shape() != leaf.shape)
+    throw std::logic_error(fmt::format("backward: gradient of shape {} for a leaf of shape {}",
+                                       shape_to_string(grad.shape()), shape_to_string(leaf.shape)));
+  if (!leaf.grad) {
+    // Own a fresh buffer: the incoming gradient may alias another tensor (for example an expanded view).
+    leaf.grad = grad.clone().impl_ptr();
+  } else {
+    Tensor(leaf.grad).add_(grad);
+  }
+}
+
+static void run_node(Node& node, const Tensor& grad_output, std::unordered_map<Node*, Tensor>& pending) {
+  if (node.released)
+    throw std::runtime_error(fmt::format(
+        "backward: the graph through {} has already been freed by an earlier backward(); pass "
+        "retain_graph=true to the first backward() to run backward twice",
+        node.name));
+  check_saved_versions(node);
+  Grads grads = node.backward(grad_output);
+  if (grads.size() != node.inputs.size())
+    throw std::logic_error(fmt::format("backward: {} returned {} gradients for {} inputs", node.name, grads.size(),
+                                       node.inputs.size()));
+  check_anomaly_backward(node, grads);
+  if (backward_observer) backward_observer({&node, &grad_output, &grads});
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Edge& e = node.inputs[i];
+    if (!grads[i].defined() || !e.wants_grad()) continue;
+    if (e.leaf) {
+      accumulate_into_leaf(*e.leaf, grads[i]);
+    } else {
+      Tensor& slot = pending[e.node.get()];
+      slot = slot.defined() ? add(slot, grads[i]) : grads[i];
+    }
+  }
+}
+
+void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  if (!root.requires_grad())
+    throw std::runtime_error(
+        "backward: element 0 of tensors does not require grad and does not have a grad_fn (set requires_grad on "
+        "a leaf before computing with it)");
+  Tensor seed = gradient;
+  if (!seed.defined()) {
+    if (root.numel() != 1)
+      throw std::runtime_error(fmt::format(
+          "backward: grad can be implicitly created only for scalar outputs, but the output has shape {}; pass "
+          "a gradient of that shape",
+          root.shape_str()));
+    seed = ones_like(root);
+  } else if (seed.shape() != root.shape()) {
+    throw std::runtime_error(fmt::format("backward: gradient has shape {} but the output has shape {}",
+                                         seed.shape_str(), root.shape_str()));
+  }
+
+  NoGradGuard no_grad;  // the backward formulas themselves are not recorded
+  if (!root.grad_fn()) {  // backward on a leaf: its gradient is the seed itself
+    accumulate_into_leaf(root.impl(), seed);
+    return;
+  }
+  std::unordered_map<Node*, Tensor> pending;
+  pending[root.grad_fn().get()] = seed;
+  for (Node* node : topological_order(root.grad_fn().get())) {
+    auto it = pending.find(node);
+    if (it == pending.end()) continue;  // no gradient reached it (e.g. only through non-differentiable paths)
+    Tensor grad_output = std::move(it->second);
+    pending.erase(it);
+    run_node(*node, grad_output, pending);
+    if (!retain_graph) {
+      node->backward = nullptr;  // frees every tensor the closure captured
+      node->saved.clear();
+      node->released = true;
+    }
+  }
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward(*this, gradient, retain_graph);
+}
+
+}  // namespace autograd

@@ -1,0 +1,87 @@
+// node.h — one recorded operation in the graph (PyTorch's grad_fn).
+//
+// An op that wants a gradient calls `record(...)` with a closure: given the gradient of its output, the
+// closure returns the gradient of each input. That closure sits right next to the forward code in
+// autograd/ops/*.cpp, so a reader sees both halves of the op together.
+#pragma once
+#include <functional>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace autograd {
+
+using Grads = std::vector<Tensor>;  // one entry per input; an undefined Tensor means "no gradient"
+using BackwardFn = std::function<Grads(const Tensor& grad_output)>;
+
+// Where one input's gradient goes: into another node, or into a leaf tensor's .grad, or nowhere.
+struct Edge {
+  std::shared_ptr<Node> node;
+  std::shared_ptr<TensorImpl> leaf;
+  bool wants_grad() const { return node || leaf; }
+};
+
+// A tensor a node saved for backward, with the version it had then (to detect later in-place edits).
+struct SavedVersion {
+  std::shared_ptr<Storage> storage;
+  uint64_t version;
+};
+
+struct Node {
+  const char* name;             // "MulBackward", "MatmulBackward", ...
+  std::vector<Edge> inputs;     // parallel to the Grads the closure returns
+  BackwardFn backward;          // empty once released
+  std::vector<SavedVersion> saved;
+  Shape output_shape;           // the shape the incoming gradient must have
+  DType output_dtype = DType::Float32;
+  std::source_location where;   // the op function that recorded it
+  std::string call_site;        // "file:line" of the user's code, when known (see CallSite)
+  bool released = false;
+};
+
+// Records `out` as produced by a differentiable op. Does nothing (returns `out` unchanged) in no-grad
+// mode or when no input requires grad. `saved` lists the tensors the closure captured, so modifying one
+// of them in place before backward is detected.
+Tensor record(const char* name, Tensor out, std::initializer_list<Tensor> inputs,
+              std::initializer_list<Tensor> saved, BackwardFn backward,
+              std::source_location where = std::source_location::current());
+Tensor record(const char* name, Tensor out, const std::vector<Tensor>& inputs,
+              const std::vector<Tensor>& saved, BackwardFn backward,
+              std::source_location where = std::source_location::current());
+
+// True when a new op with these inputs would be recorded.
+bool needs_grad(std::initializer_list<Tensor> inputs);
+
+// ---- grad mode ----
+bool is_grad_enabled();
+void set_grad_enabled(bool enabled);
+
+// While alive, no op is recorded (like `with torch.no_grad():`).
+class NoGradGuard {
+ public:
+  NoGradGuard() : previous_(is_grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(previous_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Runs reverse mode from `root` (see engine.cpp).
+void backward(const Tensor& root, const Tensor& gradient = Tensor(), bool retain_graph = false);
+
+// ---- instruments (issue "See the backprop"): hooks the engine calls, off by default ----
+struct BackwardEvent {
+  const Node* node;
+  const Tensor* grad_output;
+  const Grads* grad_inputs;
+};
+using BackwardObserver = std::function<void(const BackwardEvent&)>;
+// Installs an observer called after each node runs; returns the previous one.
+BackwardObserver set_backward_observer(BackwardObserver observer);
+
+}  // namespace autograd

@@ -1,0 +1,317 @@
+// ops/elementwise.cpp — + - * / and the unary functions, with NumPy broadcasting.
+// Each backward ends in sum_to(input shape): where an input was broadcast (stretched along a dim), its
+// gradient is the sum of the output gradient over that dim.
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "autograd/backend.h"
+#include "autograd/ops.h"
+
+namespace autograd {
+
+// ---------------------------------------------------------------- shared checks
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (x != y && x != 1 && y != 1)
+      throw std::invalid_argument(fmt::format("{}: shapes {} and {} cannot be broadcast together (dimension {}: {} vs {})",
+                                              op, shape_to_string(a), shape_to_string(b), i, x, y));
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+static void check_same_dtype_and_device(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.dtype() != b.dtype())
+    throw std::invalid_argument(fmt::format("{}: dtype mismatch: {} (shape {}) and {} (shape {}); convert one with .to()",
+                                            op, dtype_name(a.dtype()), a.shape_str(), dtype_name(b.dtype()), b.shape_str()));
+  if (a.device() != b.device())
+    throw std::invalid_argument(fmt::format("{}: expected all tensors on the same device, got {} and {}", op,
+                                            a.device().str(), b.device().str()));
+}
+
+// Broadcasts, allocates the output and runs the kernel; no graph.
+static Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
+  check_same_dtype_and_device(a, b, name);
+  if (op == BinaryOp::Div && !is_floating(a.dtype()))
+    return binary_kernel(op, name, a.to(DType::Float32), b.to(DType::Float32));  // true division, as in PyTorch
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = empty(shape, is_comparison(op) ? DType::Bool : a.dtype(), a.device());
+  NoGradGuard no_grad;
+  backend(a.device()).binary(op, a.expand(shape), b.expand(shape), out);
+  return out;
+}
+
+static Tensor unary_kernel(UnaryOp op, const Tensor& a, double scalar = 0) {
+  Tensor out = empty(a.shape(), is_comparison(op) ? DType::Bool : a.dtype(), a.device());
+  backend(a.device()).unary(op, a, out, scalar);
+  return out;
+}
+
+static void check_floating(const Tensor& a, const char* op) {
+  if (!is_floating(a.dtype()))
+    throw std::invalid_argument(fmt::format("{}: expected a floating point tensor, got {} (shape {})", op,
+                                            dtype_name(a.dtype()), a.shape_str()));
+}
+
+// An integer tensor meeting a fractional scalar (or a division) computes in float32, as PyTorch promotes.
+static Tensor promote_for_scalar(const Tensor& a, double s, bool division) {
+  if (is_floating(a.dtype())) return a;
+  if (division || s != std::floor(s)) return a.to(DType::Float32);
+  return a;
+}
+
+// ---------------------------------------------------------------- tensor ⊕ tensor
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::Add, "add", a, b);
+  Shape sa = a.shape(), sb = b.shape();
+  return record("AddBackward", out, {a, b}, {}, [sa, sb](const Tensor& g) {
+    return Grads{g.sum_to(sa), g.sum_to(sb)};
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::Sub, "sub", a, b);
+  Shape sa = a.shape(), sb = b.shape();
+  return record("SubBackward", out, {a, b}, {}, [sa, sb](const Tensor& g) {
+    return Grads{g.sum_to(sa), neg(g).sum_to(sb)};
+  });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::Mul, "mul", a, b);
+  if (!needs_grad({a, b})) return out;
+  Tensor x = a.detach(), y = b.detach();  // detached handles: the closure must not own the graph
+  return record("MulBackward", out, {a, b}, {x, y}, [x, y](const Tensor& g) {
+    return Grads{(g * y).sum_to(x.shape()), (g * x).sum_to(y.shape())};
+  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::Div, "div", a, b);
+  if (!needs_grad({a, b})) return out;
+  Tensor x = a.detach(), y = b.detach();
+  return record("DivBackward", out, {a, b}, {x, y}, [x, y](const Tensor& g) {
+    // d(x/y)/dx = 1/y ;  d(x/y)/dy = -x/y²
+    return Grads{(g / y).sum_to(x.shape()), (neg(g) * x / (y * y)).sum_to(y.shape())};
+  });
+}
+
+// ---------------------------------------------------------------- tensor ⊕ scalar
+
+Tensor add(const Tensor& a_in, double s) {
+  Tensor a = promote_for_scalar(a_in, s, false);
+  return record("AddBackward", unary_kernel(UnaryOp::AddScalar, a, s), {a}, {},
+                [](const Tensor& g) { return Grads{g}; });
+}
+Tensor sub(const Tensor& a, double s) { return add(a, -s); }
+
+Tensor rsub(double s, const Tensor& a_in) {
+  Tensor a = promote_for_scalar(a_in, s, false);
+  return record("RsubBackward", unary_kernel(UnaryOp::RSubScalar, a, s), {a}, {},
+                [](const Tensor& g) { return Grads{neg(g)}; });
+}
+
+Tensor mul(const Tensor& a_in, double s) {
+  Tensor a = promote_for_scalar(a_in, s, false);
+  return record("MulBackward", unary_kernel(UnaryOp::MulScalar, a, s), {a}, {},
+                [s](const Tensor& g) { return Grads{g * s}; });
+}
+
+Tensor div(const Tensor& a_in, double s) {
+  Tensor a = promote_for_scalar(a_in, s, true);
+  return record("DivBackward", unary_kernel(UnaryOp::DivScalar, a, s), {a}, {},
+                [s](const Tensor& g) { return Grads{g / s}; });
+}
+
+Tensor rdiv(double s, const Tensor& a_in) {
+  Tensor a = promote_for_scalar(a_in, s, true);
+  Tensor out = unary_kernel(UnaryOp::RDivScalar, a, s);
+  if (!needs_grad({a})) return out;
+  Tensor x = a.detach();
+  return record("DivBackward", out, {a}, {x}, [x, s](const Tensor& g) {
+    return Grads{neg(g) * s / (x * x)};  // d(s/x)/dx = -s/x²
+  });
+}
+
+// ---------------------------------------------------------------- unary functions
+
+Tensor neg(const Tensor& a) {
+  return record("NegBackward", unary_kernel(UnaryOp::Neg, a), {a}, {}, [](const Tensor& g) { return Grads{neg(g)}; });
+}
+
+Tensor exp(const Tensor& a) {
+  check_floating(a, "exp");
+  Tensor out = unary_kernel(UnaryOp::Exp, a);
+  Tensor y = out.detach();  // d(e^x)/dx = e^x: reuse the output
+  return record("ExpBackward", out, {a}, {y}, [y](const Tensor& g) { return Grads{g * y}; });
+}
+
+Tensor log(const Tensor& a) {
+  check_floating(a, "log");
+  Tensor x = a.detach();
+  return record("LogBackward", unary_kernel(UnaryOp::Log, a), {a}, {x}, [x](const Tensor& g) { return Grads{g / x}; });
+}
+
+Tensor sqrt(const Tensor& a) {
+  check_floating(a, "sqrt");
+  Tensor out = unary_kernel(UnaryOp::Sqrt, a);
+  Tensor y = out.detach();
+  return record("SqrtBackward", out, {a}, {y}, [y](const Tensor& g) { return Grads{g / (y * 2.0)}; });
+}
+
+Tensor tanh(const Tensor& a) {
+  check_floating(a, "tanh");
+  Tensor out = unary_kernel(UnaryOp::Tanh, a);
+  Tensor y = out.detach();
+  return record("TanhBackward", out, {a}, {y}, [y](const Tensor& g) { return Grads{g * rsub(1.0, y * y)}; });
+}
+
+Tensor relu(const Tensor& a) {
+  Tensor out = unary_kernel(UnaryOp::Relu, a);
+  Tensor y = out.detach();
+  return record("ReluBackward", out, {a}, {y}, [y](const Tensor& g) {
+    return Grads{g * unary_kernel(UnaryOp::ReluMask, y)};  // pass the gradient where the output was positive
+  });
+}
+
+Tensor abs(const Tensor& a) {
+  Tensor x = a.detach();
+  return record("AbsBackward", unary_kernel(UnaryOp::Abs, a), {a}, {x}, [x](const Tensor& g) {
+    return Grads{g * (gt(x, 0.0).to(x.dtype()) - lt(x, 0.0).to(x.dtype()))};  // g · sign(x)
+  });
+}
+
+Tensor pow(const Tensor& a, double p) {
+  check_floating(a, "pow");
+  Tensor x = a.detach();
+  return record("PowBackward", unary_kernel(UnaryOp::PowScalar, a, p), {a}, {x}, [x, p](const Tensor& g) {
+    return Grads{g * (pow(x, p - 1.0) * p)};  // d(x^p)/dx = p·x^(p-1)
+  });
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (cond.dtype() != DType::Bool)
+    throw std::invalid_argument(fmt::format("where: condition must be a bool tensor, got {} (shape {})",
+                                            dtype_name(cond.dtype()), cond.shape_str()));
+  check_same_dtype_and_device(a, b, "where");
+  Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor out = empty(shape, a.dtype(), a.device());
+  {
+    NoGradGuard no_grad;
+    backend(a.device()).where(cond.expand(shape), a.expand(shape), b.expand(shape), out);
+  }
+  Tensor c = cond.detach();
+  Shape sa = a.shape(), sb = b.shape();
+  return record("WhereBackward", out, {a, b}, {c}, [c, sa, sb](const Tensor& g) {
+    Tensor zero = zeros({}, g.dtype(), g.device());
+    return Grads{where(c, g, zero).sum_to(sa), where(c, zero, g).sum_to(sb)};
+  });
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, double b) {
+  return where(cond, a, full({}, b, a.dtype(), a.device()));
+}
+
+// ---------------------------------------------------------------- comparisons (no gradient)
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::Eq, "eq", a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::Ne, "ne", a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::Lt, "lt", a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::Le, "le", a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::Gt, "gt", a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::Ge, "ge", a, b); }
+Tensor eq(const Tensor& a, double s) { return unary_kernel(UnaryOp::EqScalar, a, s); }
+Tensor ne(const Tensor& a, double s) { return unary_kernel(UnaryOp::NeScalar, a, s); }
+Tensor lt(const Tensor& a, double s) { return unary_kernel(UnaryOp::LtScalar, a, s); }
+Tensor le(const Tensor& a, double s) { return unary_kernel(UnaryOp::LeScalar, a, s); }
+Tensor gt(const Tensor& a, double s) { return unary_kernel(UnaryOp::GtScalar, a, s); }
+Tensor ge(const Tensor& a, double s) { return unary_kernel(UnaryOp::GeScalar, a, s); }
+
+// ---------------------------------------------------------------- methods, conversions, in-place
+
+Tensor Tensor::abs() const { return autograd::abs(*this); }
+Tensor Tensor::exp() const { return autograd::exp(*this); }
+Tensor Tensor::log() const { return autograd::log(*this); }
+Tensor Tensor::sqrt() const { return autograd::sqrt(*this); }
+Tensor Tensor::tanh() const { return autograd::tanh(*this); }
+Tensor Tensor::relu() const { return autograd::relu(*this); }
+Tensor Tensor::pow(double exponent) const { return autograd::pow(*this, exponent); }
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  Tensor out = empty(shape(), target, device());
+  backend(device()).copy(*this, out);
+  if (!is_floating(target) || !is_floating(dtype())) return out;  // integer results carry no gradient
+  DType source = dtype();
+  return record("ToCopyBackward", out, {*this}, {}, [source](const Tensor& g) { return Grads{g.to(source)}; });
+}
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  Tensor src = contiguous();
+  Tensor out = empty(shape(), dtype(), target);
+  size_t nbytes = size_t(numel()) * dtype_size(dtype());
+  if (target.is_cpu()) {
+    backend(device()).copy_to_cpu(src, out.raw_data(), nbytes);
+  } else if (device().is_cpu()) {
+    backend(target).copy_from_cpu(src.raw_data(), out, nbytes);
+  } else {
+    return src.to(Device::cpu()).to(target);
+  }
+  Device source = device();
+  return record("ToCopyBackward", out, {*this}, {}, [source](const Tensor& g) { return Grads{g.to(source)}; });
+}
+
+// In-place writes are fine on tensors without history (optimizer updates run under NoGradGuard). On a
+// leaf that requires grad they would silently corrupt the gradient, so they are refused, as in PyTorch.
+static void check_in_place_allowed(const Tensor& t, const char* op) {
+  if (!is_grad_enabled() || !t.requires_grad()) return;
+  throw std::runtime_error(fmt::format(
+      "{}: {} (shape {}) is being used in an in-place operation that autograd cannot follow; wrap the update in "
+      "NoGradGuard or use the out-of-place op",
+      op, t.is_leaf() ? "a leaf tensor that requires grad" : "a tensor with autograd history", t.shape_str()));
+}
+
+Tensor& Tensor::fill_(double value) {
+  check_in_place_allowed(*this, "fill_");
+  backend(device()).fill(*this, value);
+  ++impl().storage->version;
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  check_in_place_allowed(*this, "copy_");
+  if (src.device() != device())
+    throw std::invalid_argument(fmt::format("copy_: source on {} but destination on {}", src.device().str(), device().str()));
+  NoGradGuard no_grad;
+  backend(device()).copy(src.expand(shape()), *this);
+  ++impl().storage->version;
+  return *this;
+}
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  check_in_place_allowed(*this, "add_");
+  check_same_dtype_and_device(*this, other, "add_");
+  NoGradGuard no_grad;
+  Tensor addend = alpha == 1.0 ? other : other * alpha;
+  backend(device()).binary(BinaryOp::Add, *this, addend.expand(shape()), *this);
+  ++impl().storage->version;
+  return *this;
+}
+
+Tensor& Tensor::mul_(double factor) {
+  check_in_place_allowed(*this, "mul_");
+  backend(device()).unary(UnaryOp::MulScalar, *this, *this, factor);
+  ++impl().storage->version;
+  return *this;
+}
+
+}  // namespace autograd

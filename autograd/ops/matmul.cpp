@@ -1,0 +1,81 @@
+// ops/matmul.cpp — matrix products with torch.matmul's rules:
+//   1-D · 1-D → dot product (0-d);  1-D · N-D → the vector is a row (then squeezed);
+//   N-D · 1-D → the vector is a column (then squeezed);  otherwise batched over broadcast batch dims.
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "autograd/backend.h"
+#include "autograd/ops.h"
+
+namespace autograd {
+
+// The core product for inputs with ≥ 2 dims: one kernel call, one graph node.
+static Tensor batched_product(const Tensor& a, const Tensor& b) {
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  if (b.size(-2) != k)
+    throw std::invalid_argument(fmt::format("matmul: shapes {} and {} cannot be multiplied ({} != {})", a.shape_str(),
+                                            b.shape_str(), k, b.size(-2)));
+  Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
+                                 Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+  auto with = [&batch](int64_t r, int64_t c) {
+    Shape s = batch;
+    s.push_back(r);
+    s.push_back(c);
+    return s;
+  };
+  Tensor out = empty(with(m, n), a.dtype(), a.device());
+  {
+    NoGradGuard no_grad;  // the expanded views are kernel arguments, not graph nodes
+    backend(a.device()).matmul(a.expand(with(m, k)), b.expand(with(k, n)), out);
+  }
+  if (!needs_grad({a, b})) return out;
+  Tensor x = a.detach(), y = b.detach();
+  return record("MatmulBackward", out, {a, b}, {x, y}, [x, y](const Tensor& g) {
+    // C = A·B  ⇒  dA = dC·Bᵀ,  dB = Aᵀ·dC   (summed over batch dims that were broadcast)
+    return Grads{matmul(g, y.mT()).sum_to(x.shape()), matmul(x.mT(), g).sum_to(y.shape())};
+  });
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype())
+    throw std::invalid_argument(fmt::format("matmul: dtype mismatch: {} (shape {}) and {} (shape {})",
+                                            dtype_name(a.dtype()), a.shape_str(), dtype_name(b.dtype()), b.shape_str()));
+  if (!is_floating(a.dtype()))
+    throw std::invalid_argument(fmt::format("matmul: expected floating point tensors, got {}", dtype_name(a.dtype())));
+  if (a.device() != b.device())
+    throw std::invalid_argument(fmt::format("matmul: expected both tensors on the same device, got {} and {}",
+                                            a.device().str(), b.device().str()));
+  if (a.dim() == 0 || b.dim() == 0)
+    throw std::invalid_argument(fmt::format("matmul: both arguments need at least 1 dimension, got shapes {} and {}",
+                                            a.shape_str(), b.shape_str()));
+  if (a.dim() == 1 && b.dim() == 1) {
+    if (a.size(0) != b.size(0))
+      throw std::invalid_argument(fmt::format("matmul: 1-D tensors of sizes {} and {} have no dot product",
+                                              a.size(0), b.size(0)));
+    return batched_product(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+  }
+  if (a.dim() == 1) return batched_product(a.unsqueeze(0), b).squeeze(-2);
+  if (b.dim() == 1) return batched_product(a, b.unsqueeze(-1)).squeeze(-1);
+  if (a.dim() > 2 && b.dim() == 2) {
+    // [..., M, K] @ [K, N]: fold the batch into the rows for one big product (as PyTorch does)
+    Shape out_shape(a.shape().begin(), a.shape().end() - 1);
+    out_shape.push_back(b.size(1));
+    return batched_product(a.reshape({-1, a.size(-1)}), b).view(out_shape);
+  }
+  return batched_product(a, b);
+}
+
+Tensor Tensor::matmul(const Tensor& other) const { return autograd::matmul(*this, other); }
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (weight.dim() != 2)
+    throw std::invalid_argument(fmt::format("linear: weight must be 2-D [out, in], got {}", weight.shape_str()));
+  if (x.dim() == 0 || x.size(-1) != weight.size(1))
+    throw std::invalid_argument(fmt::format("linear: input of shape {} does not match weight {} (in_features {})",
+                                            x.shape_str(), weight.shape_str(), weight.size(1)));
+  Tensor out = matmul(x, weight.t());
+  return bias.defined() ? out + bias : out;
+}
+
+}  // namespace autograd

@@ -1,0 +1,170 @@
+// ops/nn.cpp — the operations attention models are made of: softmax, masked_fill, embedding,
+// cross-entropy. Each forward is one kernel call; each backward is stated in a comment as math.
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "autograd/backend.h"
+#include "autograd/ops.h"
+
+namespace autograd {
+
+static void check_floating(const Tensor& x, const char* op) {
+  if (!is_floating(x.dtype()))
+    throw std::invalid_argument(fmt::format("{}: expected a floating point tensor, got {} (shape {})", op,
+                                            dtype_name(x.dtype()), x.shape_str()));
+}
+
+// ---------------------------------------------------------------- softmax / log_softmax
+
+static Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  check_floating(x, op);
+  int64_t dim = wrap_dim(dim_in, x.dim(), op);
+  if (x.dim() == 0) return log ? zeros_like(x) + (x - x) : ones_like(x) + (x - x);  // a lone value: p = 1
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  backend(x.device()).softmax(x, dim, log, out);
+  if (!needs_grad({x})) return out;
+  Tensor y = out.detach();
+  return record(log ? "LogSoftmaxBackward" : "SoftmaxBackward", out, {x}, {y}, [y, dim, log](const Tensor& g) {
+    // softmax:      dx = y ⊙ (g − Σ_j g_j y_j)
+    // log_softmax:  dx = g − softmax(x) ⊙ Σ_j g_j
+    Tensor gx = empty(y.shape(), y.dtype(), y.device());
+    backend(y.device()).softmax_backward(y, g.contiguous(), dim, log, gx);
+    return Grads{gx};
+  });
+}
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+Tensor Tensor::softmax(int64_t dim) const { return autograd::softmax(*this, dim); }
+Tensor Tensor::log_softmax(int64_t dim) const { return autograd::log_softmax(*this, dim); }
+
+// ---------------------------------------------------------------- masked_fill
+
+static Tensor checked_mask(const Tensor& x, const Tensor& mask, const char* op) {
+  if (mask.dtype() != DType::Bool)
+    throw std::invalid_argument(fmt::format("{}: expected a bool mask, got {} (shape {}); compare it, e.g. mask == 0",
+                                            op, dtype_name(mask.dtype()), mask.shape_str()));
+  if (mask.device() != x.device())
+    throw std::invalid_argument(fmt::format("{}: mask is on {} but the input is on {}", op, mask.device().str(),
+                                            x.device().str()));
+  Shape shape = broadcast_shapes(x.shape(), mask.shape(), op);
+  if (shape != x.shape())
+    throw std::invalid_argument(fmt::format("{}: mask of shape {} cannot be broadcast to the input's shape {}", op,
+                                            mask.shape_str(), x.shape_str()));
+  NoGradGuard no_grad;
+  return mask.expand(x.shape());
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  Tensor m = checked_mask(x, mask, "masked_fill");
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  {
+    NoGradGuard no_grad;
+    backend(x.device()).where(m, full({}, value, x.dtype(), x.device()).expand(x.shape()), x, out);
+  }
+  return record("MaskedFillBackward", out, {x}, {m}, [m](const Tensor& g) {
+    return Grads{masked_fill(g, m, 0.0)};  // filled positions no longer depend on x
+  });
+}
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return autograd::masked_fill(*this, mask, value); }
+
+Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
+  Tensor m = checked_mask(*this, mask, "masked_fill_");
+  bool tracked = is_grad_enabled() && requires_grad();
+  if (tracked && is_leaf())
+    throw std::runtime_error(fmt::format("masked_fill_: a leaf tensor that requires grad (shape {}) cannot be modified "
+                                         "in place; use masked_fill",
+                                         shape_str()));
+  if (tracked && impl().is_view)
+    throw std::runtime_error(fmt::format("masked_fill_: in-place fill of a view (shape {}) that has autograd history "
+                                         "is not supported; use masked_fill",
+                                         shape_str()));
+  // Keep a handle on the history as it was, so the new node can pass gradients on to it.
+  Tensor before = detach();
+  before.impl().grad_fn = impl().grad_fn;
+  before.impl().requires_grad = requires_grad();
+  {
+    NoGradGuard no_grad;
+    backend(device()).where(m, full({}, value, dtype(), device()).expand(shape()), *this, *this);
+  }
+  ++impl().storage->version;
+  if (tracked)
+    record("MaskedFillBackward", *this, {before}, {m}, [m](const Tensor& g) { return Grads{autograd::masked_fill(g, m, 0.0)}; });
+  return *this;
+}
+
+// ---------------------------------------------------------------- embedding
+
+static void check_indices(const Tensor& indices, int64_t limit, int64_t allowed, const char* op, const char* what) {
+  if (indices.dtype() != DType::Int64)
+    throw std::invalid_argument(fmt::format("{}: indices must be int64, got {} (shape {})", op,
+                                            dtype_name(indices.dtype()), indices.shape_str()));
+  std::vector<int64_t> values = indices.to_vector<int64_t>();
+  for (size_t i = 0; i < values.size(); ++i)
+    if ((values[i] < 0 || values[i] >= limit) && values[i] != allowed)
+      throw std::out_of_range(fmt::format("{}: index {} (at flat position {} of indices shaped {}) is out of range for "
+                                          "{} {}",
+                                          op, values[i], i, indices.shape_str(), limit, what));
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  if (weight.dim() != 2)
+    throw std::invalid_argument(fmt::format("embedding: weight must be 2-D [num_embeddings, dim], got {}", weight.shape_str()));
+  const int64_t rows = weight.size(0), dim = weight.size(1);
+  // range-checked against a sentinel no index can equal
+  check_indices(indices, rows, -1 - rows, "embedding", "embedding rows");
+  if (indices.device() != weight.device())
+    throw std::invalid_argument(fmt::format("embedding: indices on {} but weight on {}", indices.device().str(),
+                                            weight.device().str()));
+  Tensor flat = indices.contiguous();
+  Shape out_shape = indices.shape();
+  out_shape.push_back(dim);
+  Tensor out = empty(out_shape, weight.dtype(), weight.device());
+  backend(weight.device()).index_select_rows(weight, flat, out);
+  Shape wshape = weight.shape();
+  return record("EmbeddingBackward", out, {weight}, {}, [flat, wshape](const Tensor& g) {
+    // each output row came from one weight row: add it back there (repeated indices accumulate)
+    Tensor gw = zeros(wshape, g.dtype(), g.device());
+    backend(g.device()).index_add_rows(g.contiguous().reshape({-1, wshape[1]}), flat, gw);
+    return Grads{gw};
+  });
+}
+
+// ---------------------------------------------------------------- losses
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index) {
+  if (log_probs.dim() != 2)
+    throw std::invalid_argument(fmt::format("nll_loss: expected input of shape [N, C], got {}", log_probs.shape_str()));
+  if (targets.dim() != 1 || targets.size(0) != log_probs.size(0))
+    throw std::invalid_argument(fmt::format("nll_loss: expected targets of shape [{}] for input {}, got {}",
+                                            log_probs.size(0), log_probs.shape_str(), targets.shape_str()));
+  check_floating(log_probs, "nll_loss");
+  check_indices(targets, log_probs.size(1), ignore_index, "nll_loss", "classes");
+  Tensor lp = log_probs.contiguous().detach();
+  Tensor tgt = targets.contiguous();
+  std::vector<int64_t> t = tgt.to_vector<int64_t>();
+  const int64_t count = std::count_if(t.begin(), t.end(), [&](int64_t v) { return v != ignore_index; });
+  Tensor picked = empty({lp.size(0)}, lp.dtype(), lp.device());
+  backend(lp.device()).gather_rows(lp, tgt, ignore_index, picked);
+  Tensor out = neg(sum(picked) / double(count));  // mean of −log p[target]; 0/0 = nan if all are ignored
+  Shape shape = log_probs.shape();
+  return record("NllLossBackward", out, {log_probs}, {}, [tgt, shape, count, ignore_index](const Tensor& g) {
+    // d loss / d logp[i, target_i] = −1/count; every other entry gets 0
+    Tensor coef = (neg(g) / double(count)).reshape({1}).expand({shape[0]}).contiguous();
+    Tensor gx = zeros(shape, g.dtype(), g.device());
+    backend(g.device()).scatter_rows(coef, tgt, ignore_index, gx);
+    return Grads{gx};
+  });
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  if (logits.dim() != 2)
+    throw std::invalid_argument(fmt::format("cross_entropy: expected logits of shape [N, C], got {}; flatten with "
+                                            ".view({{-1, C}})",
+                                            logits.shape_str()));
+  return nll_loss(log_softmax(logits, 1), targets, ignore_index);
+}
+
+}  // namespace autograd

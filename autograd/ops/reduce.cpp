@@ -1,0 +1,135 @@
+// ops/reduce.cpp — sum, mean, max, argmax. A reduction's backward broadcasts the gradient back over the
+// reduced dims (for sum/mean), or routes it to the winning element (for max).
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "autograd/backend.h"
+#include "autograd/ops.h"
+
+namespace autograd {
+
+// The shape with the reduced dims kept as size 1.
+static Shape keepdim_shape(const Shape& shape, const std::vector<bool>& reduced) {
+  Shape out = shape;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (reduced[d]) out[d] = 1;
+  return out;
+}
+
+static Shape drop_reduced(const Shape& shape, const std::vector<bool>& reduced) {
+  Shape out;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (!reduced[d]) out.push_back(shape[d]);
+  return out;
+}
+
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  std::vector<bool> reduced(size_t(a.dim()), dims.empty());  // no dims: reduce everything
+  for (int64_t d : dims) reduced[size_t(wrap_dim(d, a.dim(), "sum"))] = true;
+  Shape kept = keepdim_shape(a.shape(), reduced);
+  Tensor out = empty(kept, a.dtype() == DType::Bool ? DType::Int64 : a.dtype(), a.device());
+  backend(a.device()).sum_to(a.dtype() == DType::Bool ? a.to(DType::Int64) : a, out);
+  if (!keepdim) out = out.as_strided(drop_reduced(a.shape(), reduced), contiguous_strides(drop_reduced(a.shape(), reduced)), 0);
+  Shape in_shape = a.shape();
+  return record("SumBackward", out, {a}, {}, [in_shape, kept](const Tensor& g) {
+    return Grads{g.reshape(kept).expand(in_shape)};
+  });
+}
+
+Tensor sum(const Tensor& a) { return sum(a, std::vector<int64_t>{}, false); }
+Tensor sum(const Tensor& a, int64_t dim, bool keepdim) { return sum(a, std::vector<int64_t>{dim}, keepdim); }
+
+// Undoes broadcasting: sums `a` down to `shape` (which `a`'s shape must be a broadcast of).
+Tensor sum_to(const Tensor& a, const Shape& shape) {
+  if (a.shape() == shape) return a;
+  size_t lead = a.shape().size() - std::min(a.shape().size(), shape.size());
+  bool ok = shape.size() <= a.shape().size();
+  std::vector<int64_t> dims;
+  for (size_t d = 0; ok && d < a.shape().size(); ++d) {
+    if (d < lead) dims.push_back(int64_t(d));
+    else if (shape[d - lead] == 1 && a.shape()[d] != 1) dims.push_back(int64_t(d));
+    else ok = shape[d - lead] == a.shape()[d];
+  }
+  if (!ok)
+    throw std::invalid_argument(fmt::format("sum_to: shape {} is not a broadcast of {}", a.shape_str(), shape_to_string(shape)));
+  return sum(a, dims, true).reshape(shape);
+}
+
+Tensor mean(const Tensor& a) { return sum(a) / double(a.numel()); }  // empty: 0/0 = nan, as in PyTorch
+Tensor mean(const Tensor& a, int64_t dim, bool keepdim) {
+  int64_t n = a.size(dim);
+  return sum(a, dim, keepdim) / double(n);
+}
+
+std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim_in, bool keepdim) {
+  int64_t dim = wrap_dim(dim_in, a.dim(), "max");
+  if (a.dim() > 0 && a.shape()[size_t(dim)] == 0)
+    throw std::invalid_argument(fmt::format("max: cannot reduce over dimension {} of size 0 (shape {})", dim, a.shape_str()));
+  if (a.dim() == 0) return {a, zeros({}, DType::Int64, a.device())};
+  std::vector<bool> reduced(size_t(a.dim()), false);
+  reduced[size_t(dim)] = true;
+  Shape kept = keepdim_shape(a.shape(), reduced);
+  Tensor values = empty(kept, a.dtype(), a.device());
+  Tensor indices = empty(kept, DType::Int64, a.device());
+  backend(a.device()).max_dim(a, dim, values, indices);
+  Shape in_shape = a.shape();
+  int64_t n = a.shape()[size_t(dim)];
+  Tensor idx = indices.detach();
+  values = record("MaxBackward", values, {a}, {}, [idx, in_shape, dim, n](const Tensor& g) {
+    // route the gradient to the position that won: a one-hot mask along `dim`
+    Shape line(in_shape.size(), 1);
+    line[size_t(dim)] = n;
+    Tensor positions = arange(n).to(g.device()).view(line);
+    Tensor winner = eq(idx, positions);
+    return Grads{where(winner, g, zeros({}, g.dtype(), g.device()))};
+  });
+  if (!keepdim) return {values.squeeze(dim), indices.squeeze(dim)};
+  return {values, indices};
+}
+
+Tensor max(const Tensor& a) {
+  if (a.numel() == 0) throw std::invalid_argument("max: cannot take the max of an empty tensor");
+  return max(a.reshape({-1}), 0, false).first;
+}
+
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  NoGradGuard no_grad;
+  return max(a, dim, keepdim).second;
+}
+Tensor argmax(const Tensor& a) {
+  NoGradGuard no_grad;
+  return max(a.reshape({-1}), 0, false).second;
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  return x == y;
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), "allclose");
+  NoGradGuard no_grad;
+  std::vector<double> x = a.expand(shape).to_vector<double>(), y = b.expand(shape).to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) || std::isnan(y[i])) return false;
+    if (x[i] == y[i]) continue;  // equal infinities
+    if (std::abs(x[i] - y[i]) > atol + rtol * std::abs(y[i])) return false;
+  }
+  return true;
+}
+
+Tensor Tensor::sum() const { return autograd::sum(*this); }
+Tensor Tensor::sum(int64_t dim, bool keepdim) const { return autograd::sum(*this, dim, keepdim); }
+Tensor Tensor::sum_to(const Shape& shape) const { return autograd::sum_to(*this, shape); }
+Tensor Tensor::mean() const { return autograd::mean(*this); }
+Tensor Tensor::mean(int64_t dim, bool keepdim) const { return autograd::mean(*this, dim, keepdim); }
+Tensor Tensor::max() const { return autograd::max(*this); }
+std::pair<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const { return autograd::max(*this, dim, keepdim); }
+Tensor Tensor::argmax() const { return autograd::argmax(*this); }
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return autograd::argmax(*this, dim, keepdim); }
+
+}  // namespace autograd

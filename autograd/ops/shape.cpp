@@ -1,0 +1,341 @@
+// ops/shape.cpp — views (same storage, new shape/strides/offset) and the ops that join or split tensors.
+// A view's backward reshapes, transposes or pads the gradient back to the input's layout.
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "autograd/backend.h"
+#include "autograd/ops.h"
+
+namespace autograd {
+
+Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
+  auto out = std::make_shared<TensorImpl>();
+  out->storage = impl().storage;
+  out->shape = shape;
+  out->strides = strides;
+  out->offset = offset;
+  out->dtype = dtype();
+  out->is_view = true;
+  return Tensor(std::move(out));
+}
+
+// Replaces one -1 in `shape` by whatever makes the element count match `numel`.
+static Shape infer_shape(Shape shape, int64_t numel, const Shape& from, const char* op) {
+  int64_t known = 1, infer_at = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (infer_at >= 0) throw std::invalid_argument(fmt::format("{}: only one dimension can be -1", op));
+      infer_at = int64_t(i);
+    } else if (shape[i] < 0) {
+      throw std::invalid_argument(fmt::format("{}: invalid size {} in shape {}", op, shape[i], shape_to_string(shape)));
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer_at >= 0 && known != 0 && numel % known == 0) shape[size_t(infer_at)] = numel / known;
+  if (shape_numel(shape) != numel)
+    throw std::invalid_argument(fmt::format("{}: shape {} is invalid for input of shape {} ({} elements)", op,
+                                            shape_to_string(shape), shape_to_string(from), numel));
+  return shape;
+}
+
+// Strides that let `new_shape` view memory laid out as (old_shape, old_strides), if any exist. Walks the
+// old dims from the right in "chunks" that are contiguous among themselves; each chunk must be rebuilt
+// exactly by a run of new dims. (The same rule as torch.Tensor.view.)
+static std::optional<Shape> view_strides(const Shape& old_shape, const Shape& old_strides, const Shape& new_shape) {
+  if (old_shape.empty() || shape_numel(old_shape) == 0) return contiguous_strides(new_shape);
+  Shape new_strides(new_shape.size());
+  int64_t view_d = int64_t(new_shape.size()) - 1;
+  int64_t chunk_base_stride = old_strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = int64_t(old_shape.size()) - 1; d >= 0; --d) {
+    tensor_numel *= old_shape[size_t(d)];
+    bool chunk_ends = d == 0 || (old_shape[size_t(d - 1)] != 1 &&
+                                 old_strides[size_t(d - 1)] != tensor_numel * chunk_base_stride);
+    if (!chunk_ends) continue;
+    while (view_d >= 0 && (view_numel < tensor_numel || new_shape[size_t(view_d)] == 1)) {
+      new_strides[size_t(view_d)] = view_numel * chunk_base_stride;
+      view_numel *= new_shape[size_t(view_d)];
+      --view_d;
+    }
+    if (view_numel != tensor_numel) return std::nullopt;
+    if (d > 0) {
+      chunk_base_stride = old_strides[size_t(d - 1)];
+      tensor_numel = view_numel = 1;
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return new_strides;
+}
+
+// Records a view op whose backward is "reshape the gradient back to the input's shape".
+static Tensor record_reshaping(const char* name, const Tensor& in, Tensor out) {
+  Shape in_shape = in.shape();
+  return record(name, std::move(out), {in}, {}, [in_shape](const Tensor& g) {
+    return Grads{g.reshape(in_shape)};
+  });
+}
+
+Tensor Tensor::view(const Shape& shape_in) const {
+  Shape shape = infer_shape(shape_in, numel(), this->shape(), "view");
+  auto strides = view_strides(this->shape(), this->strides(), shape);
+  if (!strides)
+    throw std::invalid_argument(fmt::format(
+        "view: shape {} is not compatible with the input's size {} and stride {} (at least one dimension spans "
+        "across two contiguous subspaces); use reshape() instead",
+        shape_to_string(shape), shape_str(), shape_to_string(this->strides())));
+  return record_reshaping("ViewBackward", *this, as_strided(shape, *strides, offset()));
+}
+
+Tensor Tensor::reshape(const Shape& shape_in) const {
+  Shape shape = infer_shape(shape_in, numel(), this->shape(), "reshape");
+  if (auto strides = view_strides(this->shape(), this->strides(), shape))
+    return record_reshaping("ViewBackward", *this, as_strided(shape, *strides, offset()));
+  return contiguous().view(shape);  // the one case that copies: strides forbid a view
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  d0 = wrap_dim(d0, dim(), "transpose");
+  d1 = wrap_dim(d1, dim(), "transpose");
+  if (dim() == 0) return *this;
+  Shape shape = this->shape(), strides = this->strides();
+  std::swap(shape[size_t(d0)], shape[size_t(d1)]);
+  std::swap(strides[size_t(d0)], strides[size_t(d1)]);
+  return record("TransposeBackward", as_strided(shape, strides, offset()), {*this}, {},
+                [d0, d1](const Tensor& g) { return Grads{g.transpose(d0, d1)}; });
+}
+
+Tensor Tensor::permute(const Shape& dims_in) const {
+  if (int64_t(dims_in.size()) != dim())
+    throw std::invalid_argument(fmt::format("permute: {} dims given for a tensor of shape {}", dims_in.size(), shape_str()));
+  Shape dims(dims_in.size()), inverse(dims_in.size()), shape(dims_in.size()), strides(dims_in.size());
+  std::vector<bool> used(dims_in.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    dims[i] = wrap_dim(dims_in[i], dim(), "permute");
+    if (used[size_t(dims[i])])
+      throw std::invalid_argument(fmt::format("permute: dims {} repeat dimension {}", shape_to_string(dims_in), dims[i]));
+    used[size_t(dims[i])] = true;
+    inverse[size_t(dims[i])] = int64_t(i);
+    shape[i] = this->shape()[size_t(dims[i])];
+    strides[i] = this->strides()[size_t(dims[i])];
+  }
+  return record("PermuteBackward", as_strided(shape, strides, offset()), {*this}, {},
+                [inverse](const Tensor& g) { return Grads{g.permute(inverse)}; });
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  d = wrap_dim(d, dim() + 1, "unsqueeze");
+  Shape shape = this->shape(), strides = this->strides();
+  int64_t stride = size_t(d) < shape.size() ? shape[size_t(d)] * strides[size_t(d)] : 1;
+  shape.insert(shape.begin() + d, 1);
+  strides.insert(strides.begin() + d, stride);
+  return record("UnsqueezeBackward", as_strided(shape, strides, offset()), {*this}, {},
+                [d](const Tensor& g) { return Grads{g.squeeze(d)}; });
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+  d = wrap_dim(d, dim(), "squeeze");
+  if (dim() == 0 || shape()[size_t(d)] != 1) return *this;  // like PyTorch: squeezing a non-1 dim is a no-op
+  Shape shape = this->shape(), strides = this->strides();
+  shape.erase(shape.begin() + d);
+  strides.erase(strides.begin() + d);
+  return record_reshaping("SqueezeBackward", *this, as_strided(shape, strides, offset()));
+}
+
+Tensor Tensor::squeeze() const {
+  Shape shape, strides;
+  for (size_t i = 0; i < this->shape().size(); ++i)
+    if (this->shape()[i] != 1) {
+      shape.push_back(this->shape()[i]);
+      strides.push_back(this->strides()[i]);
+    }
+  return record_reshaping("SqueezeBackward", *this, as_strided(shape, strides, offset()));
+}
+
+Tensor Tensor::expand(const Shape& target) const {
+  if (target.size() < shape().size())
+    throw std::invalid_argument(fmt::format("expand: the target shape {} has fewer dimensions than the input {}",
+                                            shape_to_string(target), shape_str()));
+  size_t lead = target.size() - shape().size();
+  Shape shape(target.size()), strides(target.size(), 0);
+  for (size_t i = 0; i < target.size(); ++i) {
+    bool is_new = i < lead;
+    int64_t have = is_new ? 1 : this->shape()[i - lead];
+    int64_t want = target[i] == -1 && !is_new ? have : target[i];
+    if (want < 0 || (have != want && have != 1))
+      throw std::invalid_argument(fmt::format("expand: the expanded size {} must match the existing size {} at "
+                                              "dimension {} (input {}, target {})",
+                                              target[i], have, i, shape_str(), shape_to_string(target)));
+    shape[i] = want;
+    strides[i] = (is_new || have != want) ? 0 : this->strides()[i - lead];
+  }
+  if (shape == this->shape()) return *this;
+  Shape in_shape = this->shape();
+  return record("ExpandBackward", as_strided(shape, strides, offset()), {*this}, {},
+                [in_shape](const Tensor& g) { return Grads{g.sum_to(in_shape)}; });
+}
+
+// Gradient of a view that picks a region of the input: zeros everywhere else.
+static Tensor scatter_into_zeros(const Tensor& g, const Shape& in_shape, const std::function<Tensor(const Tensor&)>& pick) {
+  Tensor full_grad = zeros(in_shape, g.dtype(), g.device());
+  Tensor region = pick(full_grad);
+  backend(g.device()).copy(g, region);
+  return full_grad;
+}
+
+Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_in, std::optional<int64_t> end_in, int64_t step) const {
+  d = wrap_dim(d, dim(), "slice");
+  if (step <= 0) throw std::invalid_argument(fmt::format("slice: step must be positive, got {}", step));
+  int64_t n = shape()[size_t(d)];
+  auto clamp = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
+  int64_t start = clamp(start_in.value_or(0)), end = clamp(end_in.value_or(n));
+  int64_t len = end > start ? (end - start + step - 1) / step : 0;
+  Shape shape = this->shape(), strides = this->strides();
+  shape[size_t(d)] = len;
+  strides[size_t(d)] *= step;
+  Tensor out = as_strided(shape, strides, offset() + start * this->strides()[size_t(d)]);
+  Shape in_shape = this->shape();
+  return record("SliceBackward", out, {*this}, {}, [=](const Tensor& g) {
+    return Grads{scatter_into_zeros(g, in_shape, [&](const Tensor& z) { return z.slice(d, start, end, step); })};
+  });
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  int64_t wd = wrap_dim(d, dim(), "narrow");
+  int64_t n = shape()[size_t(wd)];
+  if (start < 0) start += n;
+  if (start < 0 || length < 0 || start + length > n)
+    throw std::out_of_range(fmt::format("narrow: start {} and length {} exceed dimension {} of size {} (shape {})",
+                                        start, length, wd, n, shape_str()));
+  return slice(wd, start, start + length);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  d = wrap_dim(d, dim(), "select");
+  int64_t n = shape()[size_t(d)];
+  if (index < -n || index >= n)
+    throw std::out_of_range(fmt::format("select: index {} is out of bounds for dimension {} with size {} (shape {})",
+                                        index, d, n, shape_str()));
+  if (index < 0) index += n;
+  Shape shape = this->shape(), strides = this->strides();
+  shape.erase(shape.begin() + d);
+  strides.erase(strides.begin() + d);
+  Tensor out = as_strided(shape, strides, offset() + index * this->strides()[size_t(d)]);
+  Shape in_shape = this->shape();
+  return record("SelectBackward", out, {*this}, {}, [=](const Tensor& g) {
+    return Grads{scatter_into_zeros(g, in_shape, [&](const Tensor& z) { return z.select(d, index); })};
+  });
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(shape(), dtype(), device());
+  backend(device()).copy(*this, out);
+  return record("CloneBackward", out, {*this}, {}, [](const Tensor& g) { return Grads{g}; });
+}
+
+// ---------------------------------------------------------------- joining and splitting
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (tensors.empty()) throw std::invalid_argument("cat: expected a non-empty list of tensors");
+  const Tensor& first = tensors[0];
+  dim = wrap_dim(dim, first.dim(), "cat");
+  Shape out_shape = first.shape();
+  out_shape[size_t(dim)] = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    bool same_rank = t.dim() == first.dim();
+    bool other_dims_match = same_rank;
+    for (int64_t d = 0; same_rank && d < t.dim(); ++d)
+      if (d != dim && t.shape()[size_t(d)] != first.shape()[size_t(d)]) other_dims_match = false;
+    if (!other_dims_match)
+      throw std::invalid_argument(fmt::format("cat: tensor {} has shape {} but tensor 0 has shape {}; all sizes must "
+                                              "match except in dimension {}",
+                                              i, t.shape_str(), first.shape_str(), dim));
+    if (t.dtype() != first.dtype())
+      throw std::invalid_argument(fmt::format("cat: tensor {} has dtype {} but tensor 0 has dtype {}", i,
+                                              dtype_name(t.dtype()), dtype_name(first.dtype())));
+    if (t.device() != first.device())
+      throw std::invalid_argument(fmt::format("cat: tensor {} is on {} but tensor 0 is on {}", i, t.device().str(),
+                                              first.device().str()));
+    out_shape[size_t(dim)] += t.shape()[size_t(dim)];
+  }
+  Tensor out = empty(out_shape, first.dtype(), first.device());
+  std::vector<int64_t> sizes;
+  int64_t at = 0;
+  for (const Tensor& t : tensors) {
+    int64_t n = t.shape()[size_t(dim)];
+    backend(out.device()).copy(t, out.detach().narrow(dim, at, n));
+    sizes.push_back(n);
+    at += n;
+  }
+  return record("CatBackward", out, tensors, {}, [dim, sizes](const Tensor& g) {
+    Grads grads;
+    int64_t start = 0;
+    for (int64_t n : sizes) {
+      grads.push_back(g.narrow(dim, start, n));
+      start += n;
+    }
+    return grads;
+  });
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  if (tensors.empty()) throw std::invalid_argument("stack: expected a non-empty list of tensors");
+  dim = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> parts;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].shape() != tensors[0].shape())
+      throw std::invalid_argument(fmt::format("stack: expects each tensor to be equal size, but got {} at entry 0 "
+                                              "and {} at entry {}",
+                                              tensors[0].shape_str(), tensors[i].shape_str(), i));
+    parts.push_back(tensors[i].unsqueeze(dim));
+  }
+  return cat(parts, dim);
+}
+
+std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
+  if (chunks <= 0) throw std::invalid_argument(fmt::format("chunk: chunks must be positive, got {}", chunks));
+  dim = wrap_dim(dim, t.dim(), "chunk");
+  int64_t n = t.shape()[size_t(dim)];
+  int64_t step = (n + chunks - 1) / chunks;
+  std::vector<Tensor> out;
+  for (int64_t start = 0; start < n; start += step) out.push_back(t.narrow(dim, start, std::min(step, n - start)));
+  return out;
+}
+
+// Keeps elements with (column - row) <= diagonal (tril) or >= diagonal (triu) in the last two dims.
+static Tensor triangle(const Tensor& t, int64_t diagonal, bool lower) {
+  if (t.dim() < 2)
+    throw std::invalid_argument(fmt::format("{}: input tensor must have at least 2 dimensions, got shape {}",
+                                            lower ? "tril" : "triu", t.shape_str()));
+  int64_t rows = t.size(-2), cols = t.size(-1);
+  Tensor keep = empty({rows, cols}, DType::Bool);
+  bool* k = keep.data_ptr<bool>();
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) k[i * cols + j] = lower ? (j - i <= diagonal) : (j - i >= diagonal);
+  keep = keep.to(t.device());
+  Tensor out = empty(t.shape(), t.dtype(), t.device());
+  {
+    NoGradGuard no_grad;
+    Tensor zero = zeros({}, t.dtype(), t.device());
+    backend(t.device()).where(keep.expand(t.shape()), t, zero.expand(t.shape()), out);
+  }
+  return record(lower ? "TrilBackward" : "TriuBackward", out, {t}, {}, [diagonal, lower](const Tensor& g) {
+    return Grads{lower ? g.tril(diagonal) : g.triu(diagonal)};
+  });
+}
+Tensor tril(const Tensor& t, int64_t diagonal) { return triangle(t, diagonal, true); }
+Tensor triu(const Tensor& t, int64_t diagonal) { return triangle(t, diagonal, false); }
+Tensor Tensor::tril(int64_t diagonal) const { return autograd::tril(*this, diagonal); }
+Tensor Tensor::triu(int64_t diagonal) const { return autograd::triu(*this, diagonal); }
+
+}  // namespace autograd
