@@ -1,0 +1,551 @@
+// test_random.cpp — autograd::Generator against numbers recorded from PyTorch 1.13
+// (tests/reference/make_random_fixtures.py) plus self-contained checks of the engine and the API.
+#include "autograd/random.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#ifndef SCRATCHGRAD_SOURCE_DIR
+#define SCRATCHGRAD_SOURCE_DIR "/work/main"
+#endif
+
+using autograd::Generator;
+namespace rng = autograd::rng;
+
+namespace {
+
+// ------------------------------------------------------------------------------------------------
+// Fixture files: see the format description at the top of make_random_fixtures.py.
+// ------------------------------------------------------------------------------------------------
+struct Step {
+  std::string op, dtype;
+  int64_t n = 0;
+  std::string arg1, arg2;
+  std::vector<std::string> in, out;
+};
+
+struct Case {
+  std::string name;
+  uint64_t seed = 0;
+  std::vector<Step> steps;
+};
+
+std::vector<std::string> split(const std::string& line) {
+  std::istringstream is(line);
+  std::vector<std::string> tokens;
+  for (std::string t; is >> t;) tokens.push_back(t);
+  return tokens;
+}
+
+std::vector<Case> load_cases(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) throw std::runtime_error("cannot open fixture " + path);
+  std::vector<Case> cases;
+  for (std::string line; std::getline(file, line);) {
+    auto tok = split(line);
+    if (tok.empty() || tok[0][0] == '#' || tok[0] == "end") continue;
+    const std::string kind = tok[0];
+    tok.erase(tok.begin());
+    if (kind == "case") {
+      cases.push_back({tok.at(0), std::stoull(tok.at(1)), {}});
+    } else if (kind == "step") {
+      cases.back().steps.push_back({tok.at(0), tok.at(1), std::stoll(tok.at(2)), tok.at(3), tok.at(4), {}, {}});
+    } else if (kind == "in") {
+      cases.back().steps.back().in = tok;
+    } else if (kind == "out") {
+      cases.back().steps.back().out = tok;
+    } else {
+      throw std::runtime_error("bad fixture line: " + line);
+    }
+  }
+  return cases;
+}
+
+double parse_double(const std::string& s) { return std::strtod(s.c_str(), nullptr); }  // handles hex floats
+
+template <typename T>
+std::vector<T> parse_values(const std::vector<std::string>& tokens) {
+  std::vector<T> v;
+  for (const auto& t : tokens) {
+    if constexpr (std::is_same_v<T, int64_t>) {
+      v.push_back(std::stoll(t));
+    } else if constexpr (std::is_same_v<T, uint64_t>) {
+      v.push_back(std::stoull(t));
+    } else {
+      v.push_back(static_cast<T>(parse_double(t)));  // float32 values are exact in the double text
+    }
+  }
+  return v;
+}
+
+std::string hex_bytes(const std::vector<uint8_t>& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : bytes) {
+    s += digits[b >> 4];
+    s += digits[b & 15];
+  }
+  return s;
+}
+
+std::vector<uint8_t> unhex(const std::string& s) {
+  std::vector<uint8_t> bytes;
+  for (size_t i = 0; i + 1 < s.size(); i += 2) bytes.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
+  return bytes;
+}
+
+// Bitwise equality: distinguishes -0 from +0, which a dropout of a negative input produces.
+template <typename T>
+bool same_bits(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::memcmp(&a, &b, sizeof a) == 0;
+  } else {
+    return a == b;
+  }
+}
+
+template <typename T>
+std::string show(T v) {
+  std::ostringstream os;
+  if constexpr (std::is_floating_point_v<T>) {
+    os << std::hexfloat << v << " (" << std::defaultfloat << std::setprecision(9) << v << ")";
+  } else {
+    os << v;
+  }
+  return os.str();
+}
+
+// ------------------------------------------------------------------------------------------------
+// Running a fixture case
+// ------------------------------------------------------------------------------------------------
+enum class KernelSet { Portable, Avx2 };
+
+// PyTorch's AVX2 normal kernel uses vectorised approximations of log/sin/cos, so against those
+// fixtures normal values are compared with a tolerance relative to max(|expected|, std).
+// A purely relative test cannot work: next to zero the sin/cos errors are absolute, and the AVX2
+// log is least accurate for arguments near 1. Over 4e7 samples the AVX2 kernel differed from the
+// portable one by at most 2.5e-6 * max(|x|, std); 4e-6 leaves some headroom.
+constexpr double kAvx2NormalTolerance = 4e-6;
+
+class CaseRunner {
+ public:
+  CaseRunner(const Case& c, KernelSet set) : case_(c), set_(set), gen_(c.seed) {}
+
+  // Returns a description of every mismatch (empty when the case matches).
+  std::vector<std::string> run() {
+    for (size_t i = 0; i < case_.steps.size(); ++i) {
+      step_index_ = i;
+      run_step(case_.steps[i]);
+    }
+    return failures_;
+  }
+
+ private:
+  void fail(const std::string& what) {
+    failures_.push_back(case_.name + " step " + std::to_string(step_index_) + " (" +
+                        case_.steps[step_index_].op + " " + case_.steps[step_index_].dtype + "): " + what);
+  }
+
+  void run_step(const Step& s) {
+    if (s.op == "uniform") return dispatch_float(s, [&](auto* out) { uniform(s, out); });
+    if (s.op == "normal") return dispatch_float(s, [&](auto* out) { normal(s, out); });
+    if (s.op == "bernoulli") {
+      return dispatch_float(s, [&](auto* out) { rng::bernoulli(gen_, out, s.n, parse_double(s.arg1)); check_exact(s, out); });
+    }
+    if (s.op == "randint") return randint(s);
+    if (s.op == "randperm") return randperm(s);
+    if (s.op == "dropout") return dispatch_float(s, [&](auto* out) { dropout(s, out); });
+    if (s.op == "linear_weight" || s.op == "linear_bias") return linear(s);
+    if (s.op == "random64") return random64(s);
+    if (s.op == "reseed") return gen_.manual_seed(std::stoull(s.arg1));
+    if (s.op == "state") return state(s);
+    fail("unknown op");
+  }
+
+  template <typename F>
+  void dispatch_float(const Step& s, F&& fill) {
+    if (s.dtype == "float32") {
+      std::vector<float> out(static_cast<size_t>(s.n));
+      fill(out.data());
+    } else if (s.dtype == "float64") {
+      std::vector<double> out(static_cast<size_t>(s.n));
+      fill(out.data());
+    } else {
+      fail("unexpected dtype");
+    }
+  }
+
+  template <typename T>
+  void check_exact(const Step& s, const T* got) {
+    const auto want = parse_values<T>(s.out);
+    if (want.size() != static_cast<size_t>(s.n)) return fail("fixture has the wrong number of values");
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (!same_bits(got[i], want[i])) {
+        return fail("element " + std::to_string(i) + ": got " + show(got[i]) + ", PyTorch " + show(want[i]));
+      }
+    }
+  }
+
+  template <typename T>
+  void uniform(const Step& s, T* out) {
+    const double from = parse_double(s.arg1), to = parse_double(s.arg2);
+    fill_uniform_and_check(s, out, from, to);
+  }
+
+  // Our uniform rounds once (fused multiply-add), as PyTorch's AVX2 kernel does. The portable
+  // kernel rounds the product first; against that set we recompute the unfused value from the
+  // same 0..1 draws and require it to match exactly, and our own value to differ by no more than
+  // the product's rounding error (which can be many ulps of a result that cancels to near zero).
+  template <typename T>
+  void fill_uniform_and_check(const Step& s, T* out, double from, double to) {
+    Generator before = gen_;
+    rng::uniform(gen_, out, s.n, from, to);
+    if (set_ == KernelSet::Avx2) return check_exact(s, out);
+
+    std::vector<T> unit(static_cast<size_t>(s.n));
+    rng::uniform(before, unit.data(), s.n, 0.0, 1.0);
+    const T lo = static_cast<T>(from), range = static_cast<T>(to) - lo;
+    std::vector<T> unfused(unit.size());
+    for (size_t i = 0; i < unit.size(); ++i) {
+      volatile T product = unit[i] * range;  // volatile: force the product to be rounded on its own
+      unfused[i] = product + lo;
+    }
+    check_exact(s, unfused.data());
+    const auto want = parse_values<T>(s.out);
+    const double bound = 2 * std::numeric_limits<T>::epsilon() * std::max(std::abs(from), std::abs(to));
+    for (size_t i = 0; i < want.size() && i < unit.size(); ++i) {
+      if (!(std::abs(static_cast<double>(out[i]) - static_cast<double>(want[i])) <= bound)) {
+        return fail("element " + std::to_string(i) + ": got " + show(out[i]) + ", too far from the portable kernel's " + show(want[i]));
+      }
+    }
+  }
+
+  template <typename T>
+  void normal(const Step& s, T* out) {
+    const double mean = parse_double(s.arg1), stddev = parse_double(s.arg2);
+    rng::normal(gen_, out, s.n, mean, stddev);
+    if (set_ == KernelSet::Portable) return check_exact(s, out);
+    const auto want = parse_values<T>(s.out);
+    if (want.size() != static_cast<size_t>(s.n)) return fail("fixture has the wrong number of values");
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double err = std::abs(static_cast<double>(out[i]) - static_cast<double>(want[i]));
+      const double scale = std::max(std::abs(static_cast<double>(want[i])), stddev);
+      if (!(err <= kAvx2NormalTolerance * scale)) {
+        return fail("element " + std::to_string(i) + ": got " + show(out[i]) + ", PyTorch AVX2 " + show(want[i]));
+      }
+    }
+  }
+
+  void randint(const Step& s) {
+    const int64_t low = std::stoll(s.arg1), high = std::stoll(s.arg2);
+    if (s.dtype == "int64") {
+      std::vector<int64_t> out(static_cast<size_t>(s.n));
+      rng::random_from_to(gen_, out.data(), s.n, low, high);
+      check_exact(s, out.data());
+    } else {
+      std::vector<float> out(static_cast<size_t>(s.n));
+      rng::random_from_to(gen_, out.data(), s.n, low, high);
+      check_exact(s, out.data());
+    }
+  }
+
+  void randperm(const Step& s) {
+    std::vector<int64_t> out(static_cast<size_t>(s.n));
+    rng::randperm(gen_, out.data(), s.n);
+    check_exact(s, out.data());
+  }
+
+  // F.dropout(x, p, training=True) on CPU: p == 0 returns x and p == 1 returns x * 0, both without
+  // drawing; otherwise mask = bernoulli(1 - p), noise = mask / T(1 - p), output = x * noise.
+  template <typename T>
+  void dropout(const Step& s, T* out) {
+    const double p = parse_double(s.arg1);
+    const auto x = parse_values<T>(s.in);
+    std::vector<T> mask(x.size(), T(1));
+    if (p == 1.0) std::fill(mask.begin(), mask.end(), T(0));
+    const T keep = static_cast<T>(1.0 - p);
+    if (p > 0.0 && p < 1.0) rng::bernoulli(gen_, mask.data(), s.n, 1.0 - p);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const T noise = (p > 0.0 && p < 1.0) ? mask[i] / keep : mask[i];
+      out[i] = x[i] * noise;
+    }
+    check_exact(s, out);
+  }
+
+  void linear(const Step& s) {
+    const int64_t fan_in = std::stoll(s.arg1);
+    const double torch_bound = parse_double(s.arg2);
+    const double bound = s.op == "linear_weight" ? autograd::kaiming_uniform_bound(fan_in, std::sqrt(5.0))
+                                                 : autograd::linear_bias_bound(fan_in);
+    if (!same_bits(bound, torch_bound)) fail("bound " + show(bound) + " differs from PyTorch's " + show(torch_bound));
+    std::vector<float> out(static_cast<size_t>(s.n));
+    fill_uniform_and_check(s, out.data(), -bound, bound);
+  }
+
+  void random64(const Step& s) {
+    std::vector<uint64_t> out(static_cast<size_t>(s.n));
+    for (auto& v : out) v = gen_.random64();
+    check_exact(s, out.data());
+  }
+
+  // Compare the blob with torch.get_rng_state(), then continue the case from a generator rebuilt
+  // with set_state from PyTorch's blob: later steps only pass if the restore was complete.
+  void state(const Step& s) {
+    if (hex_bytes(gen_.get_state()) != s.out.at(0)) fail("get_state() differs from torch.get_rng_state()");
+    Generator restored(424242);
+    restored.set_state(unhex(s.out.at(0)));
+    gen_ = restored;
+  }
+
+  const Case& case_;
+  KernelSet set_;
+  Generator gen_;
+  size_t step_index_ = 0;
+  std::vector<std::string> failures_;
+};
+
+void check_fixture_file(const std::string& set_dir, const std::string& name) {
+  const std::string path = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/random/" + set_dir + "/" + name + ".txt";
+  const auto cases = load_cases(path);
+  ASSERT_FALSE(cases.empty()) << path;
+  const KernelSet set = set_dir == "avx2" ? KernelSet::Avx2 : KernelSet::Portable;
+  size_t failed = 0, steps = 0;
+  for (const auto& c : cases) {
+    steps += c.steps.size();
+    const auto failures = CaseRunner(c, set).run();
+    if (!failures.empty() && ++failed <= 10) ADD_FAILURE() << failures.front();
+  }
+  EXPECT_EQ(failed, 0u) << "of " << cases.size() << " cases in " << path;
+  EXPECT_GT(steps, 0u);
+}
+
+}  // namespace
+
+// ---- PyTorch fixtures, portable kernels (ATEN_CPU_CAPABILITY=default): bit for bit -------------
+TEST(Random, UniformMatchesPortableKernels) { check_fixture_file("default", "uniform"); }
+TEST(Random, NormalMatchesPortableKernels) { check_fixture_file("default", "normal"); }
+TEST(Random, RandintMatchesPortableKernels) { check_fixture_file("default", "randint"); }
+TEST(Random, BernoulliMatchesPortableKernels) { check_fixture_file("default", "bernoulli"); }
+TEST(Random, RandpermMatchesPortableKernels) { check_fixture_file("default", "randperm"); }
+TEST(Random, DropoutMatchesPortableKernels) { check_fixture_file("default", "dropout"); }
+TEST(Random, NnInitMatchesPortableKernels) { check_fixture_file("default", "init"); }
+TEST(Random, SequencesMatchPortableKernels) { check_fixture_file("default", "sequence"); }
+TEST(Random, StateMatchesPortableKernels) { check_fixture_file("default", "state"); }
+
+// ---- PyTorch fixtures, AVX2 kernels (a plain run): bit for bit except normal (1e-6) -------------
+TEST(Random, UniformMatchesAvx2Kernels) { check_fixture_file("avx2", "uniform"); }
+TEST(Random, NormalMatchesAvx2Kernels) { check_fixture_file("avx2", "normal"); }
+TEST(Random, RandintMatchesAvx2Kernels) { check_fixture_file("avx2", "randint"); }
+TEST(Random, BernoulliMatchesAvx2Kernels) { check_fixture_file("avx2", "bernoulli"); }
+TEST(Random, RandpermMatchesAvx2Kernels) { check_fixture_file("avx2", "randperm"); }
+TEST(Random, DropoutMatchesAvx2Kernels) { check_fixture_file("avx2", "dropout"); }
+TEST(Random, NnInitMatchesAvx2Kernels) { check_fixture_file("avx2", "init"); }
+TEST(Random, SequencesMatchAvx2Kernels) { check_fixture_file("avx2", "sequence"); }
+TEST(Random, StateMatchesAvx2Kernels) { check_fixture_file("avx2", "state"); }
+
+// ---- The engine itself ------------------------------------------------------------------------
+
+TEST(Random, EngineIsStandardMt19937OnLow32BitsOfSeed) {
+  for (uint64_t seed : {0ull, 1ull, 5489ull, 67280421310721ull, (1ull << 40) + 5}) {
+    Generator gen(seed);
+    std::mt19937 reference(static_cast<uint32_t>(seed & 0xffffffffu));
+    for (int i = 0; i < 2000; ++i) ASSERT_EQ(gen.random(), reference()) << "seed " << seed << " draw " << i;
+  }
+  // The C++ standard fixes the 10000th output of mt19937 with the default seed 5489.
+  Generator gen(5489);
+  uint32_t last = 0;
+  for (int i = 0; i < 10000; ++i) last = gen.random();
+  EXPECT_EQ(last, 4123659995u);
+}
+
+TEST(Random, Random64IsFirstDrawHighSecondDrawLow) {
+  Generator a(99), b(99);
+  for (int i = 0; i < 100; ++i) {
+    const uint64_t hi = a.random(), lo = a.random();
+    EXPECT_EQ(b.random64(), (hi << 32) | lo);
+  }
+}
+
+TEST(Random, SeedKeepsAll64BitsButOnlyLow32DriveTheStream) {
+  Generator a(5), b((1ull << 40) + 5);
+  EXPECT_EQ(a.initial_seed(), 5u);
+  EXPECT_EQ(b.initial_seed(), (1ull << 40) + 5);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(a.random(), b.random());
+}
+
+TEST(Random, DefaultSeedAndDefaultGenerator) {
+  EXPECT_EQ(Generator().initial_seed(), 67280421310721ull);
+  autograd::manual_seed(7);
+  Generator fresh(7);
+  EXPECT_EQ(autograd::default_generator().initial_seed(), 7u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(autograd::default_generator().random(), fresh.random());
+}
+
+TEST(Random, ManualSeedClearsCachedNormalSample) {
+  Generator gen(3);
+  double one;
+  rng::normal(gen, &one, 1, 0.0, 1.0);
+  ASSERT_TRUE(gen.next_double_normal_sample().has_value());
+  gen.manual_seed(3);
+  EXPECT_FALSE(gen.next_double_normal_sample().has_value());
+  double again;
+  rng::normal(gen, &again, 1, 0.0, 1.0);
+  EXPECT_EQ(one, again);
+}
+
+TEST(Random, SmallNormalUsesTheCachedSampleFirst) {
+  Generator gen(11);
+  double a[3];
+  rng::normal(gen, a, 3, 0.0, 1.0);  // pair, cached half, new pair (its sine half stays cached)
+  const double cached = *gen.next_double_normal_sample();
+  float b;
+  rng::normal(gen, &b, 1, 2.0, 0.5);
+  EXPECT_EQ(b, static_cast<float>(cached * 0.5 + 2.0));
+  EXPECT_FALSE(gen.next_double_normal_sample().has_value());
+}
+
+TEST(Random, NormalTailRedrawsTheLast16) {
+  // n = 17: the first block covers 0..15, then 16 fresh uniforms are transformed into 1..16,
+  // so only element 0 survives from the first block and equals element 0 of a 16-element fill.
+  Generator a(21), b(21);
+  std::vector<float> seventeen(17), sixteen(16);
+  rng::normal(a, seventeen.data(), 17, 0.0, 1.0);
+  rng::normal(b, sixteen.data(), 16, 0.0, 1.0);
+  EXPECT_EQ(seventeen[0], sixteen[0]);
+  EXPECT_NE(seventeen[1], sixteen[1]);
+  // 17 + 16 float draws were consumed.
+  Generator c(21);
+  for (int i = 0; i < 33; ++i) c.random();
+  EXPECT_EQ(a.random(), c.random());
+}
+
+TEST(Random, EmptyFillsDrawNothing) {
+  Generator gen(8);
+  const auto before = gen.get_state();
+  rng::uniform(gen, static_cast<float*>(nullptr), 0, 0.0, 1.0);
+  rng::normal(gen, static_cast<double*>(nullptr), 0, 0.0, 1.0);
+  rng::random_from_to(gen, static_cast<int64_t*>(nullptr), 0, 0, 5);
+  rng::bernoulli(gen, static_cast<float*>(nullptr), 0, 0.5);
+  rng::randperm(gen, nullptr, 0);
+  EXPECT_EQ(gen.get_state(), before);
+}
+
+TEST(Random, RandpermIsAPermutation) {
+  Generator gen(1);
+  std::vector<int64_t> perm(257);
+  rng::randperm(gen, perm.data(), 257);
+  std::vector<bool> seen(257, false);
+  for (int64_t v : perm) {
+    ASSERT_GE(v, 0);
+    ASSERT_LT(v, 257);
+    EXPECT_FALSE(seen[static_cast<size_t>(v)]);
+    seen[static_cast<size_t>(v)] = true;
+  }
+}
+
+TEST(Random, RandintCoversFullInt64Range) {
+  Generator gen(4);
+  std::vector<int64_t> v(64);
+  const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  rng::random_from_to(gen, v.data(), 64, lo, hi);
+  bool negative = false, positive = false;
+  for (int64_t x : v) {
+    negative |= x < 0;
+    positive |= x > 0;
+    EXPECT_LT(x, hi);
+  }
+  EXPECT_TRUE(negative && positive);
+}
+
+TEST(Random, KaimingBoundForLinearIsOneOverSqrtFanIn) {
+  for (int64_t fan_in : {1, 3, 24, 784}) {
+    const double b = autograd::kaiming_uniform_bound(fan_in, std::sqrt(5.0));
+    EXPECT_NEAR(b, 1.0 / std::sqrt(static_cast<double>(fan_in)), 1e-15);
+    EXPECT_EQ(autograd::linear_bias_bound(fan_in), 1.0 / std::sqrt(static_cast<double>(fan_in)));
+  }
+  EXPECT_EQ(autograd::linear_bias_bound(0), 0.0);
+  EXPECT_THROW(autograd::kaiming_uniform_bound(0, 1.0), std::invalid_argument);
+}
+
+TEST(Random, BadArgumentsThrow) {
+  Generator gen;
+  float f[4];
+  double d[4];
+  int64_t i[4];
+  EXPECT_THROW(rng::uniform(gen, f, -1, 0.0, 1.0), std::invalid_argument);
+  EXPECT_THROW(rng::uniform(gen, f, 4, 1.0, 0.0), std::invalid_argument);
+  EXPECT_THROW(rng::uniform(gen, f, 4, -3e38, 3e38), std::invalid_argument);
+  EXPECT_THROW(rng::uniform(gen, d, 4, 0.0, std::nan("")), std::invalid_argument);
+  EXPECT_THROW(rng::normal(gen, f, 4, 0.0, -1.0), std::invalid_argument);
+  EXPECT_THROW(rng::normal(gen, d, -2, 0.0, 1.0), std::invalid_argument);
+  EXPECT_THROW(rng::random_from_to(gen, i, 4, 5, 5), std::invalid_argument);
+  EXPECT_THROW(rng::random_from_to(gen, f, 4, 6, 5), std::invalid_argument);
+  EXPECT_THROW(rng::bernoulli(gen, f, 4, 1.5), std::invalid_argument);
+  EXPECT_THROW(rng::bernoulli(gen, d, 4, -0.1), std::invalid_argument);
+  EXPECT_THROW(rng::bernoulli(gen, d, 4, std::nan("")), std::invalid_argument);
+  EXPECT_THROW(rng::randperm(gen, i, -1), std::invalid_argument);
+}
+
+// ---- get_state / set_state --------------------------------------------------------------------
+
+TEST(Random, StateRoundTripRestoresStreamAndCachedSample) {
+  Generator gen(2024);
+  std::vector<float> warmup(5);
+  rng::normal(gen, warmup.data(), 5, 0.0, 1.0);  // leaves a cached double sample
+  for (int k = 0; k < 1000; ++k) gen.random();  // cross a twist
+  const auto blob = gen.get_state();
+  ASSERT_EQ(blob.size(), Generator::kStateBytes);
+
+  std::vector<float> first(40), second(40);
+  rng::normal(gen, first.data(), 3, 0.0, 1.0);
+  rng::uniform(gen, first.data() + 3, 37, -2.0, 5.0);
+
+  Generator other(1);
+  other.set_state(blob);
+  EXPECT_EQ(other.initial_seed(), 2024u);
+  EXPECT_EQ(other.get_state(), blob);
+  rng::normal(other, second.data(), 3, 0.0, 1.0);
+  rng::uniform(other, second.data() + 3, 37, -2.0, 5.0);
+  EXPECT_EQ(first, second);
+}
+
+TEST(Random, SetStateRejectsMalformedBlobs) {
+  Generator gen(31);
+  const auto good = gen.get_state();
+  auto with = [&](size_t at, uint8_t byte) {
+    auto blob = good;
+    blob[at] = byte;
+    return blob;
+  };
+  Generator target(77);
+  const auto target_before = target.get_state();
+  EXPECT_THROW(target.set_state({}), std::invalid_argument);
+  EXPECT_THROW(target.set_state(std::vector<uint8_t>(good.begin(), good.end() - 1)), std::invalid_argument);
+  EXPECT_THROW(target.set_state(with(12, 0)), std::invalid_argument);     // not seeded
+  EXPECT_THROW(target.set_state(with(8, 0)), std::invalid_argument);      // left == 0
+  auto left_too_big = with(8, 0x71);                                       // left == 625
+  left_too_big[9] = 0x02;
+  EXPECT_THROW(target.set_state(left_too_big), std::invalid_argument);
+  Generator scratch;
+  EXPECT_NO_THROW(scratch.set_state(with(16, 200)));                       // left 1 + next 200 is fine...
+  auto next_past_end = with(8, 0x70);                                      // ...but left 624 + next 200 is not
+  next_past_end[9] = 0x02;
+  next_past_end[16] = 200;
+  EXPECT_THROW(target.set_state(next_past_end), std::invalid_argument);
+  EXPECT_THROW(target.set_state(with(24 + 4, 1)), std::invalid_argument);  // state word above 32 bits
+  EXPECT_THROW(target.set_state(with(5040, 2)), std::invalid_argument);    // cached flag must be 0 or 1
+  EXPECT_THROW(target.set_state(with(5052, 7)), std::invalid_argument);
+  EXPECT_EQ(target.get_state(), target_before);  // failed calls change nothing
+}
