@@ -8,6 +8,5 @@
 #include "autograd/ops.h"
 #include "autograd/print.h"
 #include "autograd/tensor.h"
-#if __has_include("autograd/random.h")
 #include "autograd/random.h"
-#endif
+#include "autograd/random_ops.h"

@@ -20,6 +20,13 @@ enum class BinaryOp { Add, Sub, Mul, Div, Eq, Ne, Lt, Le, Gt, Ge };
 inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 inline bool is_comparison(UnaryOp op) { return op >= UnaryOp::EqScalar; }
 
+struct AdamStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool amsgrad;
+  bool decoupled_weight_decay;  // AdamW: shrink the weights instead of adding wd·θ to the gradient
+  int64_t step;                 // 1 on the first update
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -54,6 +61,11 @@ class Backend {
   virtual void gather_rows(const Tensor& values, const Tensor& index, int64_t skip, const Tensor& out) = 0;
   // grad_values[i, index[i]] += grad[i] (index already range-checked, `skip` rows untouched).
   virtual void scatter_rows(const Tensor& grad, const Tensor& index, int64_t skip, const Tensor& grad_values) = 0;
+
+  // One Adam/AdamW step for one parameter, fused into a single pass (see optim/adam.cpp for the math).
+  // All tensors are contiguous with the parameter's shape; max_exp_avg_sq is undefined unless amsgrad.
+  virtual void adam_update(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                           const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) = 0;
 
   // moves a contiguous tensor between this device and the CPU
   virtual void copy_to_cpu(const Tensor& src, void* dst, size_t nbytes) = 0;

@@ -10,6 +10,9 @@ Backend& cpu_backend();
 // Tiny products go to a register-blocked loop, the rest to BLIS with the operands' own strides.
 void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out);
 
+void adam_update_cpu(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                     const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq);
+
 // Below this many multiply-adds a BLIS call (about 1.4 µs of fixed cost) loses to a plain loop.
 inline constexpr int64_t kSmallMatmulFlops = 16 * 1024;
 

@@ -345,6 +345,11 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void adam_update(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                   const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) override {
+    adam_update_cpu(step, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq);
+  }
+
   void copy_to_cpu(const Tensor& src, void* dst, size_t nbytes) override { std::memcpy(dst, src.raw_data(), nbytes); }
   void copy_from_cpu(const void* src, const Tensor& dst, size_t nbytes) override {
     std::memcpy(dst.raw_data(), src, nbytes);

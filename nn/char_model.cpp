@@ -1,0 +1,52 @@
+// char_model.cpp — forward pass of the character model, as in the workshop's Python.
+#include "nn/char_model.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace nn {
+
+using namespace autograd;
+
+MiniSelfAttention::MiniSelfAttention(const CharModelConfig& c) : config(c) {
+  if (c.vocab <= 0 || c.dim <= 0 || c.context <= 0 || c.heads <= 0 || c.dim % c.heads != 0)
+    throw std::invalid_argument(fmt::format("MiniSelfAttention: invalid config vocab={} dim={} context={} heads={} "
+                                            "(dim must be divisible by heads)",
+                                            c.vocab, c.dim, c.context, c.heads));
+  // same construction order as the Python, so the same seed gives the same initial weights
+  tok = register_module("tok", std::make_shared<Embedding>(c.vocab, c.dim));
+  pos = register_module("pos", std::make_shared<Embedding>(c.context, c.dim));
+  q = register_module("q", std::make_shared<Linear>(c.dim, c.dim));
+  k = register_module("k", std::make_shared<Linear>(c.dim, c.dim));
+  v = register_module("v", std::make_shared<Linear>(c.dim, c.dim));
+  head = register_module("head", std::make_shared<Linear>(c.dim, c.vocab));
+  mask = register_buffer("mask", tril(ones({c.context, c.context})));
+}
+
+Tensor MiniSelfAttention::forward(const Tensor& idx) const {
+  if (idx.dim() != 2 || idx.size(1) > config.context || idx.size(1) == 0)
+    throw std::invalid_argument(fmt::format("MiniSelfAttention: expected indices [B, t] with 1 <= t <= {}, got {}",
+                                            config.context, idx.shape_str()));
+  const int64_t B = idx.size(0), t = idx.size(1), D = config.dim, H = config.heads;
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  Tensor x = (*tok)(idx) + (*pos)(arange(t).to(idx.device()));
+  Tensor blocked = mask.slice(0, 0, t).slice(1, 0, t) == 0.0;
+  if (H == 1) {
+    Tensor att = (*q)(x).matmul((*k)(x).transpose(-2, -1)) / std::pow(double(D), 0.5);
+    att = att.masked_fill(blocked, neg_inf);
+    x = softmax(att, -1).matmul((*v)(x));
+    return (*head)(x);
+  }
+  // several heads: [B, t, D] → [B, H, t, D/H], attend per head, stitch back
+  const int64_t hd = D / H;
+  auto split = [&](const Tensor& y) { return y.view({B, t, H, hd}).transpose(1, 2); };
+  Tensor att = split((*q)(x)).matmul(split((*k)(x)).transpose(-2, -1)) / std::pow(double(hd), 0.5);
+  att = att.masked_fill(blocked, neg_inf);
+  Tensor ctx = softmax(att, -1).matmul(split((*v)(x))).transpose(1, 2).contiguous().view({B, t, D});
+  return (*head)(ctx);
+}
+
+}  // namespace nn

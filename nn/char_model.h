@@ -1,0 +1,29 @@
+// char_model.h — the workshop's tiny character-level self-attention model (mini_self_attention.py),
+// generalised to several heads for the trainer: token + position embeddings, one causal self-attention
+// layer, a linear head that predicts the next character.
+#pragma once
+#include "nn/layers.h"
+
+namespace nn {
+
+struct CharModelConfig {
+  int64_t vocab = 0;    // V: number of distinct characters
+  int64_t dim = 24;     // D: embedding size
+  int64_t context = 8;  // T: longest input the position table covers
+  int64_t heads = 1;    // > 1 splits q/k/v into heads of dim/heads (causal multi-head attention)
+};
+
+class MiniSelfAttention : public Module {
+ public:
+  explicit MiniSelfAttention(const CharModelConfig& config);
+  // idx: int64 [B, t] with t <= context → logits [B, t, V]
+  Tensor forward(const Tensor& idx) const;
+  Tensor operator()(const Tensor& idx) const { return forward(idx); }
+
+  CharModelConfig config;
+  std::shared_ptr<Embedding> tok, pos;
+  std::shared_ptr<Linear> q, k, v, head;
+  Tensor mask;  // buffer: tril(ones(T, T)), 1 = allowed
+};
+
+}  // namespace nn

@@ -1,0 +1,67 @@
+// layers.h — the building blocks: Linear, Embedding, Dropout, ModuleList, and functional forms.
+// Each layer draws its initial values exactly as torch.nn does, so after manual_seed(s) a layer built
+// here holds the same numbers as the same layer built in Python.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace nn {
+
+// y = x Wᵀ + b. Weight [out, in] ~ kaiming_uniform(a = √5) = U(−1/√in, 1/√in); then bias ~ U(−1/√in, 1/√in).
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor weight, bias;
+  int64_t in_features, out_features;
+};
+
+// A lookup table: row i of `weight` [num, dim] is the vector for token i. Weight ~ N(0, 1).
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  Tensor forward(const Tensor& indices) const;
+  Tensor operator()(const Tensor& indices) const { return forward(indices); }
+  Tensor weight;
+};
+
+// Zeroes elements with probability p while training (scaling the rest by 1/(1−p)); identity in eval().
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  double p;
+};
+
+// Holds submodules under the names "0", "1", ... (as torch.nn.ModuleList).
+template <typename M = Module> class ModuleList : public Module {
+ public:
+  void push_back(std::shared_ptr<M> module) {
+    items_.push_back(register_module(std::to_string(items_.size()), std::move(module)));
+  }
+  M& operator[](size_t i) const { return *items_.at(i); }
+  size_t size() const { return items_.size(); }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<M>> items_;
+};
+
+// nn.init equivalents (in place, no graph).
+void kaiming_uniform_(Tensor& w, double a);
+void xavier_uniform_(Tensor& w, double gain = 1.0);
+
+namespace functional {
+using autograd::cross_entropy;
+using autograd::linear;
+using autograd::log_softmax;
+using autograd::softmax;
+inline Tensor dropout(const Tensor& x, double p = 0.5, bool training = true) { return autograd::dropout(x, p, training); }
+}  // namespace functional
+
+}  // namespace nn

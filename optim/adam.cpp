@@ -1,0 +1,61 @@
+// adam.cpp — Adam and AdamW. The arithmetic of one step is a single fused loop per parameter on its
+// device (autograd/cpu/adam.cpp on the CPU); this file keeps the bookkeeping: steps and state.
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "autograd/backend.h"
+#include "optim/optimizer.h"
+
+namespace optim {
+
+using namespace autograd;
+
+static std::map<std::string, double> adam_defaults(double lr, double beta1, double beta2, double eps, double wd,
+                                                   bool amsgrad) {
+  if (lr < 0) throw std::invalid_argument(fmt::format("Adam: invalid learning rate {}", lr));
+  if (eps < 0) throw std::invalid_argument(fmt::format("Adam: invalid epsilon {}", eps));
+  if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)
+    throw std::invalid_argument(fmt::format("Adam: invalid betas ({}, {}); each must be in [0, 1)", beta1, beta2));
+  if (wd < 0) throw std::invalid_argument(fmt::format("Adam: invalid weight_decay {}", wd));
+  return {{"lr", lr}, {"beta1", beta1}, {"beta2", beta2}, {"eps", eps}, {"weight_decay", wd},
+          {"amsgrad", amsgrad ? 1.0 : 0.0}};
+}
+
+Adam::Adam(std::vector<Tensor> params, Options o) : Adam(std::move(params), o, false) {}
+
+Adam::Adam(std::vector<Tensor> params, Options o, bool decoupled)
+    : Optimizer(std::move(params), adam_defaults(o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad)),
+      decoupled_(decoupled) {}
+
+AdamW::AdamW(std::vector<Tensor> params, Options o)
+    : Adam(std::move(params), Adam::Options{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad}, true) {}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  size_t index = 0;
+  for (ParamGroup& group : groups_) {
+    for (Tensor& param : group.params) {
+      const size_t i = index++;
+      Tensor grad = param.grad();
+      if (!grad.defined()) continue;
+      if (grad.device() != param.device() || grad.shape() != param.shape())
+        throw std::logic_error(fmt::format("Adam: gradient {} on {} for parameter {} on {}", grad.shape_str(),
+                                           grad.device().str(), param.shape_str(), param.device().str()));
+      const bool amsgrad = group.get("amsgrad") != 0;
+      // `step` is kept as a tensor (as PyTorch does) so it round-trips through state_dict
+      Tensor& step = state(i, "step", scalar_tensor(0, DType::Float64));
+      Tensor& exp_avg = state(i, "exp_avg", param);
+      Tensor& exp_avg_sq = state(i, "exp_avg_sq", param);
+      Tensor max_exp_avg_sq = amsgrad ? state(i, "max_exp_avg_sq", param) : Tensor();
+      step.fill_(step.item() + 1);
+      AdamStep s{group.get("lr"),  group.get("beta1"),        group.get("beta2"), group.get("eps"),
+                 group.get("weight_decay"), amsgrad, decoupled_, int64_t(step.item())};
+      backend(param.device()).adam_update(s, param.contiguous(), grad.contiguous(), exp_avg, exp_avg_sq,
+                                          max_exp_avg_sq);
+      ++param.impl().storage->version;
+    }
+  }
+}
+
+}  // namespace optim

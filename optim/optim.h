@@ -1,0 +1,3 @@
+// optim.h — the optimizers in one include.
+#pragma once
+#include "optim/optimizer.h"
