@@ -40,7 +40,7 @@ class Backend {
   virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
   virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
 
-  // out has the input's shape with the reduced dims of size 1 (or expanded to 0-stride); sums into it.
+  // out (contiguous) has the input's shape with the reduced dims of size 1, or fewer leading dims; gets the sums.
   virtual void sum_to(const Tensor& in, const Tensor& out) = 0;
   // max over one dim; out/indices have that dim removed-as-1 (keepdim layout). indices may be undefined.
   virtual void max_dim(const Tensor& in, int64_t dim, const Tensor& values, const Tensor& indices) = 0;

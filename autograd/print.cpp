@@ -21,6 +21,12 @@ std::string to_string(const Tensor& t) {
   return format_tensor(data, suffixes);
 }
 
+std::string shape_tuple(const Tensor& t) {
+  std::string s = "(";
+  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
+  return s + (t.dim() == 1 ? ",)" : ")");
+}
+
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << to_string(t); }
 
 }  // namespace autograd

@@ -9,6 +9,8 @@
 
 namespace autograd {
 std::string to_string(const Tensor& t);
+// Python's tuple(t.shape): "(4, 4)", "(5,)", "()".
+std::string shape_tuple(const Tensor& t);
 }
 
 template <> struct fmt::formatter<autograd::Tensor> : fmt::formatter<std::string> {

@@ -224,34 +224,29 @@ class CpuBackend final : public Backend {
   }
 
   void sum_to(const Tensor& in, const Tensor& out) override {
-    // Accumulate in double (float32 sums of many terms would otherwise lose digits), then round once.
-    Shape acc_strides = contiguous_strides(out.shape());
-    for (size_t d = 0; d < acc_strides.size(); ++d)
-      if (out.shape()[d] == 1) acc_strides[d] = 0;
-    Shape full_strides(in.shape().size(), 0);
-    size_t lead = in.shape().size() - out.shape().size();
-    for (size_t d = 0; d < out.shape().size(); ++d) full_strides[d + lead] = acc_strides[d];
-    std::vector<double> acc(size_t(out.numel()), 0.0);
+    // Accumulate in the element type, in index order, as PyTorch does for short reductions (so a row of
+    // softmax weights sums to 0.99999994 or 1.0000001 just as it does there). `out` is contiguous; viewed
+    // with stride 0 along the reduced dims, every input element lands on its output slot.
+    fill(out, 0.0);
+    Shape acc_strides(in.shape().size(), 0);
+    const size_t lead = in.shape().size() - out.shape().size();
+    for (size_t d = 0; d < out.shape().size(); ++d)
+      acc_strides[d + lead] = out.shape()[d] == 1 ? 0 : out.strides()[d];
     dispatch(in.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T* pi = ptr<T>(in);
-      auto plan = make_plan<2>(in.shape(), {&full_strides, &in.strides()});
+      T* po = ptr<T>(out);
+      auto plan = make_plan<2>(in.shape(), {&acc_strides, &in.strides()});
       for_each_run(plan, in.numel(), [&](const auto& off, int64_t n, const auto& st) {
-        double* a = acc.data() + off[0];
+        T* acc = po + off[0];
         const T* x = pi + off[1];
         if (st[0] == 0) {
-          double s = 0;
-          for (int64_t i = 0; i < n; ++i) s += double(x[i * st[1]]);
-          *a += s;
+          T s = *acc;
+          for (int64_t i = 0; i < n; ++i) s += x[i * st[1]];
+          *acc = s;
         } else {
-          for (int64_t i = 0; i < n; ++i) a[i * st[0]] += double(x[i * st[1]]);
+          for (int64_t i = 0; i < n; ++i) acc[i * st[0]] += x[i * st[1]];
         }
-      });
-      T* po = ptr<T>(out);
-      Shape out_contig = contiguous_strides(out.shape());
-      auto plan_out = make_plan<2>(out.shape(), {&out.strides(), &out_contig});
-      for_each_run(plan_out, out.numel(), [&](const auto& off, int64_t n, const auto& st) {
-        for (int64_t i = 0; i < n; ++i) po[off[0] + i * st[0]] = T(acc[size_t(off[1] + i * st[1])]);
       });
     });
   }
