@@ -1,16 +1,17 @@
 // engine.cpp — recording the graph, and reverse mode over it.
 //
 // The whole algorithm:
-//   1. From the root, find every node reachable through `inputs` edges and order them so that a node
-//      comes before every node it feeds gradient into (a reverse topological order of the forward pass).
-//   2. Seed the root's gradient (1 for a scalar), then visit nodes in that order: each node's incoming
-//      gradient is complete by the time it is visited, because everyone who uses its output came first.
+//   1. From the root, count for every reachable node how many edges point into it (its dependencies).
+//   2. Seed the root's gradient (1 for a scalar). Run a node only when all its dependencies have run:
+//      then its incoming gradient is complete, because everyone who uses its output came first.
 //   3. Call the node's closure; add each returned gradient into the input node's pending sum, or into the
 //      leaf's .grad.
 //   4. Unless retain_graph, drop the closures so the saved tensors are freed.
 // Why not plain recursion from the root? A value used twice (x in x*x + x) would be visited once per use
 // and pass on a partial gradient each time; the topological order waits until all uses have reported.
 #include <stdexcept>
+#include <atomic>
+#include <queue>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -57,7 +58,9 @@ Tensor record(const char* name, Tensor out, const std::vector<Tensor>& inputs, c
   if (!any) return out;
 
   auto node = std::make_shared<Node>();
+  static std::atomic<uint64_t> next_sequence_nr{0};
   node->name = name;
+  node->sequence_nr = next_sequence_nr++;
   node->inputs.reserve(inputs.size());
   for (const Tensor& t : inputs) node->inputs.push_back(edge_to(t));
   node->saved.reserve(saved.size());
@@ -80,26 +83,22 @@ Tensor record(const char* name, Tensor out, std::initializer_list<Tensor> inputs
                 where);
 }
 
-// Depth-first post-order from the root, reversed: every node before the nodes it sends gradient to.
-static std::vector<Node*> topological_order(Node* root) {
-  std::vector<Node*> post;
-  std::unordered_map<Node*, bool> seen;
-  std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
-  seen[root] = true;
+// For every node reachable from the root: how many edges point into it, i.e. how many gradients it
+// must wait for before it can run.
+static std::unordered_map<Node*, int> count_dependencies(Node* root) {
+  std::unordered_map<Node*, int> dependencies{{root, 0}};
+  std::vector<Node*> stack{root};
   while (!stack.empty()) {
-    auto& [node, next] = stack.back();
-    if (next < node->inputs.size()) {
-      Node* child = node->inputs[next++].node.get();
-      if (child && !seen[child]) {
-        seen[child] = true;
-        stack.push_back({child, 0});
-      }
-    } else {
-      post.push_back(node);
-      stack.pop_back();
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& e : node->inputs) {
+      Node* child = e.node.get();
+      if (!child) continue;
+      if (dependencies.find(child) == dependencies.end()) stack.push_back(child);
+      ++dependencies[child];
     }
   }
-  return {post.rbegin(), post.rend()};
+  return dependencies;
 }
 
 static void check_saved_versions(const Node& node) {
@@ -172,18 +171,31 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     return;
   }
   std::unordered_map<Node*, Tensor> pending;
-  pending[root.grad_fn().get()] = seed;
-  for (Node* node : topological_order(root.grad_fn().get())) {
+  Node* root_node = root.grad_fn().get();
+  pending[root_node] = seed;
+  std::unordered_map<Node*, int> dependencies = count_dependencies(root_node);
+  // A node is ready once every node that feeds it has run. Among ready nodes the newest (highest
+  // sequence number) runs first — PyTorch's order, which also fixes the order in which gradients
+  // arriving at a shared input are summed, so sums round exactly as they do there.
+  auto newer_first = [](const Node* a, const Node* b) { return a->sequence_nr < b->sequence_nr; };
+  std::priority_queue<Node*, std::vector<Node*>, decltype(newer_first)> ready(newer_first);
+  ready.push(root_node);
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
     auto it = pending.find(node);
-    if (it == pending.end()) continue;  // no gradient reached it (e.g. only through non-differentiable paths)
-    Tensor grad_output = std::move(it->second);
-    pending.erase(it);
-    run_node(*node, grad_output, pending);
-    if (!retain_graph) {
-      node->backward = nullptr;  // frees every tensor the closure captured
-      node->saved.clear();
-      node->released = true;
+    if (it != pending.end()) {  // else no gradient reached it (only through non-differentiable paths)
+      Tensor grad_output = std::move(it->second);
+      pending.erase(it);
+      run_node(*node, grad_output, pending);
+      if (!retain_graph) {
+        node->backward = nullptr;  // frees every tensor the closure captured
+        node->saved.clear();
+        node->released = true;
+      }
     }
+    for (const Edge& e : node->inputs)
+      if (e.node && --dependencies[e.node.get()] == 0) ready.push(e.node.get());
   }
 }
 

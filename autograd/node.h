@@ -37,6 +37,7 @@ struct Node {
   std::vector<SavedVersion> saved;
   Shape output_shape;           // the shape the incoming gradient must have
   DType output_dtype = DType::Float32;
+  uint64_t sequence_nr = 0;     // creation order: among ready nodes, the engine runs the newest first
   std::source_location where;   // the op function that recorded it
   std::string call_site;        // "file:line" of the user's code, when known (see CallSite)
   bool released = false;
