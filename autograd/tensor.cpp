@@ -203,8 +203,12 @@ void Nested::flatten(Shape& shape, std::vector<double>& values, bool& all_int, s
     all_int = all_int && is_int_;
     return;
   }
-  if (depth == shape.size()) shape.push_back(int64_t(children_.size()));
-  else if (shape[depth] != int64_t(children_.size()))
+  if (depth == shape.size()) {
+    // The first number fixed the depth of every number; a list this deep after it makes the list ragged.
+    if (!values.empty())
+      throw std::invalid_argument("tensor: nested list is ragged (a list where a number was expected)");
+    shape.push_back(int64_t(children_.size()));
+  } else if (shape[depth] != int64_t(children_.size()))
     throw std::invalid_argument(fmt::format("tensor: nested list is ragged: expected {} items at depth {}, got {}",
                                             shape[depth], depth, children_.size()));
   for (const Nested& c : children_) c.flatten(shape, values, all_int, depth + 1);

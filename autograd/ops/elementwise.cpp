@@ -228,12 +228,14 @@ Tensor lt(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::Lt,
 Tensor le(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::Le, "le", a, b); }
 Tensor gt(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::Gt, "gt", a, b); }
 Tensor ge(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::Ge, "ge", a, b); }
-Tensor eq(const Tensor& a, double s) { return unary_kernel(UnaryOp::EqScalar, a, s); }
-Tensor ne(const Tensor& a, double s) { return unary_kernel(UnaryOp::NeScalar, a, s); }
-Tensor lt(const Tensor& a, double s) { return unary_kernel(UnaryOp::LtScalar, a, s); }
-Tensor le(const Tensor& a, double s) { return unary_kernel(UnaryOp::LeScalar, a, s); }
-Tensor gt(const Tensor& a, double s) { return unary_kernel(UnaryOp::GtScalar, a, s); }
-Tensor ge(const Tensor& a, double s) { return unary_kernel(UnaryOp::GeScalar, a, s); }
+// The kernel converts the scalar to the tensor's type, so an integer tensor meeting 2.5 is promoted first
+// (else 2 < 2.5 would be computed as 2 < 2).
+Tensor eq(const Tensor& a, double s) { return unary_kernel(UnaryOp::EqScalar, promote_for_scalar(a, s, false), s); }
+Tensor ne(const Tensor& a, double s) { return unary_kernel(UnaryOp::NeScalar, promote_for_scalar(a, s, false), s); }
+Tensor lt(const Tensor& a, double s) { return unary_kernel(UnaryOp::LtScalar, promote_for_scalar(a, s, false), s); }
+Tensor le(const Tensor& a, double s) { return unary_kernel(UnaryOp::LeScalar, promote_for_scalar(a, s, false), s); }
+Tensor gt(const Tensor& a, double s) { return unary_kernel(UnaryOp::GtScalar, promote_for_scalar(a, s, false), s); }
+Tensor ge(const Tensor& a, double s) { return unary_kernel(UnaryOp::GeScalar, promote_for_scalar(a, s, false), s); }
 
 // ---------------------------------------------------------------- methods, conversions, in-place
 

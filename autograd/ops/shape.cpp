@@ -247,6 +247,9 @@ Tensor Tensor::clone() const {
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   if (tensors.empty()) throw std::invalid_argument("cat: expected a non-empty list of tensors");
   const Tensor& first = tensors[0];
+  // A 0-d tensor has no dim to join along (the rank check below then covers every other entry).
+  if (first.dim() == 0)
+    throw std::invalid_argument("cat: zero-dimensional tensor (at position 0) cannot be concatenated; use stack");
   dim = wrap_dim(dim, first.dim(), "cat");
   Shape out_shape = first.shape();
   out_shape[size_t(dim)] = 0;
