@@ -10,3 +10,4 @@
 #include "autograd/tensor.h"
 #include "autograd/random.h"
 #include "autograd/random_ops.h"
+#include "autograd/runtime.h"

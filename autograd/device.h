@@ -22,4 +22,7 @@ struct Device {
 // Parses "cpu", "cuda", "cuda:1"; throws std::invalid_argument otherwise.
 Device parse_device(const std::string& text);
 
+// True when this build has a backend for the device's type (a CUDA build also needs a GPU to run).
+bool has_backend(Device device);
+
 }  // namespace autograd

@@ -32,6 +32,15 @@ Device parse_device(const std::string& text) {
   throw std::invalid_argument(fmt::format("device: expected 'cpu', 'cuda' or 'cuda:N', got '{}'", text));
 }
 
+bool has_backend(Device device) {
+  try {
+    (void)backend(device);
+    return true;
+  } catch (const std::runtime_error&) {
+    return false;
+  }
+}
+
 // ---------------------------------------------------------------- shape helpers
 
 int64_t shape_numel(const Shape& shape) {

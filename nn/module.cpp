@@ -106,6 +106,20 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
+void Module::to(Device device) {
+  NamedTensors all;
+  collect("", all, true, true, true);
+  for (auto& [name, t] : all) {
+    if (t.device() == device) continue;
+    Tensor moved = t.detach().contiguous().to(device);
+    TensorImpl& impl = t.impl();
+    impl.storage = moved.impl().storage;
+    impl.strides = moved.strides();
+    impl.offset = moved.offset();
+    impl.grad = nullptr;
+  }
+}
+
 void Module::zero_grad() {
   for (Tensor& p : parameters()) p.set_grad(Tensor());
 }

@@ -36,6 +36,9 @@ class Module {
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  // Moves every parameter and buffer to `device` in place: the tensors keep their identity (handles
+  // held elsewhere, e.g. by an optimizer, see the moved data).
+  void to(autograd::Device device);
   void zero_grad();  // sets every parameter's .grad to none (PyTorch 2's default set_to_none=True)
 
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }

@@ -1,0 +1,74 @@
+// main.cpp — `scratchgrad train | generate | info`: parses the command line (CLI11) and turns every
+// bad input into one line on stderr and exit status 2.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "nn/safetensors.h"
+#include "trainer.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"scratchgrad: train a tiny character-level attention model, and sample from it"};
+  app.require_subcommand(1);
+
+  cli::TrainOptions train;
+  CLI::App* train_cmd = app.add_subcommand("train", "train the character model (defaults: the workshop's run)");
+  train_cmd->add_option("--text", train.text_file, "UTF-8 text file to learn (default: the workshop's phrase)");
+  train_cmd->add_option("--steps", train.steps, "training steps")->capture_default_str();
+  train_cmd->add_option("--batch", train.batch, "windows per batch (B)")->capture_default_str();
+  train_cmd->add_option("--context", train.context, "characters per window (T)")->capture_default_str();
+  train_cmd->add_option("--dim", train.dim, "embedding size (D)")->capture_default_str();
+  train_cmd->add_option("--heads", train.heads, "attention heads (must divide D)")->capture_default_str();
+  train_cmd->add_option("--lr", train.lr, "Adam learning rate")->capture_default_str();
+  train_cmd->add_option("--seed", train.seed, "manual_seed before building the model")->capture_default_str();
+  train_cmd->add_option("--device", train.device, "cpu or cuda")->capture_default_str();
+  train_cmd->add_option("--threads", train.threads, "CPU threads")->capture_default_str();
+  train_cmd->add_option("--eval-every", train.eval_every, "report every N steps")->capture_default_str();
+  train_cmd->add_option("--sample", train.sample_tokens, "characters to generate at the end")->capture_default_str();
+  train_cmd->add_option("--save", train.save, "write a safetensors checkpoint here");
+  train_cmd->add_option("--graph", train.graph, "write one step's autograd graph (Graphviz DOT) here");
+  train_cmd->add_option("--plot", train.plot, "write the loss curve (SVG) here");
+
+  cli::GenerateOptions gen;
+  std::string prompt;
+  CLI::App* gen_cmd = app.add_subcommand("generate", "continue a prompt with a trained model");
+  gen_cmd->add_option("--checkpoint", gen.checkpoint, "safetensors file from `train --save`")->required();
+  CLI::Option* prompt_opt = gen_cmd->add_option("--prompt", prompt, "text to continue (default: the training sample's)");
+  gen_cmd->add_option("--tokens", gen.tokens, "characters to generate")->capture_default_str();
+  gen_cmd->add_option("--temperature", gen.temperature, "0 = greedy, else sample softmax(logits / t)")->capture_default_str();
+  gen_cmd->add_option("--top-k", gen.top_k, "sample only among the k likeliest (0 = all)")->capture_default_str();
+  gen_cmd->add_option("--seed", gen.seed, "seed for sampling")->capture_default_str();
+
+  std::string info_path;
+  CLI::App* info_cmd = app.add_subcommand("info", "describe a checkpoint");
+  info_cmd->add_option("--checkpoint", info_path, "safetensors file")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "scratchgrad: error: " << e.what() << " (see scratchgrad --help)\n";
+    return 2;
+  }
+
+  try {
+    if (*train_cmd) return cli::run_train(train, std::cout);
+    if (*gen_cmd) {
+      if (*prompt_opt) gen.prompt = prompt;
+      return cli::run_generate(gen, std::cout);
+    }
+    return cli::run_info(info_path, std::cout);
+  } catch (const cli::UsageError& e) {
+    std::cerr << "scratchgrad: error: " << e.what() << "\n";
+    return 2;
+  } catch (const nn::CheckpointError& e) {
+    std::cerr << "scratchgrad: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "scratchgrad: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}

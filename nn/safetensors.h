@@ -1,0 +1,39 @@
+// safetensors.h — checkpoints in the safetensors format, readable by `safetensors.torch.load_file`.
+//
+// Layout: 8-byte little-endian header length N, then N bytes of JSON
+//   {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ..., "__metadata__": {...}}
+// then the raw little-endian tensor bytes; offsets count from the first byte after the header.
+#pragma once
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "nn/module.h"
+
+namespace nn {
+
+// Every problem with a checkpoint file: the message is one line naming the file and the problem.
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Checkpoint {
+  NamedTensors tensors;                        // in file order
+  std::map<std::string, std::string> metadata;  // "__metadata__": string → string
+};
+
+// Writes to a temporary file next to `path`, then renames it over `path`, so a crash never leaves half
+// a file behind. Tensors are written contiguous, on the CPU.
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+// Reads and checks everything: header length, JSON, dtypes, shapes, offsets inside the file, overlaps,
+// truncation. Throws CheckpointError.
+Checkpoint load_safetensors(const std::string& path);
+
+// Throws CheckpointError if a file could not be created in the folder of `path` (checked before a long
+// training run, so a bad --save path fails at once).
+void check_writable(const std::string& path);
+
+}  // namespace nn
