@@ -16,8 +16,14 @@ static Tensor batched_product(const Tensor& a, const Tensor& b) {
   if (b.size(-2) != k)
     throw std::invalid_argument(fmt::format("matmul: shapes {} and {} cannot be multiplied ({} != {})", a.shape_str(),
                                             b.shape_str(), k, b.size(-2)));
-  Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2),
-                                 Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+  Shape a_batch(a.shape().begin(), a.shape().end() - 2), b_batch(b.shape().begin(), b.shape().end() - 2);
+  Shape batch;
+  try {
+    batch = broadcast_shapes(a_batch, b_batch, "matmul");
+  } catch (const std::invalid_argument&) {  // name the operands, not just their batch dims
+    throw std::invalid_argument(fmt::format("matmul: the batch dimensions of shapes {} and {} cannot be broadcast together",
+                                            a.shape_str(), b.shape_str()));
+  }
   auto with = [&batch](int64_t r, int64_t c) {
     Shape s = batch;
     s.push_back(r);
@@ -42,7 +48,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     throw std::invalid_argument(fmt::format("matmul: dtype mismatch: {} (shape {}) and {} (shape {})",
                                             dtype_name(a.dtype()), a.shape_str(), dtype_name(b.dtype()), b.shape_str()));
   if (!is_floating(a.dtype()))
-    throw std::invalid_argument(fmt::format("matmul: expected floating point tensors, got {}", dtype_name(a.dtype())));
+    throw std::invalid_argument(fmt::format("matmul: expected floating point tensors, got {} (shapes {} and {})",
+                                            dtype_name(a.dtype()), a.shape_str(), b.shape_str()));
   if (a.device() != b.device())
     throw std::invalid_argument(fmt::format("matmul: expected both tensors on the same device, got {} and {}",
                                             a.device().str(), b.device().str()));
@@ -55,6 +62,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                                               a.size(0), b.size(0)));
     return batched_product(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   }
+  // Checked here, with the caller's shapes: below, vectors become matrices and a batch folds into rows.
+  const int64_t k_a = a.size(-1), k_b = b.dim() == 1 ? b.size(0) : b.size(-2);
+  if (k_a != k_b)
+    throw std::invalid_argument(fmt::format("matmul: shapes {} and {} cannot be multiplied ({} != {})", a.shape_str(),
+                                            b.shape_str(), k_a, k_b));
   if (a.dim() == 1) return batched_product(a.unsqueeze(0), b).squeeze(-2);
   if (b.dim() == 1) return batched_product(a, b.unsqueeze(-1)).squeeze(-1);
   if (a.dim() > 2 && b.dim() == 2) {
