@@ -1,0 +1,154 @@
+// test_cli.cpp — the scratchgrad command line: the default run, checkpoints, and every bad input
+// refused with one line on stderr and exit status 2.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#ifndef SCRATCHGRAD_BIN_DIR
+#define SCRATCHGRAD_BIN_DIR "build/bin"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int status;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Runs `scratchgrad <args>` through the shell, capturing stdout, stderr and the exit status.
+CliRun scratchgrad(const std::string& args) {
+  static int counter = 0;
+  fs::path dir = fs::temp_directory_path() / ("scratchgrad_cli_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path out = dir / ("out" + std::to_string(counter)), err = dir / ("err" + std::to_string(counter++));
+  std::string cmd = std::string(SCRATCHGRAD_BIN_DIR) + "/scratchgrad " + args + " >" + out.string() + " 2>" + err.string();
+  int raw = std::system(cmd.c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+}
+
+fs::path temp_file(const std::string& name, const std::string& contents) {
+  fs::path p = fs::temp_directory_path() / ("scratchgrad_cli_" + std::to_string(::getpid())) / name;
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << contents;
+  return p;
+}
+
+int count_lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+
+// The refusal every bad input must get: status 2, exactly one line on stderr mentioning `needle`.
+void expect_refused(const CliRun& r, const std::string& needle) {
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("scratchgrad: error:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.err;
+  EXPECT_EQ(r.err.find("terminate"), std::string::npos);
+}
+
+TEST(Cli, DefaultTrainReproducesTheWorkshopRun) {
+  CliRun r = scratchgrad("train");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("step   0 | loss 2.655"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step 100 | loss 0.219"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("generated: aditi likes warm dosaw\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\r'), std::string::npos) << "piped output must be plain lines";
+}
+
+TEST(Cli, CheckpointRoundTripsThroughGenerateAndInfo) {
+  fs::path ck = fs::temp_directory_path() / ("scratchgrad_cli_rt_" + std::to_string(::getpid()) + ".safetensors");
+  CliRun t = scratchgrad("train --steps 120 --save " + ck.string());
+  ASSERT_EQ(t.status, 0) << t.err;
+  ASSERT_TRUE(fs::exists(ck));
+  // greedy generation from the saved model continues exactly like the end-of-training sample
+  CliRun g = scratchgrad("generate --checkpoint " + ck.string() + " --tokens 14");
+  ASSERT_EQ(g.status, 0) << g.err;
+  std::string sample = t.out.substr(t.out.find("generated: ") + 11);
+  sample = sample.substr(0, sample.find('\n') + 1);
+  EXPECT_EQ(g.out, sample);
+  CliRun i = scratchgrad("info --checkpoint " + ck.string());
+  ASSERT_EQ(i.status, 0) << i.err;
+  EXPECT_NE(i.out.find("vocab 13 dim 24 context 8 heads 1"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("q.weight"), std::string::npos) << i.out;
+  // sampling is reproducible for a seed
+  CliRun s1 = scratchgrad("generate --checkpoint " + ck.string() + " --temperature 1.0 --top-k 5 --seed 4 --prompt dosa");
+  CliRun s2 = scratchgrad("generate --checkpoint " + ck.string() + " --temperature 1.0 --top-k 5 --seed 4 --prompt dosa");
+  EXPECT_EQ(s1.status, 0) << s1.err;
+  EXPECT_EQ(s1.out, s2.out);
+  fs::remove(ck);
+}
+
+TEST(Cli, HeldOutLossAndHeadsOnALongerText) {
+  std::string text;
+  for (int i = 0; i < 30; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  fs::path f = temp_file("fox.txt", text);
+  CliRun r = scratchgrad("train --text " + f.string() + " --steps 30 --eval-every 10 --heads 4 --dim 32 --context 16");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("held-out"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("generated: the quick brown f"), std::string::npos) << r.out;
+}
+
+TEST(Cli, RefusesMissingOrEmptyOrShortText) {
+  expect_refused(scratchgrad("train --text /nonexistent/story.txt"), "/nonexistent/story.txt");
+  expect_refused(scratchgrad("train --text " + temp_file("empty.txt", "").string()), "is empty");
+  expect_refused(scratchgrad("train --text " + temp_file("short.txt", "abcdefgh").string()), "needs at least 10");
+  expect_refused(scratchgrad("train --text " + temp_file("bad.txt", "ab\xff\xfe").string()), "UTF-8");
+}
+
+TEST(Cli, RefusesBadFlags) {
+  expect_refused(scratchgrad("train --steps abc"), "--steps");
+  expect_refused(scratchgrad("train --steps 0"), "--steps");
+  expect_refused(scratchgrad("train --batch -3"), "--batch");
+  expect_refused(scratchgrad("train --heads 5"), "--heads");
+  expect_refused(scratchgrad("train --lr -0.1"), "--lr");
+  expect_refused(scratchgrad("train --device tpu"), "--device");
+  expect_refused(scratchgrad("train --bogus 1"), "bogus");
+  expect_refused(scratchgrad("generate"), "--checkpoint");
+}
+
+TEST(Cli, RefusesAnUnwritableSavePathBeforeTraining) {
+  CliRun r = scratchgrad("train --save /nonexistent/dir/model.safetensors");
+  expect_refused(r, "/nonexistent/dir/model.safetensors");
+  EXPECT_EQ(r.out.find("step"), std::string::npos) << "must fail before training";
+}
+
+TEST(Cli, RefusesPromptOutsideTheVocabulary) {
+  fs::path ck = fs::temp_directory_path() / ("scratchgrad_cli_vocab_" + std::to_string(::getpid()) + ".safetensors");
+  ASSERT_EQ(scratchgrad("train --steps 2 --save " + ck.string()).status, 0);
+  expect_refused(scratchgrad("generate --checkpoint " + ck.string() + " --prompt 'dosa!'"), "'!'");
+  expect_refused(scratchgrad("generate --checkpoint " + ck.string() + " --temperature -1"), "--temperature");
+  fs::remove(ck);
+}
+
+TEST(Cli, RefusesCorruptAndTruncatedCheckpoints) {
+  fs::path ck = fs::temp_directory_path() / ("scratchgrad_cli_bad_" + std::to_string(::getpid()) + ".safetensors");
+  ASSERT_EQ(scratchgrad("train --steps 2 --save " + ck.string()).status, 0);
+  std::string good = slurp(ck);
+  expect_refused(scratchgrad("info --checkpoint /nonexistent.safetensors"), "/nonexistent.safetensors");
+  expect_refused(scratchgrad("info --checkpoint " + temp_file("tiny.st", "abc").string()), "too short");
+  expect_refused(scratchgrad("info --checkpoint " + temp_file("trunc.st", good.substr(0, good.size() - 100)).string()),
+                 "truncated");
+  expect_refused(scratchgrad("info --checkpoint " + temp_file("noise.st", std::string(64, 'x')).string()),
+                 "header length");
+  std::string bad_json = good;
+  bad_json[9] = '#';  // inside the JSON header
+  expect_refused(scratchgrad("info --checkpoint " + temp_file("json.st", bad_json).string()), "JSON");
+  std::string bad_dtype = good;
+  bad_dtype.replace(bad_dtype.find("\"F32\""), 5, "\"F16\"");
+  expect_refused(scratchgrad("info --checkpoint " + temp_file("dtype.st", bad_dtype).string()), "dtype");
+  std::string bad_shape = good;
+  bad_shape.replace(bad_shape.find("\"dim\":\"24\""), 10, "\"dim\":\"12\"");
+  expect_refused(scratchgrad("generate --checkpoint " + temp_file("shape.st", bad_shape).string()), "size mismatch");
+  fs::remove(ck);
+}
+
+}  // namespace
