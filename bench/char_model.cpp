@@ -1,0 +1,156 @@
+// bench_char_model — milliseconds per training step of the workshop's character model (nn::MiniSelfAttention)
+// trained with Adam, the C++ side of bench/compare.sh. Its twin is bench/torch/char_model.py: same model,
+// same seed, same batches, same optimizer, same output format.
+//
+//   build/bin/bench_char_model [--dim 24] [--context 8] [--batch 16] [--heads 1] [--threads 1]
+//                              [--steps 300] [--warmup 20] [--device cpu|cuda]
+//
+// One timed step is everything a training loop does: draw the batch, forward, cross_entropy, zero_grad,
+// backward, Adam step. The last line is machine-readable:
+//   ms_per_step=<median> ms_mean=<mean> rss_mb=<peak RSS of the process> rss_base_mb=<RSS before the model>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "nn/nn.h"
+#include "optim/optim.h"
+
+using namespace autograd;
+
+namespace {
+
+struct Options {
+  int64_t dim = 24, context = 8, batch = 16, heads = 1, threads = 1, steps = 300, warmup = 20;
+  std::string device = "cpu";
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "bench_char_model: %s\n"
+               "usage: bench_char_model [--dim D] [--context T] [--batch B] [--heads H] [--threads N]\n"
+               "                        [--steps N] [--warmup N] [--device cpu|cuda]\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+int64_t parse_int(const std::string& flag, const std::string& text, int64_t min) {
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < min) usage(flag + " needs an integer >= " + std::to_string(min) + ", got '" + text + "'");
+  return v;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  std::map<std::string, int64_t*> ints = {{"--dim", &o.dim},         {"--context", &o.context}, {"--batch", &o.batch},
+                                          {"--heads", &o.heads},     {"--threads", &o.threads}, {"--steps", &o.steps},
+                                          {"--warmup", &o.warmup}};
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i], value;
+    if (flag == "-h" || flag == "--help") usage("help");
+    if (auto eq = flag.find('='); eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    } else {
+      if (i + 1 >= argc) usage(flag + " needs a value");
+      value = argv[++i];
+    }
+    if (flag == "--device") o.device = value;
+    else if (auto it = ints.find(flag); it != ints.end()) *it->second = parse_int(flag, value, flag == "--warmup" ? 0 : 1);
+    else usage("unknown flag " + flag);
+  }
+  if (o.dim % o.heads != 0) usage("--heads must divide --dim");
+  return o;
+}
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_maxrss) / 1024.0;  // Linux reports kilobytes
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  Device device;
+  try {
+    device = parse_device(o.device);
+  } catch (const std::invalid_argument&) {
+    usage("--device must be cpu or cuda, got '" + o.device + "'");
+  }
+  if (!has_backend(device)) usage("--device " + o.device + ": this build has no backend for it");
+  set_num_threads(int(o.threads));
+  const double rss_base = peak_rss_mb();
+
+  // The workshop's text, repeated until it holds at least two training windows (the seed size keeps it as is).
+  const int64_t T = o.context, B = o.batch;
+  const std::string phrase = "aditi likes warm dosa ";
+  std::string text = phrase;
+  while (int64_t(text.size()) < 2 * (T + 1)) text += phrase;
+  std::set<char> charset(text.begin(), text.end());
+  std::string chars(charset.begin(), charset.end());  // sorted(set(text))
+  std::map<char, int64_t> stoi;
+  for (size_t i = 0; i < chars.size(); ++i) stoi[chars[i]] = int64_t(i);
+  std::vector<int64_t> ids;
+  for (char c : text) ids.push_back(stoi[c]);
+  Tensor data = from_vector(ids, {int64_t(ids.size())});
+  const int64_t V = int64_t(chars.size());
+
+  manual_seed(7);
+  nn::MiniSelfAttention model({.vocab = V, .dim = o.dim, .context = T, .heads = o.heads});
+  model.to(device);
+  optim::Adam opt(model.parameters(), {.lr = 0.01});
+
+  auto batch = [&] {
+    Tensor i = randint(0, data.size(0) - T - 1, {B});
+    std::vector<Tensor> xs, ys;
+    for (int64_t j : i.to_vector<int64_t>()) {
+      xs.push_back(data.slice(0, j, j + T));
+      ys.push_back(data.slice(0, j + 1, j + T + 1));
+    }
+    return std::pair{stack(xs).to(device), stack(ys).to(device)};
+  };
+
+  std::printf("scratchgrad char model: V %lld D %lld T %lld B %lld heads %lld, %lld parameters, %lld thread(s), "
+              "device %s, BLIS kernels %s\n",
+              (long long)V, (long long)o.dim, (long long)T, (long long)B, (long long)o.heads,
+              (long long)model.num_parameters(), (long long)o.threads, device.str().c_str(), blis_kernel_name());
+  std::printf("blis_kernel=%s\n", blis_kernel_name());
+
+  std::vector<double> ms;
+  double first_loss = 0, last_loss = 0;
+  for (int64_t step = 0; step < o.warmup + o.steps; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    auto [xb, yb] = batch();
+    Tensor logits = model(xb);
+    Tensor loss = cross_entropy(logits.view({-1, V}), yb.view({-1}));
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    if (device.is_cuda()) (void)loss.item();  // waits for the queued kernels, Adam's included
+    const auto stop = std::chrono::steady_clock::now();
+    if (step >= o.warmup) ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+    if (step == 0) first_loss = loss.item();
+    if (step == o.warmup + o.steps - 1) last_loss = loss.item();
+  }
+
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  const size_t n = sorted.size();
+  const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / double(n);
+  std::printf("loss: step 0 %.4f, step %lld %.4f\n", first_loss, (long long)(o.warmup + o.steps - 1), last_loss);
+  std::printf("%lld timed steps after %lld warm-up: median %.4f ms, mean %.4f ms, min %.4f ms, max %.4f ms\n",
+              (long long)n, (long long)o.warmup, median, mean, sorted.front(), sorted.back());
+  std::printf("ms_per_step=%.4f ms_mean=%.4f rss_mb=%.1f rss_base_mb=%.1f\n", median, mean, peak_rss_mb(), rss_base);
+}

@@ -1,0 +1,140 @@
+// bench_ops — Google Benchmark microbenchmarks of the ops the character model's training step is made of,
+// at the seed's sizes (D 24, T 8, B 16, V 13) and at the large ones (D 256, T 128, B 32, 4 heads, V 65).
+//
+//   build/bin/bench_ops                                  all of them
+//   build/bin/bench_ops --benchmark_filter=Matmul        some of them
+//   SCRATCHGRAD_THREADS=2 build/bin/bench_ops            BLIS and the CPU kernels on 2 threads
+//
+// Each reports a rate next to its time: GFLOP/s for products (2·M·N·K per matrix), GB/s for the
+// memory-bound ops (bytes each element must at least be read and written once, float32).
+// Forward ops run with no input requiring grad, so no graph is recorded: the kernel plus dispatch.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "nn/nn.h"
+#include "optim/optim.h"
+
+using namespace autograd;
+
+namespace {
+
+double numel(const Shape& s) {
+  double n = 1;
+  for (int64_t d : s) n *= double(d);
+  return n;
+}
+
+Tensor random_input(const Shape& shape) { return randn(shape); }
+
+void set_rate(benchmark::State& state, const char* name, double per_iteration) {
+  state.counters[name] = benchmark::Counter(per_iteration, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// ---- matmul: a [.., M, K] @ b [.., K, N] ----
+
+void matmul_bench(benchmark::State& state, Shape a_shape, Shape b_shape) {
+  manual_seed(0);
+  Tensor a = random_input(a_shape), b = random_input(b_shape);
+  const int64_t M = a_shape[a_shape.size() - 2], K = a_shape.back(), N = b_shape.back();
+  const double batch = numel(a_shape) / double(M * K);
+  for (auto _ : state) benchmark::DoNotOptimize(matmul(a, b));
+  set_rate(state, "FLOPS", 2.0 * batch * double(M) * double(N) * double(K));
+}
+
+// x @ W^T as nn::Linear does it (the weight passed as a transposed view, no copy), with the bias.
+void linear_bench(benchmark::State& state, int64_t rows, int64_t in, int64_t out) {
+  manual_seed(0);
+  Tensor x = random_input({rows, in}), w = random_input({out, in}), bias = random_input({out});
+  for (auto _ : state) benchmark::DoNotOptimize(linear(x, w, bias));
+  set_rate(state, "FLOPS", 2.0 * double(rows) * double(in) * double(out));
+}
+
+// ---- memory-bound ops ----
+
+void softmax_bench(benchmark::State& state, Shape shape) {
+  manual_seed(0);
+  Tensor x = random_input(shape);
+  for (auto _ : state) benchmark::DoNotOptimize(softmax(x, -1));
+  set_rate(state, "bytes", 2.0 * 4.0 * numel(shape));  // read x, write the result
+}
+
+// The attention mask: x [.., T, T] where a broadcast [T, T] bool mask says "blocked" above the diagonal.
+void masked_fill_bench(benchmark::State& state, Shape shape) {
+  manual_seed(0);
+  const int64_t T = shape.back();
+  Tensor x = random_input(shape);
+  Tensor blocked = tril(ones({T, T})) == 0.0;
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  for (auto _ : state) benchmark::DoNotOptimize(masked_fill(x, blocked, neg_inf));
+  set_rate(state, "bytes", 2.0 * 4.0 * numel(shape));
+}
+
+// Backward of tok(idx): scatter-add of [B, T, D] gradient rows into a [V, D] table gradient. The forward
+// graph is kept (retain_graph) and the table's .grad cleared each time, so only the backward is timed.
+void embedding_backward_bench(benchmark::State& state, int64_t V, int64_t D, int64_t B, int64_t T) {
+  manual_seed(0);
+  Tensor weight = random_input({V, D}).requires_grad_();
+  Tensor idx = randint(0, V, {B, T});
+  Tensor out = embedding(weight, idx);
+  Tensor grad = random_input({B, T, D});
+  for (auto _ : state) {
+    out.backward(grad, /*retain_graph=*/true);
+    weight.set_grad(Tensor());
+  }
+  set_rate(state, "bytes", 4.0 * (double(B * T * D) + double(V * D)));  // read the rows, write the table
+}
+
+// cross_entropy(logits [N, V], targets [N]) forward and backward, as the training step runs it.
+void cross_entropy_bench(benchmark::State& state, int64_t N, int64_t V) {
+  manual_seed(0);
+  Tensor logits = random_input({N, V}).requires_grad_();
+  Tensor targets = randint(0, V, {N});
+  for (auto _ : state) {
+    Tensor loss = cross_entropy(logits, targets);
+    loss.backward();
+    logits.set_grad(Tensor());
+  }
+  set_rate(state, "bytes", 2.0 * 4.0 * double(N * V));  // forward reads logits, backward writes their grad
+}
+
+// One Adam step over the parameters of a char model whose grads come from one real training step.
+void adam_step_bench(benchmark::State& state, int64_t D, int64_t T, int64_t heads, int64_t V) {
+  manual_seed(7);
+  nn::MiniSelfAttention model({.vocab = V, .dim = D, .context = T, .heads = heads});
+  optim::Adam opt(model.parameters(), {.lr = 0.01});
+  Tensor idx = randint(0, V, {4, T}), targets = randint(0, V, {4 * T});
+  cross_entropy(model(idx).view({-1, V}), targets).backward();
+  for (auto _ : state) opt.step();
+  // each parameter: read param, grad, exp_avg, exp_avg_sq; write param, exp_avg, exp_avg_sq
+  set_rate(state, "bytes", 7.0 * 4.0 * double(model.num_parameters()));
+  state.counters["params"] = double(model.num_parameters());
+}
+
+}  // namespace
+
+// seed sizes: D 24, T 8, B 16 (128 rows), V 13
+BENCHMARK_CAPTURE(matmul_bench, seed_128x24x24, Shape{128, 24}, Shape{24, 24});
+BENCHMARK_CAPTURE(matmul_bench, seed_batched_16x8x24x8, Shape{16, 8, 24}, Shape{16, 24, 8});
+BENCHMARK_CAPTURE(linear_bench, seed_128x24_to_24, 128, 24, 24);
+// large: D 256, T 128, B 32 (4096 rows); the batched product is 32 sequences of 128x64 @ 64x128
+BENCHMARK_CAPTURE(matmul_bench, large_4096x256x256, Shape{4096, 256}, Shape{256, 256});
+BENCHMARK_CAPTURE(matmul_bench, large_batched_32x128x64x128, Shape{32, 128, 64}, Shape{32, 64, 128});
+BENCHMARK_CAPTURE(linear_bench, large_4096x256_to_256, 4096, 256, 256);
+
+BENCHMARK_CAPTURE(softmax_bench, seed_16x8x8, Shape{16, 8, 8});
+BENCHMARK_CAPTURE(softmax_bench, large_32x4x128x128, Shape{32, 4, 128, 128});
+BENCHMARK_CAPTURE(masked_fill_bench, seed_16x8x8, Shape{16, 8, 8});
+BENCHMARK_CAPTURE(masked_fill_bench, large_32x4x128x128, Shape{32, 4, 128, 128});
+
+BENCHMARK_CAPTURE(embedding_backward_bench, seed_V13_D24_16x8, 13, 24, 16, 8);
+BENCHMARK_CAPTURE(embedding_backward_bench, large_V65_D256_32x128, 65, 256, 32, 128);
+BENCHMARK_CAPTURE(cross_entropy_bench, seed_128x13, 128, 13);
+BENCHMARK_CAPTURE(cross_entropy_bench, large_4096x65, 4096, 65);
+
+BENCHMARK_CAPTURE(adam_step_bench, seed_D24_T8, 24, 8, 1, 13);
+BENCHMARK_CAPTURE(adam_step_bench, large_D256_T128_h4, 256, 128, 4, 65);
+
+BENCHMARK_MAIN();
