@@ -8,6 +8,9 @@
 // Each reports a rate next to its time: GFLOP/s for products (2·M·N·K per matrix), GB/s for the
 // memory-bound ops (bytes each element must at least be read and written once, float32).
 // Forward ops run with no input requiring grad, so no graph is recorded: the kernel plus dispatch.
+// Rates are per wall-clock second (UseRealTime), so BLIS's threads count; on a busy machine the CPU
+// column (the calling thread's CPU time) is the steadier one. ("Library was built as DEBUG" is
+// Debian's libbenchmark describing itself, not this program.)
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -116,25 +119,25 @@ void adam_step_bench(benchmark::State& state, int64_t D, int64_t T, int64_t head
 }  // namespace
 
 // seed sizes: D 24, T 8, B 16 (128 rows), V 13
-BENCHMARK_CAPTURE(matmul_bench, seed_128x24x24, Shape{128, 24}, Shape{24, 24});
-BENCHMARK_CAPTURE(matmul_bench, seed_batched_16x8x24x8, Shape{16, 8, 24}, Shape{16, 24, 8});
-BENCHMARK_CAPTURE(linear_bench, seed_128x24_to_24, 128, 24, 24);
+BENCHMARK_CAPTURE(matmul_bench, seed_128x24x24, Shape{128, 24}, Shape{24, 24})->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bench, seed_batched_16x8x24x8, Shape{16, 8, 24}, Shape{16, 24, 8})->UseRealTime();
+BENCHMARK_CAPTURE(linear_bench, seed_128x24_to_24, 128, 24, 24)->UseRealTime();
 // large: D 256, T 128, B 32 (4096 rows); the batched product is 32 sequences of 128x64 @ 64x128
-BENCHMARK_CAPTURE(matmul_bench, large_4096x256x256, Shape{4096, 256}, Shape{256, 256});
-BENCHMARK_CAPTURE(matmul_bench, large_batched_32x128x64x128, Shape{32, 128, 64}, Shape{32, 64, 128});
-BENCHMARK_CAPTURE(linear_bench, large_4096x256_to_256, 4096, 256, 256);
+BENCHMARK_CAPTURE(matmul_bench, large_4096x256x256, Shape{4096, 256}, Shape{256, 256})->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bench, large_batched_32x128x64x128, Shape{32, 128, 64}, Shape{32, 64, 128})->UseRealTime();
+BENCHMARK_CAPTURE(linear_bench, large_4096x256_to_256, 4096, 256, 256)->UseRealTime();
 
-BENCHMARK_CAPTURE(softmax_bench, seed_16x8x8, Shape{16, 8, 8});
-BENCHMARK_CAPTURE(softmax_bench, large_32x4x128x128, Shape{32, 4, 128, 128});
-BENCHMARK_CAPTURE(masked_fill_bench, seed_16x8x8, Shape{16, 8, 8});
-BENCHMARK_CAPTURE(masked_fill_bench, large_32x4x128x128, Shape{32, 4, 128, 128});
+BENCHMARK_CAPTURE(softmax_bench, seed_16x8x8, Shape{16, 8, 8})->UseRealTime();
+BENCHMARK_CAPTURE(softmax_bench, large_32x4x128x128, Shape{32, 4, 128, 128})->UseRealTime();
+BENCHMARK_CAPTURE(masked_fill_bench, seed_16x8x8, Shape{16, 8, 8})->UseRealTime();
+BENCHMARK_CAPTURE(masked_fill_bench, large_32x4x128x128, Shape{32, 4, 128, 128})->UseRealTime();
 
-BENCHMARK_CAPTURE(embedding_backward_bench, seed_V13_D24_16x8, 13, 24, 16, 8);
-BENCHMARK_CAPTURE(embedding_backward_bench, large_V65_D256_32x128, 65, 256, 32, 128);
-BENCHMARK_CAPTURE(cross_entropy_bench, seed_128x13, 128, 13);
-BENCHMARK_CAPTURE(cross_entropy_bench, large_4096x65, 4096, 65);
+BENCHMARK_CAPTURE(embedding_backward_bench, seed_V13_D24_16x8, 13, 24, 16, 8)->UseRealTime();
+BENCHMARK_CAPTURE(embedding_backward_bench, large_V65_D256_32x128, 65, 256, 32, 128)->UseRealTime();
+BENCHMARK_CAPTURE(cross_entropy_bench, seed_128x13, 128, 13)->UseRealTime();
+BENCHMARK_CAPTURE(cross_entropy_bench, large_4096x65, 4096, 65)->UseRealTime();
 
-BENCHMARK_CAPTURE(adam_step_bench, seed_D24_T8, 24, 8, 1, 13);
-BENCHMARK_CAPTURE(adam_step_bench, large_D256_T128_h4, 256, 128, 4, 65);
+BENCHMARK_CAPTURE(adam_step_bench, seed_D24_T8, 24, 8, 1, 13)->UseRealTime();
+BENCHMARK_CAPTURE(adam_step_bench, large_D256_T128_h4, 256, 128, 4, 65)->UseRealTime();
 
 BENCHMARK_MAIN();
