@@ -1,0 +1,128 @@
+// gpu/common.cuh — what every kernel file shares (internal, nvcc only): strided indexing, launch
+// geometry, dtype dispatch.
+//
+// Kernels see tensors of one shape with arbitrary strides (views, broadcast stride 0). On the host we
+// "coalesce" the dims exactly as the CPU loops do: drop size-1 dims and merge neighbours laid out back to
+// back in every operand, so a contiguous tensor becomes one run. The result (at most kMaxDims sizes, and
+// per dim one stride per operand) travels to the kernel by value in an Indexer; each thread turns its
+// linear index into one element offset per operand.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "autograd/tensor.h"
+#include "gpu/check.h"
+
+namespace gpu::detail {
+
+using autograd::DType;
+using autograd::Shape;
+using autograd::Tensor;
+
+constexpr int kMaxDims = 8;  // after coalescing; more than this is refused with a clear error
+constexpr int kThreads = 256;
+
+template <int K> struct Indexer {
+  int ndim = 0;             // 0: a single element (or every dim has size 1)
+  bool contiguous = true;   // every operand is one run with stride 1: offset == index
+  int64_t sizes[kMaxDims];  // outermost first
+  int64_t strides[kMaxDims][K];
+
+  __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[K]) const {
+#pragma unroll
+    for (int k = 0; k < K; ++k) off[k] = contiguous ? i : 0;
+    if (contiguous) return;
+    for (int d = ndim - 1; d >= 0; --d) {
+      const int64_t size = sizes[d];
+      const int64_t q = i / size, r = i - q * size;
+      i = q;
+#pragma unroll
+      for (int k = 0; k < K; ++k) off[k] += r * strides[d][k];
+    }
+  }
+};
+
+template <int K>
+Indexer<K> make_indexer(const Shape& shape, const std::array<const Shape*, K>& strides, const char* op) {
+  Indexer<K> ix;
+  int64_t sizes[64];
+  int64_t st[64][K];
+  int n = 0;
+  if (shape.size() > 64) throw std::invalid_argument(std::string("gpu ") + op + ": more than 64 dimensions");
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = n > 0;
+    for (int k = 0; merge && k < K; ++k) merge = st[n - 1][k] == (*strides[k])[d] * shape[d];
+    if (merge) {
+      sizes[n - 1] *= shape[d];
+      for (int k = 0; k < K; ++k) st[n - 1][k] = (*strides[k])[d];
+    } else {
+      sizes[n] = shape[d];
+      for (int k = 0; k < K; ++k) st[n][k] = (*strides[k])[d];
+      ++n;
+    }
+  }
+  if (n > kMaxDims)
+    throw std::invalid_argument(std::string("gpu ") + op + ": operands need " + std::to_string(n) +
+                                " dimensions after merging contiguous ones; the CUDA kernels take at most " +
+                                std::to_string(kMaxDims) + " (make one operand .contiguous() first)");
+  ix.ndim = n;
+  ix.contiguous = n == 0;
+  if (n == 1) {
+    ix.contiguous = true;
+    for (int k = 0; k < K; ++k) ix.contiguous = ix.contiguous && st[0][k] == 1;
+  }
+  for (int d = 0; d < n; ++d) {
+    ix.sizes[d] = sizes[d];
+    for (int k = 0; k < K; ++k) ix.strides[d][k] = st[d][k];
+  }
+  return ix;
+}
+
+inline unsigned blocks_for(int64_t n, int threads = kThreads) {
+  const int64_t b = (n + threads - 1) / threads;
+  return unsigned(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));  // grid-stride loops cover the rest
+}
+
+#define GPU_GRID_STRIDE_LOOP(i, n)                                                          \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                 \
+       i += int64_t(blockDim.x) * gridDim.x)
+
+template <typename T> T* ptr(const Tensor& t) { return static_cast<T*>(t.raw_data()); }
+
+// Calls f(T{}) with T the C++ type of `dtype`.
+template <typename F> decltype(auto) dispatch(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::Int64: return f(int64_t{});
+    case DType::Bool: return f(bool{});
+  }
+  return f(float{});
+}
+
+template <typename F> decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    default: break;
+  }
+  throw std::invalid_argument(std::string("gpu ") + op + ": expected a floating point tensor, got " +
+                              std::string(autograd::dtype_name(dtype)));
+}
+
+// NaN-propagating max (a NaN anywhere wins, as in PyTorch).
+template <typename T> __device__ __forceinline__ T nan_max(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return b > a ? b : a;
+}
+
+}  // namespace gpu::detail
