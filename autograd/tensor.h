@@ -118,7 +118,7 @@ class Tensor {
   Tensor view(const Shape& shape) const;
   Tensor reshape(const Shape& shape) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
-  Tensor t() const { return transpose(0, 1); }
+  Tensor t() const;  // transpose of a matrix (0-D and 1-D tensors are returned as they are)
   Tensor mT() const { return transpose(-2, -1); }
   Tensor permute(const Shape& dims) const;
   Tensor unsqueeze(int64_t dim) const;

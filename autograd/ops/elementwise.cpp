@@ -72,7 +72,7 @@ static Tensor promote_for_scalar(const Tensor& a, double s, bool division) {
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::Add, "add", a, b);
   Shape sa = a.shape(), sb = b.shape();
-  return record("AddBackward", out, {a, b}, {}, [sa, sb](const Tensor& g) {
+  return record("AddBackward0", out, {a, b}, {}, [sa, sb](const Tensor& g) {
     return Grads{g.sum_to(sa), g.sum_to(sb)};
   });
 }
@@ -80,7 +80,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::Sub, "sub", a, b);
   Shape sa = a.shape(), sb = b.shape();
-  return record("SubBackward", out, {a, b}, {}, [sa, sb](const Tensor& g) {
+  return record("SubBackward0", out, {a, b}, {}, [sa, sb](const Tensor& g) {
     return Grads{g.sum_to(sa), neg(g).sum_to(sb)};
   });
 }
@@ -89,7 +89,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::Mul, "mul", a, b);
   if (!needs_grad({a, b})) return out;
   Tensor x = a.detach(), y = b.detach();  // detached handles: the closure must not own the graph
-  return record("MulBackward", out, {a, b}, {x, y}, [x, y](const Tensor& g) {
+  return record("MulBackward0", out, {a, b}, {x, y}, [x, y](const Tensor& g) {
     return Grads{(g * y).sum_to(x.shape()), (g * x).sum_to(y.shape())};
   });
 }
@@ -98,7 +98,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::Div, "div", a, b);
   if (!needs_grad({a, b})) return out;
   Tensor x = a.detach(), y = b.detach();
-  return record("DivBackward", out, {a, b}, {x, y}, [x, y](const Tensor& g) {
+  return record("DivBackward0", out, {a, b}, {x, y}, [x, y](const Tensor& g) {
     // d(x/y)/dx = 1/y ;  d(x/y)/dy = -x/y²
     return Grads{(g / y).sum_to(x.shape()), (neg(g) * x / (y * y)).sum_to(y.shape())};
   });
@@ -108,26 +108,26 @@ Tensor div(const Tensor& a, const Tensor& b) {
 
 Tensor add(const Tensor& a_in, double s) {
   Tensor a = promote_for_scalar(a_in, s, false);
-  return record("AddBackward", unary_kernel(UnaryOp::AddScalar, a, s), {a}, {},
+  return record("AddBackward0", unary_kernel(UnaryOp::AddScalar, a, s), {a}, {},
                 [](const Tensor& g) { return Grads{g}; });
 }
 Tensor sub(const Tensor& a, double s) { return add(a, -s); }
 
 Tensor rsub(double s, const Tensor& a_in) {
   Tensor a = promote_for_scalar(a_in, s, false);
-  return record("RsubBackward", unary_kernel(UnaryOp::RSubScalar, a, s), {a}, {},
+  return record("RsubBackward1", unary_kernel(UnaryOp::RSubScalar, a, s), {a}, {},
                 [](const Tensor& g) { return Grads{neg(g)}; });
 }
 
 Tensor mul(const Tensor& a_in, double s) {
   Tensor a = promote_for_scalar(a_in, s, false);
-  return record("MulBackward", unary_kernel(UnaryOp::MulScalar, a, s), {a}, {},
+  return record("MulBackward0", unary_kernel(UnaryOp::MulScalar, a, s), {a}, {},
                 [s](const Tensor& g) { return Grads{g * s}; });
 }
 
 Tensor div(const Tensor& a_in, double s) {
   Tensor a = promote_for_scalar(a_in, s, true);
-  return record("DivBackward", unary_kernel(UnaryOp::DivScalar, a, s), {a}, {},
+  return record("DivBackward0", unary_kernel(UnaryOp::DivScalar, a, s), {a}, {},
                 [s](const Tensor& g) { return Grads{g / s}; });
 }
 
@@ -136,7 +136,7 @@ Tensor rdiv(double s, const Tensor& a_in) {
   Tensor out = unary_kernel(UnaryOp::RDivScalar, a, s);
   if (!needs_grad({a})) return out;
   Tensor x = a.detach();
-  return record("DivBackward", out, {a}, {x}, [x, s](const Tensor& g) {
+  return record("DivBackward0", out, {a}, {x}, [x, s](const Tensor& g) {
     return Grads{neg(g) * s / (x * x)};  // d(s/x)/dx = -s/x²
   });
 }
@@ -144,47 +144,47 @@ Tensor rdiv(double s, const Tensor& a_in) {
 // ---------------------------------------------------------------- unary functions
 
 Tensor neg(const Tensor& a) {
-  return record("NegBackward", unary_kernel(UnaryOp::Neg, a), {a}, {}, [](const Tensor& g) { return Grads{neg(g)}; });
+  return record("NegBackward0", unary_kernel(UnaryOp::Neg, a), {a}, {}, [](const Tensor& g) { return Grads{neg(g)}; });
 }
 
 Tensor exp(const Tensor& a) {
   check_floating(a, "exp");
   Tensor out = unary_kernel(UnaryOp::Exp, a);
   Tensor y = out.detach();  // d(e^x)/dx = e^x: reuse the output
-  return record("ExpBackward", out, {a}, {y}, [y](const Tensor& g) { return Grads{g * y}; });
+  return record("ExpBackward0", out, {a}, {y}, [y](const Tensor& g) { return Grads{g * y}; });
 }
 
 Tensor log(const Tensor& a) {
   check_floating(a, "log");
   Tensor x = a.detach();
-  return record("LogBackward", unary_kernel(UnaryOp::Log, a), {a}, {x}, [x](const Tensor& g) { return Grads{g / x}; });
+  return record("LogBackward0", unary_kernel(UnaryOp::Log, a), {a}, {x}, [x](const Tensor& g) { return Grads{g / x}; });
 }
 
 Tensor sqrt(const Tensor& a) {
   check_floating(a, "sqrt");
   Tensor out = unary_kernel(UnaryOp::Sqrt, a);
   Tensor y = out.detach();
-  return record("SqrtBackward", out, {a}, {y}, [y](const Tensor& g) { return Grads{g / (y * 2.0)}; });
+  return record("SqrtBackward0", out, {a}, {y}, [y](const Tensor& g) { return Grads{g / (y * 2.0)}; });
 }
 
 Tensor tanh(const Tensor& a) {
   check_floating(a, "tanh");
   Tensor out = unary_kernel(UnaryOp::Tanh, a);
   Tensor y = out.detach();
-  return record("TanhBackward", out, {a}, {y}, [y](const Tensor& g) { return Grads{g * rsub(1.0, y * y)}; });
+  return record("TanhBackward0", out, {a}, {y}, [y](const Tensor& g) { return Grads{g * rsub(1.0, y * y)}; });
 }
 
 Tensor relu(const Tensor& a) {
   Tensor out = unary_kernel(UnaryOp::Relu, a);
   Tensor y = out.detach();
-  return record("ReluBackward", out, {a}, {y}, [y](const Tensor& g) {
+  return record("ReluBackward0", out, {a}, {y}, [y](const Tensor& g) {
     return Grads{g * unary_kernel(UnaryOp::ReluMask, y)};  // pass the gradient where the output was positive
   });
 }
 
 Tensor abs(const Tensor& a) {
   Tensor x = a.detach();
-  return record("AbsBackward", unary_kernel(UnaryOp::Abs, a), {a}, {x}, [x](const Tensor& g) {
+  return record("AbsBackward0", unary_kernel(UnaryOp::Abs, a), {a}, {x}, [x](const Tensor& g) {
     return Grads{g * (gt(x, 0.0).to(x.dtype()) - lt(x, 0.0).to(x.dtype()))};  // g · sign(x)
   });
 }
@@ -192,7 +192,7 @@ Tensor abs(const Tensor& a) {
 Tensor pow(const Tensor& a, double p) {
   check_floating(a, "pow");
   Tensor x = a.detach();
-  return record("PowBackward", unary_kernel(UnaryOp::PowScalar, a, p), {a}, {x}, [x, p](const Tensor& g) {
+  return record("PowBackward0", unary_kernel(UnaryOp::PowScalar, a, p), {a}, {x}, [x, p](const Tensor& g) {
     return Grads{g * (pow(x, p - 1.0) * p)};  // d(x^p)/dx = p·x^(p-1)
   });
 }
@@ -210,7 +210,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   }
   Tensor c = cond.detach();
   Shape sa = a.shape(), sb = b.shape();
-  return record("WhereBackward", out, {a, b}, {c}, [c, sa, sb](const Tensor& g) {
+  return record("WhereBackward0", out, {a, b}, {c}, [c, sa, sb](const Tensor& g) {
     Tensor zero = zeros({}, g.dtype(), g.device());
     return Grads{where(c, g, zero).sum_to(sa), where(c, zero, g).sum_to(sb)};
   });
@@ -253,7 +253,7 @@ Tensor Tensor::to(DType target) const {
   backend(device()).copy(*this, out);
   if (!is_floating(target) || !is_floating(dtype())) return out;  // integer results carry no gradient
   DType source = dtype();
-  return record("ToCopyBackward", out, {*this}, {}, [source](const Tensor& g) { return Grads{g.to(source)}; });
+  return record("ToCopyBackward0", out, {*this}, {}, [source](const Tensor& g) { return Grads{g.to(source)}; });
 }
 
 Tensor Tensor::to(Device target) const {
@@ -269,7 +269,7 @@ Tensor Tensor::to(Device target) const {
     return src.to(Device::cpu()).to(target);
   }
   Device source = device();
-  return record("ToCopyBackward", out, {*this}, {}, [source](const Tensor& g) { return Grads{g.to(source)}; });
+  return record("ToCopyBackward0", out, {*this}, {}, [source](const Tensor& g) { return Grads{g.to(source)}; });
 }
 
 // In-place writes are fine on tensors without history (optimizer updates run under NoGradGuard). On a

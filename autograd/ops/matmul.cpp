@@ -10,8 +10,10 @@
 
 namespace autograd {
 
-// The core product for inputs with ≥ 2 dims: one kernel call, one graph node.
-static Tensor batched_product(const Tensor& a, const Tensor& b) {
+// The core product for inputs with ≥ 2 dims: one kernel call, one graph node. The node carries the
+// name PyTorch shows for the same call: MmBackward0 for two matrices, UnsafeViewBackward0 for a batch
+// (torch.matmul runs bmm, then an _unsafe_view back to the batch shape).
+static Tensor batched_product(const Tensor& a, const Tensor& b, const char* name) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   if (b.size(-2) != k)
     throw std::invalid_argument(fmt::format("matmul: shapes {} and {} cannot be multiplied ({} != {})", a.shape_str(),
@@ -37,7 +39,7 @@ static Tensor batched_product(const Tensor& a, const Tensor& b) {
   }
   if (!needs_grad({a, b})) return out;
   Tensor x = a.detach(), y = b.detach();
-  return record("MatmulBackward", out, {a, b}, {x, y}, [x, y](const Tensor& g) {
+  return record(name, out, {a, b}, {x, y}, [x, y](const Tensor& g) {
     // C = A·B  ⇒  dA = dC·Bᵀ,  dB = Aᵀ·dC   (summed over batch dims that were broadcast)
     return Grads{matmul(g, y.mT()).sum_to(x.shape()), matmul(x.mT(), g).sum_to(y.shape())};
   });
@@ -60,25 +62,44 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     if (a.size(0) != b.size(0))
       throw std::invalid_argument(fmt::format("matmul: 1-D tensors of sizes {} and {} have no dot product",
                                               a.size(0), b.size(0)));
-    return batched_product(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+    return batched_product(a.unsqueeze(0), b.unsqueeze(1), "DotBackward0").reshape({});
   }
   // Checked here, with the caller's shapes: below, vectors become matrices and a batch folds into rows.
   const int64_t k_a = a.size(-1), k_b = b.dim() == 1 ? b.size(0) : b.size(-2);
   if (k_a != k_b)
     throw std::invalid_argument(fmt::format("matmul: shapes {} and {} cannot be multiplied ({} != {})", a.shape_str(),
                                             b.shape_str(), k_a, k_b));
-  if (a.dim() == 1) return batched_product(a.unsqueeze(0), b).squeeze(-2);
-  if (b.dim() == 1) return batched_product(a, b.unsqueeze(-1)).squeeze(-1);
+  if (a.dim() == 1) return batched_product(a.unsqueeze(0), b, "MmBackward0").squeeze(-2);
+  if (b.dim() == 1) return batched_product(a, b.unsqueeze(-1), "MvBackward0").squeeze(-1);
   if (a.dim() > 2 && b.dim() == 2) {
     // [..., M, K] @ [K, N]: fold the batch into the rows for one big product (as PyTorch does)
     Shape out_shape(a.shape().begin(), a.shape().end() - 1);
     out_shape.push_back(b.size(1));
-    return batched_product(a.reshape({-1, a.size(-1)}), b).view(out_shape);
+    Tensor folded = batched_product(a.reshape({-1, a.size(-1)}), b, "MmBackward0");
+    Tensor out = folded.detach().view(out_shape);
+    return record("UnsafeViewBackward0", out, {folded}, {}, [shape = folded.shape()](const Tensor& g) {
+      return Grads{g.reshape(shape)};
+    });
   }
-  return batched_product(a, b);
+  return batched_product(a, b, a.dim() == 2 && b.dim() == 2 ? "MmBackward0" : "UnsafeViewBackward0");
 }
 
 Tensor Tensor::matmul(const Tensor& other) const { return autograd::matmul(*this, other); }
+
+// out = bias + x2d @ w, as one node (PyTorch's addmm: the bias is the starting value of the sum).
+static Tensor addmm(const Tensor& bias, const Tensor& x2d, const Tensor& w) {
+  Tensor product;
+  {
+    NoGradGuard no_grad;
+    product = matmul(x2d, w);
+  }
+  Tensor out = bias + product;  // the bias row broadcast over the batch rows
+  if (!needs_grad({bias, x2d, w})) return out.detach();
+  Tensor x = x2d.detach(), y = w.detach();
+  return record("AddmmBackward0", out.detach(), {bias, x2d, w}, {x, y}, [x, y, bshape = bias.shape()](const Tensor& g) {
+    return Grads{g.sum_to(bshape), matmul(g, y.mT()), matmul(x.mT(), g)};
+  });
+}
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (weight.dim() != 2)
@@ -86,8 +107,15 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (x.dim() == 0 || x.size(-1) != weight.size(1))
     throw std::invalid_argument(fmt::format("linear: input of shape {} does not match weight {} (in_features {})",
                                             x.shape_str(), weight.shape_str(), weight.size(1)));
-  Tensor out = matmul(x, weight.t());
-  return bias.defined() ? out + bias : out;
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0)))
+    throw std::invalid_argument(fmt::format("linear: bias of shape {} does not match weight {} (out_features {})",
+                                            bias.shape_str(), weight.shape_str(), weight.size(0)));
+  if (!bias.defined()) return matmul(x, weight.t());  // MmBackward0, or UnsafeViewBackward0 for a batch
+  if (x.dim() == 2) return addmm(bias, x, weight.t());
+  // a batch of rows: flatten to one matrix, one addmm, view back (PyTorch's _flatten_3d_linear)
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  out_shape.push_back(weight.size(0));
+  return addmm(bias, x.reshape({-1, x.size(-1)}), weight.t()).view(out_shape);
 }
 
 }  // namespace autograd

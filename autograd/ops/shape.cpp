@@ -88,25 +88,33 @@ Tensor Tensor::view(const Shape& shape_in) const {
         "view: shape {} is not compatible with the input's size {} and stride {} (at least one dimension spans "
         "across two contiguous subspaces); use reshape() instead",
         shape_to_string(shape), shape_str(), shape_to_string(this->strides())));
-  return record_reshaping("ViewBackward", *this, as_strided(shape, *strides, offset()));
+  return record_reshaping("ViewBackward0", *this, as_strided(shape, *strides, offset()));
 }
 
 Tensor Tensor::reshape(const Shape& shape_in) const {
   Shape shape = infer_shape(shape_in, numel(), this->shape(), "reshape");
   if (auto strides = view_strides(this->shape(), this->strides(), shape))
-    return record_reshaping("ViewBackward", *this, as_strided(shape, *strides, offset()));
+    return record_reshaping("ViewBackward0", *this, as_strided(shape, *strides, offset()));
   return contiguous().view(shape);  // the one case that copies: strides forbid a view
 }
 
-Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-  d0 = wrap_dim(d0, dim(), "transpose");
-  d1 = wrap_dim(d1, dim(), "transpose");
-  if (dim() == 0) return *this;
-  Shape shape = this->shape(), strides = this->strides();
+// Swaps two dims of the view; `name` is the node PyTorch would show (t() records TBackward0).
+static Tensor transposed(const Tensor& t, int64_t d0, int64_t d1, const char* name) {
+  d0 = wrap_dim(d0, t.dim(), "transpose");
+  d1 = wrap_dim(d1, t.dim(), "transpose");
+  if (t.dim() == 0) return t;
+  Shape shape = t.shape(), strides = t.strides();
   std::swap(shape[size_t(d0)], shape[size_t(d1)]);
   std::swap(strides[size_t(d0)], strides[size_t(d1)]);
-  return record("TransposeBackward", as_strided(shape, strides, offset()), {*this}, {},
+  return record(name, t.as_strided(shape, strides, t.offset()), {t}, {},
                 [d0, d1](const Tensor& g) { return Grads{g.transpose(d0, d1)}; });
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return transposed(*this, d0, d1, "TransposeBackward0"); }
+
+Tensor Tensor::t() const {
+  if (dim() > 2) throw std::invalid_argument(fmt::format("t: expects a tensor with <= 2 dimensions, got {}", shape_str()));
+  return transposed(*this, 0, dim() < 2 ? 0 : 1, "TBackward0");
 }
 
 Tensor Tensor::permute(const Shape& dims_in) const {
@@ -123,7 +131,7 @@ Tensor Tensor::permute(const Shape& dims_in) const {
     shape[i] = this->shape()[size_t(dims[i])];
     strides[i] = this->strides()[size_t(dims[i])];
   }
-  return record("PermuteBackward", as_strided(shape, strides, offset()), {*this}, {},
+  return record("PermuteBackward0", as_strided(shape, strides, offset()), {*this}, {},
                 [inverse](const Tensor& g) { return Grads{g.permute(inverse)}; });
 }
 
@@ -133,7 +141,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t stride = size_t(d) < shape.size() ? shape[size_t(d)] * strides[size_t(d)] : 1;
   shape.insert(shape.begin() + d, 1);
   strides.insert(strides.begin() + d, stride);
-  return record("UnsqueezeBackward", as_strided(shape, strides, offset()), {*this}, {},
+  return record("UnsqueezeBackward0", as_strided(shape, strides, offset()), {*this}, {},
                 [d](const Tensor& g) { return Grads{g.squeeze(d)}; });
 }
 
@@ -143,7 +151,7 @@ Tensor Tensor::squeeze(int64_t d) const {
   Shape shape = this->shape(), strides = this->strides();
   shape.erase(shape.begin() + d);
   strides.erase(strides.begin() + d);
-  return record_reshaping("SqueezeBackward", *this, as_strided(shape, strides, offset()));
+  return record_reshaping("SqueezeBackward1", *this, as_strided(shape, strides, offset()));
 }
 
 Tensor Tensor::squeeze() const {
@@ -153,7 +161,7 @@ Tensor Tensor::squeeze() const {
       shape.push_back(this->shape()[i]);
       strides.push_back(this->strides()[i]);
     }
-  return record_reshaping("SqueezeBackward", *this, as_strided(shape, strides, offset()));
+  return record_reshaping("SqueezeBackward0", *this, as_strided(shape, strides, offset()));
 }
 
 Tensor Tensor::expand(const Shape& target) const {
@@ -175,7 +183,7 @@ Tensor Tensor::expand(const Shape& target) const {
   }
   if (shape == this->shape()) return *this;
   Shape in_shape = this->shape();
-  return record("ExpandBackward", as_strided(shape, strides, offset()), {*this}, {},
+  return record("ExpandBackward0", as_strided(shape, strides, offset()), {*this}, {},
                 [in_shape](const Tensor& g) { return Grads{g.sum_to(in_shape)}; });
 }
 
@@ -199,7 +207,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_in, std::optional<i
   strides[size_t(d)] *= step;
   Tensor out = as_strided(shape, strides, offset() + start * this->strides()[size_t(d)]);
   Shape in_shape = this->shape();
-  return record("SliceBackward", out, {*this}, {}, [=](const Tensor& g) {
+  return record("SliceBackward0", out, {*this}, {}, [=](const Tensor& g) {
     return Grads{scatter_into_zeros(g, in_shape, [&](const Tensor& z) { return z.slice(d, start, end, step); })};
   });
 }
@@ -226,7 +234,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   strides.erase(strides.begin() + d);
   Tensor out = as_strided(shape, strides, offset() + index * this->strides()[size_t(d)]);
   Shape in_shape = this->shape();
-  return record("SelectBackward", out, {*this}, {}, [=](const Tensor& g) {
+  return record("SelectBackward0", out, {*this}, {}, [=](const Tensor& g) {
     return Grads{scatter_into_zeros(g, in_shape, [&](const Tensor& z) { return z.select(d, index); })};
   });
 }
@@ -239,12 +247,17 @@ Tensor Tensor::contiguous() const {
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype(), device());
   backend(device()).copy(*this, out);
-  return record("CloneBackward", out, {*this}, {}, [](const Tensor& g) { return Grads{g}; });
+  return record("CloneBackward0", out, {*this}, {}, [](const Tensor& g) { return Grads{g}; });
 }
 
 // ---------------------------------------------------------------- joining and splitting
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+static Tensor concatenate(const std::vector<Tensor>& tensors, int64_t dim, const char* name);
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) { return concatenate(tensors, dim, "CatBackward0"); }
+
+// Joins along an existing dim; `name` is the node PyTorch shows (stack records StackBackward0).
+static Tensor concatenate(const std::vector<Tensor>& tensors, int64_t dim, const char* name) {
   if (tensors.empty()) throw std::invalid_argument("cat: expected a non-empty list of tensors");
   const Tensor& first = tensors[0];
   // A 0-d tensor has no dim to join along (the rank check below then covers every other entry).
@@ -280,7 +293,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     sizes.push_back(n);
     at += n;
   }
-  return record("CatBackward", out, tensors, {}, [dim, sizes](const Tensor& g) {
+  return record(name, out, tensors, {}, [dim, sizes](const Tensor& g) {
     Grads grads;
     int64_t start = 0;
     for (int64_t n : sizes) {
@@ -300,9 +313,15 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
       throw std::invalid_argument(fmt::format("stack: expects each tensor to be equal size, but got {} at entry 0 "
                                               "and {} at entry {}",
                                               tensors[0].shape_str(), tensors[i].shape_str(), i));
+    NoGradGuard no_grad;  // the unsqueezed views are plumbing; the one StackBackward0 node undoes them
     parts.push_back(tensors[i].unsqueeze(dim));
   }
-  return cat(parts, dim);
+  Tensor out = concatenate(parts, dim, "StackBackward0");
+  return record("StackBackward0", out, tensors, {}, [dim, n = tensors.size()](const Tensor& g) {
+    Grads grads;
+    for (size_t i = 0; i < n; ++i) grads.push_back(g.select(dim, int64_t(i)));
+    return grads;
+  });
 }
 
 std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
@@ -332,7 +351,7 @@ static Tensor triangle(const Tensor& t, int64_t diagonal, bool lower) {
     Tensor zero = zeros({}, t.dtype(), t.device());
     backend(t.device()).where(keep.expand(t.shape()), t, zero.expand(t.shape()), out);
   }
-  return record(lower ? "TrilBackward" : "TriuBackward", out, {t}, {}, [diagonal, lower](const Tensor& g) {
+  return record(lower ? "TrilBackward0" : "TriuBackward0", out, {t}, {}, [diagonal, lower](const Tensor& g) {
     return Grads{lower ? g.tril(diagonal) : g.triu(diagonal)};
   });
 }
