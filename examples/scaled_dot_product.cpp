@@ -1,10 +1,8 @@
-// scaled_dot_product_heatmap — the workshop's scaled_dot_product.py followed by heatmap.py:
-// attention from scratch on a 4-token sentence, then the weights printed as a text grid.
+// scaled_dot_product — the workshop's scaled_dot_product.py: attention from scratch on a 4-token
+// sentence, every tensor printed along the way.
 #include <iostream>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "autograd/autograd.h"
 
@@ -14,7 +12,7 @@ int main() {
   manual_seed(0);
   set_printoptions(/*precision=*/3, /*sci_mode=*/false);
 
-  std::vector<std::string> words = {"Aditi", "loves", "warm", "dosa"};
+  std::vector<std::string> words = {"Aditi", "loves", "warm", "dosa"};  // used by heatmap.py
   const int64_t seq_len = 4, d_model = 4;
 
   // Toy token embeddings (normally learned)
@@ -41,15 +39,4 @@ int main() {
   std::cout << "\nAttention weights = softmax(scaled), each row sums to 1\n" << weights << "\n";
   std::cout << "row sums: " << weights.sum(-1) << "\n";
   std::cout << "\nOutput = weights @ V, shape " << shape_tuple(output) << "\n" << output << "\n";
-
-  // heatmap.py: printing the attention grid
-  std::cout << "Attention map (rows = query word, columns = attended word):\n";
-  std::string header = "          ";
-  for (const auto& w : words) header += fmt::format("{:>8}", w);
-  std::cout << header << "\n";
-  for (int64_t i = 0; i < seq_len; ++i) {
-    std::string row;
-    for (int64_t j = 0; j < seq_len; ++j) row += fmt::format("{:>8.2f}", weights[i][j].item());
-    std::cout << fmt::format("{:>10}{}", words[size_t(i)], row) << "\n";
-  }
 }
