@@ -103,5 +103,5 @@ message(STATUS "scratchgrad: CUDA backend on (nvcc ${CMAKE_CUDA_COMPILER_VERSION
 # ---- the GPU benchmark ----
 if(EXISTS ${CMAKE_SOURCE_DIR}/gpu/bench_gpu.cpp)
   add_executable(bench_gpu ${CMAKE_SOURCE_DIR}/gpu/bench_gpu.cpp)
-  target_link_libraries(bench_gpu PRIVATE scratchgrad)
+  target_link_libraries(bench_gpu PRIVATE scratchgrad_gpu scratchgrad_optim scratchgrad_nn)
 endif()
