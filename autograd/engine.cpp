@@ -19,13 +19,30 @@
 #include "autograd/node.h"
 #include "autograd/debug.h"
 #include "autograd/ops.h"
+#include "autograd/trace.h"
 
 namespace autograd {
 
 namespace {
 thread_local bool grad_enabled = true;
-BackwardObserver backward_observer;
+BackwardObserver backward_observer = trace_observer_from_environment();  // SCRATCHGRAD_TRACE
 }  // namespace
+
+// A graph of a million chained ops is a million nested shared_ptr<Node>s: destroying the last one would
+// recurse a million frames deep. Instead, take over the inputs of every node we hold the last reference
+// to, so each node dies with no children left to destroy.
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> orphans;
+  for (Edge& e : inputs)
+    if (e.node) orphans.push_back(std::move(e.node));
+  while (!orphans.empty()) {
+    std::shared_ptr<Node> node = std::move(orphans.back());
+    orphans.pop_back();
+    if (node.use_count() == 1)
+      for (Edge& e : node->inputs)
+        if (e.node) orphans.push_back(std::move(e.node));
+  }
+}
 
 bool is_grad_enabled() { return grad_enabled; }
 void set_grad_enabled(bool enabled) { grad_enabled = enabled; }
@@ -73,7 +90,7 @@ Tensor record(const char* name, Tensor out, const std::vector<Tensor>& inputs, c
   node->call_site = current_call_site();
   out.impl().grad_fn = std::move(node);
   out.impl().requires_grad = true;
-  check_anomaly_forward(out, name);
+  check_anomaly_forward(out, inputs);
   return out;
 }
 
@@ -122,7 +139,8 @@ static void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
   }
 }
 
-static void run_node(Node& node, const Tensor& grad_output, std::unordered_map<Node*, Tensor>& pending) {
+static void run_node(Node& node, const Tensor& grad_output, std::unordered_map<Node*, Tensor>& pending,
+                     size_t position) {
   if (node.released)
     throw std::runtime_error(fmt::format(
         "backward: the graph through {} has already been freed by an earlier backward(); pass "
@@ -133,8 +151,8 @@ static void run_node(Node& node, const Tensor& grad_output, std::unordered_map<N
   if (grads.size() != node.inputs.size())
     throw std::logic_error(fmt::format("backward: {} returned {} gradients for {} inputs", node.name, grads.size(),
                                        node.inputs.size()));
+  if (backward_observer) backward_observer({&node, &grad_output, &grads, position});
   check_anomaly_backward(node, grads);
-  if (backward_observer) backward_observer({&node, &grad_output, &grads});
   for (size_t i = 0; i < grads.size(); ++i) {
     const Edge& e = node.inputs[i];
     if (!grads[i].defined() || !e.wants_grad()) continue;
@@ -180,6 +198,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   auto newer_first = [](const Node* a, const Node* b) { return a->sequence_nr < b->sequence_nr; };
   std::priority_queue<Node*, std::vector<Node*>, decltype(newer_first)> ready(newer_first);
   ready.push(root_node);
+  size_t ran = 0;
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
@@ -187,7 +206,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     if (it != pending.end()) {  // else no gradient reached it (only through non-differentiable paths)
       Tensor grad_output = std::move(it->second);
       pending.erase(it);
-      run_node(*node, grad_output, pending);
+      run_node(*node, grad_output, pending, ran++);
       if (!retain_graph) {
         node->backward = nullptr;  // frees every tensor the closure captured
         node->saved.clear();

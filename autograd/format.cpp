@@ -9,6 +9,10 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 namespace autograd {
 
 PrintOptions& print_options() {
@@ -292,10 +296,25 @@ void check_sizes(const PrintData& data, int64_t numel) {
                                             python_tuple(data.shape), numel, have));
 }
 
+// The engine flushes denormals to zero for speed (FTZ/DAZ, see autograd/cpu/matmul.cpp). With DAZ on,
+// the CPU reads a subnormal like 5e-324 as 0 in every comparison and in std::to_chars, so printing
+// would show 0.0. Printing switches the flags off for its own duration.
+class ExactSubnormals {
+ public:
+#if defined(__SSE__)
+  ExactSubnormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ & ~0x8040u); }
+  ~ExactSubnormals() { _mm_setcsr(saved_); }
+
+ private:
+  unsigned int saved_;
+#endif
+};
+
 }  // namespace
 
 std::string format_tensor(const PrintData& data, const std::vector<std::string>& suffixes,
                           const PrintOptions& options) {
+  ExactSubnormals exact;
   const int64_t numel = numel_of(data.shape);
   check_sizes(data, numel);
   const bool empty = numel == 0;
@@ -321,6 +340,7 @@ std::string format_tensor(const PrintData& data, const std::vector<std::string>&
 // where the decimal point goes.
 
 std::string python_float_repr(double v) {
+  ExactSubnormals exact;
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
 

@@ -41,6 +41,11 @@ struct Node {
   std::source_location where;   // the op function that recorded it
   std::string call_site;        // "file:line" of the user's code, when known (see CallSite)
   bool released = false;
+
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  ~Node();  // unlinks long chains iteratively (a recursive destructor would overflow the stack)
 };
 
 // Records `out` as produced by a differentiable op. Does nothing (returns `out` unchanged) in no-grad
@@ -80,9 +85,11 @@ struct BackwardEvent {
   const Node* node;
   const Tensor* grad_output;
   const Grads* grad_inputs;
+  size_t position = 0;  // how many nodes this backward pass ran before this one: 0 = the root, a new pass
 };
 using BackwardObserver = std::function<void(const BackwardEvent&)>;
-// Installs an observer called after each node runs; returns the previous one.
+// Installs an observer called after each node runs; returns the previous one. At start-up the observer
+// is the backward trace when SCRATCHGRAD_TRACE is set (see trace.h), else none.
 BackwardObserver set_backward_observer(BackwardObserver observer);
 
 }  // namespace autograd

@@ -120,30 +120,83 @@ template <typename Row> void for_each_row(const Tensor& in, const Tensor& out, i
   });
 }
 
+// ---------------------------------------------------------------- softmax, in PyTorch's order
+//
+// PyTorch 1.13's portable CPU build (ATEN_CPU_CAPABILITY=default) has two softmax kernels, and they
+// add up a row differently (docs/parity.md has the measurements):
+//  * over the last dim, the row is reduced with Vectorized<T> — 32 bytes, so 8 float or 4 double
+//    lanes (vector_lane_reduce below); softmax multiplies by 1/sum, log_softmax subtracts log(sum);
+//  * over any other dim, a running sum from 0 in index order; softmax divides by the sum.
+// exp and log are the C library's expf/logf (exp/log for double), exactly as the portable
+// Vectorized<T>::exp() applies them lane by lane.
+
+// Lanes of PyTorch's portable Vectorized<T>.
+template <typename T> constexpr int64_t kVecLanes = 32 / int64_t(sizeof(T));
+
+// vec::reduce_all(op, row, n) of the portable build: lane l starts at x[l] and folds in x[l + 8],
+// x[l + 16], ... over the full blocks of 8; the n % 8 leftovers fold into lanes 0, 1, ...; finally
+// the lanes are folded left to right. Rows shorter than 8 are folded left to right directly.
+template <typename T, typename Value, typename Op> T vector_lane_reduce(int64_t n, Value x, Op op) {
+  constexpr int64_t L = kVecLanes<T>;
+  if (n < L) {
+    T acc = x(0);
+    for (int64_t j = 1; j < n; ++j) acc = op(acc, x(j));
+    return acc;
+  }
+  T lanes[L];
+  for (int64_t l = 0; l < L; ++l) lanes[l] = x(l);
+  int64_t d = L;
+  for (; d < n - n % L; d += L)
+    for (int64_t l = 0; l < L; ++l) lanes[l] = op(lanes[l], x(d + l));
+  for (int64_t l = 0; d + l < n; ++l) lanes[l] = op(lanes[l], x(d + l));
+  T acc = lanes[0];
+  for (int64_t l = 1; l < L; ++l) acc = op(acc, lanes[l]);
+  return acc;
+}
+
+// The sum of n values the way the softmax kernels add them: vector lanes over the last dim, a running
+// sum from 0 over any other.
+template <typename T, typename Value> T softmax_row_sum(bool last_dim, int64_t n, Value x) {
+  if (last_dim) return vector_lane_reduce<T>(n, x, [](T a, T b) { return T(a + b); });
+  T sum = 0;
+  for (int64_t j = 0; j < n; ++j) sum += x(j);
+  return sum;
+}
+
+// max with NaN winning (vec::maximum propagates NaN); the order of a max does not matter otherwise.
+template <typename T> T row_max(int64_t n, const T* x, int64_t stride) {
+  T m = x[0];
+  for (int64_t j = 1; j < n; ++j) {
+    const T v = x[j * stride];
+    if (std::isnan(v) || v > m) m = v;
+  }
+  return m;
+}
+
 template <typename T>
 void softmax_typed(const Tensor& in, int64_t dim, bool log, const Tensor& out) {
   const int64_t n = in.shape()[size_t(dim)];
   const int64_t si = in.strides()[size_t(dim)], so = out.strides()[size_t(dim)];
+  const bool last = dim == in.dim() - 1;
   const T* pi = ptr<T>(in);
   T* po = ptr<T>(out);
   for_each_row(in, out, dim, [&](int64_t oi, int64_t oo) {
     const T* x = pi + oi;
     T* y = po + oo;
-    T m = -std::numeric_limits<T>::infinity();
-    for (int64_t j = 0; j < n; ++j) m = std::max(m, x[j * si]);
-    if (std::isnan(m) || m == -std::numeric_limits<T>::infinity()) m = x[0];  // NaN and all -inf rows give NaN, as in PyTorch
-    T sum = 0;
-    for (int64_t j = 0; j < n; ++j) {
-      T e = std::exp(x[j * si] - m);
-      if (!log) y[j * so] = e;
-      sum += e;
-    }
+    const T m = row_max(n, x, si);  // an all -inf row gives -inf - -inf = NaN everywhere, as in PyTorch
     if (log) {
-      T log_sum = std::log(sum);
-      for (int64_t j = 0; j < n; ++j) y[j * so] = x[j * si] - m - log_sum;
+      const T sum = softmax_row_sum<T>(last, n, [&](int64_t j) { return T(std::exp(T(x[j * si] - m))); });
+      const T log_sum = std::log(sum);
+      for (int64_t j = 0; j < n; ++j) y[j * so] = T(x[j * si] - m) - log_sum;  // (x − max) − log Σ, that order
+      return;
+    }
+    for (int64_t j = 0; j < n; ++j) y[j * so] = std::exp(T(x[j * si] - m));
+    const T sum = softmax_row_sum<T>(last, n, [&](int64_t j) { return y[j * so]; });
+    if (last) {
+      const T inv = T(1) / sum;
+      for (int64_t j = 0; j < n; ++j) y[j * so] = y[j * so] * inv;
     } else {
-      T inv = T(1) / sum;
-      for (int64_t j = 0; j < n; ++j) y[j * so] *= inv;
+      for (int64_t j = 0; j < n; ++j) y[j * so] = y[j * so] / sum;
     }
   });
 }
@@ -152,6 +205,7 @@ template <typename T>
 void softmax_backward_typed(const Tensor& y, const Tensor& g, int64_t dim, bool log, const Tensor& gx) {
   // y, g and gx are contiguous (the op makes sure), so each row shares one offset and one stride.
   const int64_t n = y.shape()[size_t(dim)], s = y.strides()[size_t(dim)];
+  const bool last = dim == y.dim() - 1;
   const T* py = ptr<T>(y);
   const T* pg = ptr<T>(g);
   T* px = ptr<T>(gx);
@@ -159,15 +213,228 @@ void softmax_backward_typed(const Tensor& y, const Tensor& g, int64_t dim, bool 
     const T* yr = py + o;
     const T* gr = pg + o;
     T* xr = px + o;
-    T dot = 0;
-    if (log) {
-      for (int64_t j = 0; j < n; ++j) dot += gr[j * s];
-      for (int64_t j = 0; j < n; ++j) xr[j * s] = gr[j * s] - std::exp(yr[j * s]) * dot;
-    } else {
-      for (int64_t j = 0; j < n; ++j) dot += gr[j * s] * yr[j * s];
-      for (int64_t j = 0; j < n; ++j) xr[j * s] = yr[j * s] * (gr[j * s] - dot);
+    if (log) {  // dx = g − exp(y) · Σ g
+      const T sum = softmax_row_sum<T>(last, n, [&](int64_t j) { return gr[j * s]; });
+      for (int64_t j = 0; j < n; ++j) xr[j * s] = gr[j * s] - T(std::exp(yr[j * s]) * sum);
+    } else {  // dx = (g − Σ g·y) · y
+      const T dot = softmax_row_sum<T>(last, n, [&](int64_t j) { return T(gr[j * s] * yr[j * s]); });
+      for (int64_t j = 0; j < n; ++j) xr[j * s] = T(gr[j * s] - dot) * yr[j * s];
     }
   });
+}
+
+// ---------------------------------------------------------------- sums, in PyTorch's order
+//
+// PyTorch 1.13 sums floating tensors with `cascade_sum` (aten/src/ATen/native/cpu/SumKernel.cpp): a
+// TensorIterator first orders and merges the dims, then each 2-D slice of the iteration is summed
+// with one of four loops, all built from one idea — partial sums of 16 values are added into a
+// higher "level", so only numbers of similar size meet. The code below re-derives that order (not
+// the vector instructions: each vector lane is just an independent column here).
+
+struct IterDim {
+  int64_t size, in_stride, out_stride;  // elements; out_stride 0 on reduced dims
+};
+
+// TensorIterator's dim order for a reduction (reorder_dimensions): innermost first, reduced dims
+// before kept ones, then by increasing stride; ties go to the smaller dim. Its comparison can be
+// undecided, so it is an insertion sort that stops at the first decided "no swap", as PyTorch's is.
+std::vector<IterDim> reduction_iteration_order(const std::vector<IterDim>& dims) {
+  const size_t nd = dims.size();
+  std::vector<size_t> perm(nd);
+  for (size_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;  // innermost (last) dim first
+  auto should_swap = [&](size_t d0, size_t d1) -> int {
+    // the output operand: reduced dims (stride 0) go to the front
+    const int64_t o0 = dims[d0].out_stride, o1 = dims[d1].out_stride;
+    if ((o0 == 0) != (o1 == 0)) return o1 == 0 ? 1 : -1;
+    for (auto [s0, s1] : {std::pair{o0, o1}, std::pair{dims[d0].in_stride, dims[d1].in_stride}}) {
+      if (s0 == 0 || s1 == 0) continue;
+      if (s0 < s1) return -1;
+      if (s0 > s1) return 1;
+      if (dims[d0].size > dims[d1].size) return 1;
+    }
+    return 0;
+  };
+  for (size_t i = 1; i < nd; ++i) {
+    size_t d1 = i;
+    for (size_t d0 = i; d0-- > 0;) {
+      const int c = should_swap(perm[d0], perm[d1]);
+      if (c > 0) {
+        std::swap(perm[d0], perm[d1]);
+        d1 = d0;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+  // coalesce_dimensions: merge neighbours laid out back to back in both operands; size-1 dims vanish
+  std::vector<IterDim> out;
+  for (size_t k = 0; k < nd; ++k) {
+    const IterDim& d = dims[perm[k]];
+    if (out.empty()) {
+      out.push_back(d);
+      continue;
+    }
+    IterDim& prev = out.back();
+    const bool merge = prev.size == 1 || d.size == 1 ||
+                       (prev.size * prev.in_stride == d.in_stride && prev.size * prev.out_stride == d.out_stride);
+    if (!merge) {
+      out.push_back(d);
+    } else {
+      if (prev.size == 1) prev.in_stride = d.in_stride, prev.out_stride = d.out_stride;
+      prev.size *= d.size;
+    }
+  }
+  return out;
+}
+
+// multi_row_sum for `cols` independent columns of `count` values each: x(i, c) = base[i*rs + c*cs].
+// Values go into level 0; after every 16 values level 0 is added into level 1 (and emptied), after
+// every 256 level 1 into level 2, and so on (the step grows for counts above 2^19); at the end the
+// levels are added together. Columns are done 64 at a time (each has its own accumulators).
+template <typename T> void cascade_columns(const T* base, int64_t rs, int64_t cs, int64_t count, int64_t cols, T* result) {
+  constexpr int64_t kLevels = 4, kChunk = 64;
+  const int64_t ceil_log2 = count <= 2 ? 1 : 64 - __builtin_clzll(uint64_t(count - 1));
+  const int64_t level_power = std::max<int64_t>(4, ceil_log2 / kLevels);
+  const int64_t level_step = int64_t(1) << level_power, level_mask = level_step - 1;
+  for (int64_t c0 = 0; c0 < cols; c0 += kChunk) {
+    const int64_t nc = std::min(kChunk, cols - c0);
+    const T* col0 = base + c0 * cs;
+    T acc[kLevels][kChunk] = {};
+    int64_t i = 0;
+    while (i + level_step <= count) {
+      for (int64_t j = 0; j < level_step; ++j, ++i)
+        for (int64_t c = 0; c < nc; ++c) acc[0][c] += col0[i * rs + c * cs];
+      for (int64_t lv = 1; lv < kLevels; ++lv) {
+        for (int64_t c = 0; c < nc; ++c) {
+          acc[lv][c] += acc[lv - 1][c];
+          acc[lv - 1][c] = T(0);
+        }
+        if ((i & (level_mask << (lv * level_power))) != 0) break;
+      }
+    }
+    for (; i < count; ++i)
+      for (int64_t c = 0; c < nc; ++c) acc[0][c] += col0[i * rs + c * cs];
+    for (int64_t lv = 1; lv < kLevels; ++lv)
+      for (int64_t c = 0; c < nc; ++c) acc[0][c] += acc[lv][c];
+    for (int64_t c = 0; c < nc; ++c) result[c0 + c] = acc[0][c];
+  }
+}
+
+// row_sum: a column of `size` values seen as rows of 4 (four interleaved partial sums, each a
+// cascade); the size % 4 leftovers are added to the first; then ((p0 + p1) + p2) + p3.
+template <typename T> void row_sum_columns(const T* base, int64_t rs, int64_t cs, int64_t size, int64_t cols, T* result) {
+  constexpr int64_t kIlp = 4, kChunk = 64;
+  const int64_t size_ilp = size / kIlp;
+  for (int64_t c0 = 0; c0 < cols; c0 += kChunk) {
+    const int64_t nc = std::min(kChunk, cols - c0);
+    const T* col0 = base + c0 * cs;
+    T partial[kIlp][kChunk];
+    for (int64_t k = 0; k < kIlp; ++k) cascade_columns(col0 + k * rs, kIlp * rs, cs, size_ilp, nc, partial[k]);
+    for (int64_t i = size_ilp * kIlp; i < size; ++i)
+      for (int64_t c = 0; c < nc; ++c) partial[0][c] += col0[i * rs + c * cs];
+    for (int64_t k = 1; k < kIlp; ++k)
+      for (int64_t c = 0; c < nc; ++c) partial[0][c] += partial[k][c];
+    for (int64_t c = 0; c < nc; ++c) result[c0 + c] = partial[0][c];
+  }
+}
+
+// cascade_sum's 2-D loop: dim 0 (size0) and dim 1 (size1) of the iteration; adds into `out`.
+template <typename T>
+void cascade_sum_2d(const T* in, T* out, int64_t size0, int64_t size1, int64_t in_s0, int64_t in_s1, int64_t out_s0,
+                    int64_t out_s1) {
+  if (out_s0 != 0 && out_s1 == 0) {  // make the reduced dim the first
+    std::swap(size0, size1);
+    std::swap(in_s0, in_s1);
+    std::swap(out_s0, out_s1);
+  }
+  if (out_s0 != 0) {  // nothing reduced here: out += in
+    for (int64_t j = 0; j < size1; ++j)
+      for (int64_t i = 0; i < size0; ++i) out[j * out_s1 + i * out_s0] += in[j * in_s1 + i * in_s0];
+    return;
+  }
+  constexpr int64_t W = kVecLanes<T>;
+  constexpr int64_t kChunk = 64;
+  T sums[kChunk];
+  if (in_s0 == 1 && size0 >= W) {
+    // "vectorized inner sum": W lanes each take every W-th value (a row_sum each); the size0 % W
+    // leftovers are summed from 0, then the lanes are added to that, left to right
+    const int64_t vec_size = size0 / W;
+    for (int64_t j = 0; j < size1; ++j) {
+      const T* row = in + j * in_s1;
+      T lanes[W];
+      row_sum_columns(row, W, 1, vec_size, W, lanes);
+      T total = 0;
+      for (int64_t k = vec_size * W; k < size0; ++k) total += row[k];
+      for (int64_t l = 0; l < W; ++l) total += lanes[l];
+      out[j * out_s1] += total;
+    }
+  } else if (in_s1 == 1 && size1 >= W) {
+    // "vectorized outer sum": columns in groups of 4 vectors are plain cascades; the rest row_sums
+    const int64_t grouped = size1 / (4 * W) * (4 * W);
+    for (int64_t j0 = 0; j0 < size1; j0 += kChunk) {
+      const int64_t nc = std::min(kChunk, size1 - j0);
+      for (int64_t c = 0; c < nc;) {  // split the chunk where the grouped columns end
+        const int64_t j = j0 + c;
+        const int64_t run = j < grouped ? std::min(nc - c, grouped - j) : nc - c;
+        if (j < grouped) cascade_columns(in + j, in_s0, 1, size0, run, sums);
+        else row_sum_columns(in + j, in_s0, 1, size0, run, sums);
+        for (int64_t r = 0; r < run; ++r) out[(j + r) * out_s1] += sums[r];
+        c += run;
+      }
+    }
+  } else if (in_s0 < in_s1) {
+    // "scalar inner sum": one row_sum per output
+    for (int64_t j = 0; j < size1; ++j) {
+      row_sum_columns(in + j * in_s1, in_s0, 1, size0, 1, sums);
+      out[j * out_s1] += sums[0];
+    }
+  } else {
+    // "scalar outer sum": columns in groups of 4 are plain cascades, the rest row_sums
+    int64_t j = 0;
+    for (; j + 3 < size1; j += 4) {
+      cascade_columns(in + j * in_s1, in_s0, in_s1, size0, 4, sums);
+      for (int64_t r = 0; r < 4; ++r) out[(j + r) * out_s1] += sums[r];
+    }
+    for (; j < size1; ++j) {
+      row_sum_columns(in + j * in_s1, in_s0, 1, size0, 1, sums);
+      out[j * out_s1] += sums[0];
+    }
+  }
+}
+
+// sum of `in` into `out` (zeroed here): the reduced dims are those where `out` has size 1 (or is
+// missing, for leading dims). One thread, as torch.set_num_threads(1) or any sum below 32768 values.
+template <typename T> void cascade_sum(const Tensor& in, const Tensor& out) {
+  const size_t nd = in.shape().size(), lead = nd - out.shape().size();
+  std::vector<IterDim> dims(nd);
+  for (size_t d = 0; d < nd; ++d) {
+    const int64_t size = in.shape()[d];
+    // a dim of size 1 keeps the stride a keepdim output would have there; a reduced one gets 0
+    int64_t out_stride = d < lead ? out.numel() : out.strides()[d - lead];
+    if (size != 1 && (d < lead || out.shape()[d - lead] == 1)) out_stride = 0;
+    dims[d] = {size, in.strides()[d], out_stride};
+  }
+  std::vector<IterDim> it = reduction_iteration_order(dims);
+  while (it.size() < 2) it.push_back({1, 0, 0});
+  const T* pi = ptr<T>(in);
+  T* po = ptr<T>(out);
+  // dims 2.. are walked by an odometer (dim 2 fastest), each step one 2-D loop, as serial_for_each does
+  std::vector<int64_t> counter(it.size(), 0);
+  int64_t in_off = 0, out_off = 0;
+  while (true) {
+    cascade_sum_2d(pi + in_off, po + out_off, it[0].size, it[1].size, it[0].in_stride, it[1].in_stride,
+                   it[0].out_stride, it[1].out_stride);
+    size_t d = 2;
+    for (; d < it.size(); ++d) {
+      in_off += it[d].in_stride;
+      out_off += it[d].out_stride;
+      if (++counter[d] < it[d].size) break;
+      in_off -= it[d].in_stride * it[d].size;
+      out_off -= it[d].out_stride * it[d].size;
+      counter[d] = 0;
+    }
+    if (d == it.size()) return;
+  }
 }
 
 class CpuBackend final : public Backend {
@@ -196,7 +463,12 @@ class CpuBackend final : public Backend {
     dispatch(dst.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T v = T(value);
-      map1<T, T>(dst, dst, [v](T) { return v; });
+      // write-only: the old contents may be uninitialised (and, for bool, not even a valid bool)
+      auto plan = make_plan<1>(dst.shape(), {&dst.strides()});
+      T* p = ptr<T>(dst);
+      for_each_run(plan, dst.numel(), [&](const auto& off, int64_t n, const auto& st) {
+        for (int64_t i = 0; i < n; ++i) p[off[0] + i * st[0]] = v;
+      });
     });
   }
 
@@ -224,10 +496,15 @@ class CpuBackend final : public Backend {
   }
 
   void sum_to(const Tensor& in, const Tensor& out) override {
-    // Accumulate in the element type, in index order, as PyTorch does for short reductions (so a row of
-    // softmax weights sums to 0.99999994 or 1.0000001 just as it does there). `out` is contiguous; viewed
-    // with stride 0 along the reduced dims, every input element lands on its output slot.
+    // `out` is contiguous, with size 1 on the reduced dims (or without some leading dims).
     fill(out, 0.0);
+    if (in.numel() == 0) return;
+    if (is_floating(in.dtype())) {
+      dispatch_floating(in.dtype(), "sum", [&](auto tag) { cascade_sum<decltype(tag)>(in, out); });
+      return;
+    }
+    // integers: every order gives the same sum. Viewed with stride 0 along the reduced dims, every
+    // input element lands on its output slot.
     Shape acc_strides(in.shape().size(), 0);
     const size_t lead = in.shape().size() - out.shape().size();
     for (size_t d = 0; d < out.shape().size(); ++d)
@@ -238,15 +515,7 @@ class CpuBackend final : public Backend {
       T* po = ptr<T>(out);
       auto plan = make_plan<2>(in.shape(), {&acc_strides, &in.strides()});
       for_each_run(plan, in.numel(), [&](const auto& off, int64_t n, const auto& st) {
-        T* acc = po + off[0];
-        const T* x = pi + off[1];
-        if (st[0] == 0) {
-          T s = *acc;
-          for (int64_t i = 0; i < n; ++i) s += x[i * st[1]];
-          *acc = s;
-        } else {
-          for (int64_t i = 0; i < n; ++i) acc[i * st[0]] += x[i * st[1]];
-        }
+        for (int64_t i = 0; i < n; ++i) po[off[0] + i * st[0]] += pi[off[1] + i * st[1]];
       });
     });
   }
