@@ -3,8 +3,11 @@
 // PyTorch 1.13 (single-tensor Adam) runs this as a chain of tensor ops, each rounding to float:
 //   g  = grad (+ wd·θ)                       m  = β1·m + (1−β1)·g        v = β2·v + (1−β2)·g·g
 //   denom = sqrt(v) / sqrt(1 − β2^t) + eps   θ  = θ − (lr / (1 − β1^t)) · m / denom
-// The loop below keeps that order of operations and float rounding per step, so it lands on the same
-// numbers; `a + alpha·b` uses a fused multiply-add where PyTorch's vectorised add does.
+// The loop below keeps that order of operations and the float rounding of every single op, as PyTorch's
+// portable kernels (ATEN_CPU_CAPABILITY=default) compute them: `a.add_(b, alpha)` is a + (alpha·b),
+// addcmul_ is v + ((value·g)·g), addcdiv_ is p + ((value·m)/denom) — every product and quotient rounded
+// on its own, no fused multiply-add (the portable build is compiled for baseline x86-64, which has none;
+// PyTorch's AVX2 build fuses a + alpha·b and lands a bit away in about half of the updates).
 #include <cmath>
 
 #include "autograd/backend.h"
@@ -35,13 +38,13 @@ static void adam_update_typed(const AdamStep& s, const Tensor& param, const Tens
   for (int64_t i = 0; i < n; ++i) {
     F gi = g[i];
     if (s.decoupled_weight_decay) p[i] = p[i] * decay;
-    else if (s.weight_decay != 0.0) gi = std::fma(p[i], wd, gi);
-    m[i] = std::fma(gi, one_minus_beta1, m[i] * beta1);
-    v[i] = v[i] * beta2 + one_minus_beta2 * gi * gi;
+    else if (s.weight_decay != 0.0) gi = gi + wd * p[i];                 // grad.add(param, alpha=wd)
+    m[i] = m[i] * beta1 + one_minus_beta1 * gi;                          // exp_avg.mul_(β1).add_(g, alpha=1−β1)
+    v[i] = v[i] * beta2 + one_minus_beta2 * gi * gi;                     // .mul_(β2).addcmul_(g, g, value=1−β2)
     F second = v[i];
     if (vmax) second = vmax[i] = std::max(vmax[i], v[i]);
-    const F denom = std::sqrt(second) / bc2_sqrt + eps;
-    p[i] = p[i] + (-step_size) * m[i] / denom;
+    const F denom = std::sqrt(second) / bc2_sqrt + eps;                  // (sqrt(v) / √bc2).add_(eps)
+    p[i] = p[i] + (-step_size) * m[i] / denom;                           // addcdiv_(m, denom, value=−step_size)
   }
 }
 

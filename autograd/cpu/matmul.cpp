@@ -1,15 +1,29 @@
-// cpu/matmul.cpp — matrix products: a small loop kernel for tiny products, BLIS for the rest.
+// cpu/matmul.cpp — matrix products, added up in the order PyTorch 1.13's CPU matmul adds them.
 //
-// BLIS's typed API takes a row stride and a column stride for every operand, so a transposed view
-// (x.transpose(-2, -1)) is passed as-is: its strides swap and nothing is copied. This file also owns the
-// process-wide CPU settings that BLIS reads once: kernel family, thread count, denormal flushing.
+// PyTorch hands float/double products to the BLAS it was built with; Debian's build uses BLIS 0.9,
+// and on this project's machines BLIS runs its portable reference ("generic") kernels. Their order,
+// measured against torch (see docs/parity.md), is simple: every output element is one chain
+//     acc = 0;  for p in block: acc = acc + a[i, p] * b[p, j]     (product rounded, then sum rounded)
+// over blocks of kKc = 256 consecutive p. The first block's chain is stored; each later block's chain
+// is added to what is there (C = chain + C). No fused multiply-add anywhere. PyTorch's small batched
+// products (bmm below 400 multiply-adds) use a plain loop with the same chain, so one kernel serves all.
+// The kernel below reproduces that order exactly, whatever the tiling, so results are bit-identical
+// to torch.matmul / mm / bmm / addmm (for K <= 256; see the note on addmm in docs/parity.md).
+//
+// SCRATCHGRAD_MATMUL=blis switches products above kSmallMatmulFlops to BLIS's optimised kernels
+// (AVX-512/AVX2 with FMA): several times faster on big matrices, but no longer bit-identical.
+//
+// This file also owns the process-wide CPU settings that BLIS reads once: kernel family, thread
+// count, denormal flushing.
 #include <blis.h>
 #include <xmmintrin.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include "autograd/cpu/cpu.h"
 #include "autograd/cpu/loops.h"
@@ -67,23 +81,134 @@ namespace {
 
 template <typename T> T* ptr(const Tensor& t) { return static_cast<T*>(t.raw_data()); }
 
-// C = A @ B for one small matrix: i-k-j order so the inner loop runs along contiguous rows of B and C.
+// ---------------------------------------------------------------- the exact kernel
+
+constexpr int64_t kKc = 256;  // BLIS's KC for the reference kernels (float and double)
+
+// Register tile: MR rows by NR columns of C are accumulated together, so each packed value of B
+// is loaded once per MR rows. NR fills two 256-bit vectors (16 floats or 8 doubles).
+constexpr int64_t kMr = 4;
+template <typename T> constexpr int64_t kNr = 64 / int64_t(sizeof(T));
+
+// Packed operands for one block of at most kKc values of p:
+//   A panel: kMr rows, laid out p-major  (ap[p * kMr + r] = a[i0 + r, p0 + p]), zero past the last row;
+//   B panels: kNr columns each, p-major  (bp[p * kNr + c] = b[p0 + p, j0 + c]), zero past the last column.
+// The padding only feeds tile entries that are never written back, so it cannot change a result.
+template <typename T> struct Packed {
+  std::vector<T> a, b;
+};
+
+template <typename T> Packed<T>& packing_buffers() {
+  thread_local Packed<T> buffers;  // reused across calls: no allocation per product once warm
+  return buffers;
+}
+
 template <typename T>
-void small_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
-                int64_t bcs, T* c, int64_t crs, int64_t ccs) {
-  for (int64_t i = 0; i < m; ++i) {
-    T* crow = c + i * crs;
-    for (int64_t j = 0; j < n; ++j) crow[j * ccs] = T(0);
-    for (int64_t p = 0; p < k; ++p) {
-      const T av = a[i * ars + p * acs];
-      const T* brow = b + p * brs;
-      if (bcs == 1 && ccs == 1) {
-        for (int64_t j = 0; j < n; ++j) crow[j] += av * brow[j];
-      } else {
-        for (int64_t j = 0; j < n; ++j) crow[j * ccs] += av * brow[j * bcs];
+void pack_b(int64_t kc, int64_t n, const T* b, int64_t brs, int64_t bcs, T* out) {
+  constexpr int64_t NR = kNr<T>;
+  for (int64_t j0 = 0; j0 < n; j0 += NR, out += kc * NR) {
+    const int64_t nr = std::min(NR, n - j0);
+    for (int64_t p = 0; p < kc; ++p) {
+      const T* row = b + p * brs + j0 * bcs;
+      T* dst = out + p * NR;
+      for (int64_t c = 0; c < nr; ++c) dst[c] = row[c * bcs];
+      for (int64_t c = nr; c < NR; ++c) dst[c] = T(0);
+    }
+  }
+}
+
+template <typename T> void pack_a(int64_t kc, int64_t mr, const T* a, int64_t ars, int64_t acs, T* out) {
+  for (int64_t p = 0; p < kc; ++p) {
+    for (int64_t r = 0; r < mr; ++r) out[p * kMr + r] = a[r * ars + p * acs];
+    for (int64_t r = mr; r < kMr; ++r) out[p * kMr + r] = T(0);
+  }
+}
+
+// One kMr x kNr tile over one block: each entry is its own chain acc = acc + a * b, in p order. The
+// loops have constant trip counts, so the compiler keeps `acc` in vector registers; vectorising
+// across r and c never reorders the additions of one entry. Then C = acc (first block) or acc + C.
+template <typename T>
+[[gnu::always_inline]] inline void tile(int64_t kc, const T* ap, const T* bp, bool first, int64_t mr, int64_t nr,
+                                        T* c, int64_t crs, int64_t ccs) {
+  constexpr int64_t NR = kNr<T>;
+  T acc[kMr][NR] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    const T* av = ap + p * kMr;
+    const T* bv = bp + p * NR;
+    for (int64_t r = 0; r < kMr; ++r)
+      for (int64_t col = 0; col < NR; ++col) acc[r][col] = acc[r][col] + av[r] * bv[col];
+  }
+  for (int64_t r = 0; r < mr; ++r)
+    for (int64_t col = 0; col < nr; ++col) {
+      T& out = c[r * crs + col * ccs];
+      out = first ? acc[r][col] : acc[r][col] + out;
+    }
+}
+
+// C (m x n) = A (m x k) @ B (k x n), any strides, in PyTorch's order (see the top of the file).
+template <typename T>
+[[gnu::always_inline]] inline void exact_gemm_impl(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
+                                                   int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
+                                                   int64_t crs, int64_t ccs) {
+  constexpr int64_t NR = kNr<T>;
+  Packed<T>& buf = packing_buffers<T>();
+  const int64_t n_panels = (n + NR - 1) / NR;
+  buf.b.resize(size_t(std::min(k, kKc) * n_panels * NR));
+  buf.a.resize(size_t(std::min(k, kKc) * kMr));
+  for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+    const int64_t kc = std::min(kKc, k - p0);
+    pack_b(kc, n, b + p0 * brs, brs, bcs, buf.b.data());
+    for (int64_t i0 = 0; i0 < m; i0 += kMr) {
+      const int64_t mr = std::min(kMr, m - i0);
+      pack_a(kc, mr, a + i0 * ars + p0 * acs, ars, acs, buf.a.data());
+      for (int64_t jp = 0; jp < n_panels; ++jp) {
+        const int64_t j0 = jp * NR;
+        tile(kc, buf.a.data(), buf.b.data() + jp * kc * NR, p0 == 0, mr, std::min(NR, n - j0),
+             c + i0 * crs + j0 * ccs, crs, ccs);
       }
     }
   }
+}
+
+// The same code compiled twice: for the baseline x86-64 target (SSE2) and, chosen at run time, with
+// 256-bit AVX2 vectors. Neither enables FMA instructions, so `acc + a * b` can only be compiled as a
+// multiply and an add, each rounded (the CMake build must not add -mfma/-march=native without
+// -ffp-contract=off).
+template <typename T>
+void exact_gemm_baseline(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b,
+                         int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs) {
+  exact_gemm_impl(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename T>
+[[gnu::target("avx2")]] void exact_gemm_avx2(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs,
+                                             const T* b, int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs) {
+  exact_gemm_impl(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+}
+bool has_avx2() {
+  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx2"));
+  return yes;
+}
+#endif
+
+template <typename T>
+void exact_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
+                int64_t bcs, T* c, int64_t crs, int64_t ccs) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (has_avx2()) return exact_gemm_avx2(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+#endif
+  exact_gemm_baseline(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+}
+
+// ---------------------------------------------------------------- BLIS (opt-in, not bit-exact)
+
+bool use_blis_for_large_products() {
+  static const bool yes = [] {
+    const char* env = std::getenv("SCRATCHGRAD_MATMUL");
+    return env && std::strcmp(env, "blis") == 0;
+  }();
+  return yes;
 }
 
 // BLIS rejects some stride pairs for dims of size 1 or stride 0; give those dims a harmless stride.
@@ -112,10 +237,11 @@ void blis_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t
 
 void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   init_cpu_runtime();
+  const bool blis = use_blis_for_large_products();
   // A stride of 0 inside a matrix (an expanded row/column) is legal for us but not for BLIS: copy those.
   auto matrix_ok = [](const Tensor& t) { return t.strides()[t.dim() - 1] != 0 && t.strides()[t.dim() - 2] != 0; };
-  const Tensor a = matrix_ok(a_in) || a_in.numel() == 0 ? a_in : a_in.clone();
-  const Tensor b = matrix_ok(b_in) || b_in.numel() == 0 ? b_in : b_in.clone();
+  const Tensor a = !blis || matrix_ok(a_in) || a_in.numel() == 0 ? a_in : a_in.clone();
+  const Tensor b = !blis || matrix_ok(b_in) || b_in.numel() == 0 ? b_in : b_in.clone();
   const int64_t nd = out.dim();
   const int64_t m = out.shape()[size_t(nd - 2)], n = out.shape()[size_t(nd - 1)], k = a.shape()[size_t(nd - 1)];
   Shape batch(out.shape().begin(), out.shape().end() - 2);
@@ -124,7 +250,7 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   const int64_t ars = a.strides()[size_t(nd - 2)], acs = a.strides()[size_t(nd - 1)];
   const int64_t brs = b.strides()[size_t(nd - 2)], bcs = b.strides()[size_t(nd - 1)];
   const int64_t crs = out.strides()[size_t(nd - 2)], ccs = out.strides()[size_t(nd - 1)];
-  const bool small = m * n * k <= kSmallMatmulFlops;
+  const bool large = m * n * k > kSmallMatmulFlops;
   dispatch_floating(out.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = ptr<T>(a);
@@ -140,8 +266,8 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
         if (k == 0) {  // an empty sum is zero
           for (int64_t r = 0; r < m; ++r)
             for (int64_t c = 0; c < n; ++c) ci[r * crs + c * ccs] = T(0);
-        } else if (small) small_gemm(m, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs);
-        else blis_gemm(m, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs);
+        } else if (blis && large) blis_gemm(m, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs);
+        else exact_gemm(m, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs);
       }
     });
   });

@@ -1,5 +1,6 @@
 // ops/nn.cpp — the operations attention models are made of: softmax, masked_fill, embedding,
 // cross-entropy. Each forward is one kernel call; each backward is stated in a comment as math.
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -134,6 +135,35 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 
 // ---------------------------------------------------------------- losses
 
+// PyTorch's nll_loss (mean, no class weights) adds the picked values with a cascade of its own
+// (aten/src/ATen/native/LossNLL.cpp), not with sum(): 8 partial sums ("levels"). Row b's value is
+// subtracted into level 0; then, if the low 4 bits of b are all zero, level 0 is added into level 1
+// and emptied; if bits 4..7 are zero too, level 1 into level 2; and so on (4 bits per level, more for
+// batches above 2^32). Ignored rows are skipped before any of this. The result is
+// ((0 + L0) + L1) + ... + L7, divided by the number of rows not ignored (0/0 = NaN if all are).
+template <typename T> T nll_loss_mean(const std::vector<T>& picked, const std::vector<int64_t>& targets, int64_t ignore_index) {
+  constexpr int kLevels = 8;
+  const int64_t n = int64_t(picked.size());
+  const int64_t ceil_log2 = n <= 2 ? 1 : 64 - __builtin_clzll(uint64_t(n - 1));
+  const int64_t level_power = std::max<int64_t>(4, ceil_log2 / kLevels);
+  const int64_t level_mask = (int64_t(1) << level_power) - 1;
+  T levels[kLevels] = {};
+  int64_t count = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    if (targets[size_t(b)] == ignore_index) continue;
+    ++count;
+    levels[0] -= picked[size_t(b)];
+    for (int j = 0; j + 1 < kLevels; ++j) {
+      if ((b & (level_mask << (j * level_power))) != 0) break;
+      levels[j + 1] += levels[j];
+      levels[j] = T(0);
+    }
+  }
+  T total = 0;
+  for (T level : levels) total += level;
+  return total / T(count);
+}
+
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index) {
   if (log_probs.dim() != 2)
     throw std::invalid_argument(fmt::format("nll_loss: expected input of shape [N, C], got {}", log_probs.shape_str()));
@@ -148,7 +178,16 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_i
   const int64_t count = std::count_if(t.begin(), t.end(), [&](int64_t v) { return v != ignore_index; });
   Tensor picked = empty({lp.size(0)}, lp.dtype(), lp.device());
   backend(lp.device()).gather_rows(lp, tgt, ignore_index, picked);
-  Tensor out = neg(sum(picked) / double(count));  // mean of −log p[target]; 0/0 = nan if all are ignored
+  Tensor out;  // mean of −log p[target]; 0/0 = nan if all are ignored
+  if (lp.device().is_cpu()) {
+    // one scalar, added in PyTorch's order on the host (picked is on the CPU already)
+    double value = lp.dtype() == DType::Float64
+                       ? nll_loss_mean(picked.to_vector<double>(), t, ignore_index)
+                       : double(nll_loss_mean(picked.to_vector<float>(), t, ignore_index));
+    out = full({}, value, lp.dtype(), lp.device());
+  } else {
+    out = neg(sum(picked) / double(count));
+  }
   Shape shape = log_probs.shape();
   return record("NllLossBackward", out, {log_probs}, {}, [tgt, shape, count, ignore_index](const Tensor& g) {
     // d loss / d logp[i, target_i] = −1/count; every other entry gets 0

@@ -1,0 +1,329 @@
+// test_parity.cpp — the workshop's character model (examples/mini_self_attention.cpp) against PyTorch
+// 1.13's portable CPU kernels (ATEN_CPU_CAPABILITY=default), bit for bit.
+//
+// tests/reference/make_parity_fixtures.py runs mini_self_attention.py and records, as float32 bits:
+// the initial parameters, the first batch, every intermediate of the step-0 forward, the gradient of
+// each of them, the parameters after the first three Adam steps, and the loss of all 301 steps. Each
+// test below rebuilds the same thing here and names the *first* tensor whose bits differ, so a
+// mismatch points at one op (docs/parity.md says which PyTorch algorithm each op reproduces).
+//
+// "Bit for bit" means equal float32 bit patterns, except that +0 and -0 count as equal: PyTorch 1.13's
+// zero_grad() zeroes gradients in place and the next backward adds into them (0 + -0 = +0), while
+// ours starts from no gradient, so a gradient that is exactly -0 there can be +0 here. No result of
+// training depends on the sign of a zero gradient.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "autograd/autograd.h"
+#include "nn/nn.h"
+#include "optim/optim.h"
+
+#ifndef SCRATCHGRAD_SOURCE_DIR
+#define SCRATCHGRAD_SOURCE_DIR "/work/main"
+#endif
+
+namespace {
+
+using namespace autograd;
+
+// ---------------------------------------------------------------- the fixture file
+
+struct Recorded {
+  Shape shape;
+  std::vector<float> floats;  // `tensor` lines
+  std::vector<int64_t> ints;  // `itensor` lines
+};
+
+// Lines are `tensor NAME NDIM D0 .. V0 ..` (float.hex values) or `itensor NAME NDIM D0 .. V0 ..`.
+std::map<std::string, Recorded> load_fixture(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path + " (run tests/reference/make_parity_fixtures.py)");
+  std::map<std::string, Recorded> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream words(line);
+    std::string kind, name, word;
+    int64_t ndim = 0;
+    words >> kind >> name >> ndim;
+    Recorded r;
+    for (int64_t d = 0; d < ndim; ++d) {
+      int64_t size = 0;
+      words >> size;
+      r.shape.push_back(size);
+    }
+    while (words >> word) {
+      // strtod reads C99 hex floats ("-0x1.8p-3") and "inf"/"-inf"; every value is a float32 exactly
+      if (kind == "tensor") r.floats.push_back(float(std::strtod(word.c_str(), nullptr)));
+      else r.ints.push_back(std::stoll(word));
+    }
+    out[name] = std::move(r);
+  }
+  return out;
+}
+
+const std::map<std::string, Recorded>& fixture() {
+  static const auto f = load_fixture(SCRATCHGRAD_SOURCE_DIR "/tests/reference/fixtures/parity/mini_self_attention.txt");
+  return f;
+}
+
+const Recorded& recorded(const std::string& name) {
+  auto it = fixture().find(name);
+  if (it == fixture().end()) throw std::runtime_error("parity fixture has no tensor " + name);
+  return it->second;
+}
+
+bool same_bits(float a, float b) {
+  if (a == 0.0f && b == 0.0f) return true;  // ±0, see the note at the top
+  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+}
+
+std::string index_string(int64_t flat, const Shape& shape) {
+  std::vector<int64_t> at(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    at[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return fmt::format("[{}]", fmt::join(at, ", "));
+}
+
+// "" when `t` has the recorded shape and bits; otherwise where and by how much it differs.
+std::string mismatch(const std::string& name, const Tensor& t) {
+  const Recorded& r = recorded(name);
+  if (t.shape() != r.shape)
+    return fmt::format("{}: shape {} but PyTorch's is {}", name, t.shape_str(), shape_to_string(r.shape));
+  std::vector<float> got = t.to_vector<float>();
+  int64_t bad = 0, first = -1;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!same_bits(got[i], r.floats[i])) {
+      if (first < 0) first = int64_t(i);
+      ++bad;
+    }
+  if (bad == 0) return "";
+  const float g = got[size_t(first)], e = r.floats[size_t(first)];
+  return fmt::format("{}: {} of {} elements differ; first at {}: ours {:a} ({:.9g}), PyTorch's {:a} ({:.9g})", name,
+                     bad, got.size(), index_string(first, r.shape), double(g), double(g), double(e), double(e));
+}
+
+// Expects each (name, tensor) to match, in order, and reports only the first that does not: the ones
+// after it are computed from its wrong bits and would only repeat the news.
+void expect_all_match(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  for (const auto& [name, t] : tensors) {
+    std::string why = mismatch(name, t);
+    if (!why.empty()) {
+      ADD_FAILURE() << "first mismatching tensor: " << why;
+      return;
+    }
+  }
+}
+
+Tensor recorded_ints(const std::string& name) {
+  const Recorded& r = recorded(name);
+  return from_vector(r.ints, r.shape);
+}
+
+// ---------------------------------------------------------------- the workshop program
+
+// examples/mini_self_attention.cpp, one piece at a time.
+struct Workshop {
+  static constexpr int64_t D = 24, T = 8;
+  Tensor data;
+  int64_t V = 0;
+  std::unique_ptr<nn::MiniSelfAttention> model;
+  std::unique_ptr<optim::Adam> opt;
+
+  Workshop() {
+    manual_seed(7);
+    const std::string text = "aditi likes warm dosa ";
+    std::set<char> charset(text.begin(), text.end());
+    std::string chars(charset.begin(), charset.end());
+    std::vector<int64_t> ids;
+    for (char c : text) ids.push_back(int64_t(chars.find(c)));
+    data = from_vector(ids, {int64_t(ids.size())});
+    V = int64_t(chars.size());
+    model = std::make_unique<nn::MiniSelfAttention>(nn::CharModelConfig{.vocab = V, .dim = D, .context = T});
+    opt = std::make_unique<optim::Adam>(model->parameters(), optim::Adam::Options{.lr = 0.01});
+  }
+
+  std::pair<Tensor, Tensor> batch() const {
+    Tensor i = randint(0, data.size(0) - T - 1, {16});
+    std::vector<Tensor> xs, ys;
+    for (int64_t j : i.to_vector<int64_t>()) {
+      xs.push_back(data.slice(0, j, j + T));
+      ys.push_back(data.slice(0, j + 1, j + T + 1));
+    }
+    return {stack(xs), stack(ys)};
+  }
+
+  Tensor loss(const Tensor& xb, const Tensor& yb) const {
+    return cross_entropy((*model)(xb).view({-1, V}), yb.view({-1}));
+  }
+
+  // One step of the training loop; returns the loss.
+  Tensor train_step() {
+    auto [xb, yb] = batch();
+    Tensor l = loss(xb, yb);
+    opt->zero_grad();
+    l.backward();
+    opt->step();
+    return l;
+  }
+
+  // The step-0 forward with every intermediate named as the fixture names it: the same ops, in the same
+  // order, as nn::MiniSelfAttention::forward (single head) followed by cross_entropy.
+  std::vector<std::pair<std::string, Tensor>> instrumented_forward(const Tensor& idx, const Tensor& targets) const {
+    const nn::MiniSelfAttention& m = *model;
+    const int64_t t = idx.size(1);
+    std::vector<std::pair<std::string, Tensor>> named;
+    auto keep = [&](const char* name, Tensor x) {
+      named.emplace_back(name, x);
+      return x;
+    };
+    Tensor tok = keep("tok", (*m.tok)(idx));
+    Tensor pos = keep("pos", (*m.pos)(arange(t)));
+    Tensor x = keep("x", tok + pos);
+    Tensor blocked = m.mask.slice(0, 0, t).slice(1, 0, t) == 0.0;
+    Tensor q = keep("q", (*m.q)(x));
+    Tensor k = keep("k", (*m.k)(x));
+    Tensor scores = keep("scores", q.matmul(k.transpose(-2, -1)));
+    Tensor scaled = keep("scaled", scores / std::pow(double(D), 0.5));
+    Tensor masked = keep("masked", scaled.masked_fill(blocked, -std::numeric_limits<double>::infinity()));
+    Tensor probs = keep("probs", softmax(masked, -1));
+    Tensor v = keep("v", (*m.v)(x));
+    Tensor ctx = keep("ctx", probs.matmul(v));
+    Tensor logits = keep("logits", (*m.head)(ctx));
+    Tensor log_probs = keep("log_probs", log_softmax(logits.view({-1, V}), 1));
+    keep("loss", nll_loss(log_probs, targets.view({-1})));
+    return named;
+  }
+
+  std::vector<std::pair<std::string, Tensor>> parameters(const std::string& prefix) const {
+    std::vector<std::pair<std::string, Tensor>> out;
+    for (const auto& [name, p] : model->named_parameters()) out.emplace_back(prefix + "." + name, p);
+    return out;
+  }
+
+  std::vector<std::pair<std::string, Tensor>> gradients(const std::string& prefix) const {
+    std::vector<std::pair<std::string, Tensor>> out;
+    for (const auto& [name, p] : model->named_parameters()) out.emplace_back(prefix + "." + name, p.grad());
+    return out;
+  }
+
+  // Overwrites the parameters with PyTorch's initial values (the optimizer holds the same tensors).
+  void load_recorded_initial_parameters() {
+    NoGradGuard no_grad;
+    for (const auto& [name, p] : model->named_parameters()) {
+      const Recorded& r = recorded("init." + name);
+      Tensor(p).copy_(from_vector(r.floats, r.shape));
+    }
+  }
+};
+
+// Runs backward from `loss` and returns the gradient that reached each named intermediate (the engine
+// hands each node the full gradient of its output).
+std::vector<std::pair<std::string, Tensor>> backward_recording(const std::vector<std::pair<std::string, Tensor>>& named) {
+  std::map<const Node*, std::string> names;
+  for (const auto& [name, t] : named) names[t.grad_fn().get()] = name;
+  std::map<std::string, Tensor> grads;
+  BackwardObserver previous = set_backward_observer([&](const BackwardEvent& e) {
+    auto it = names.find(e.node);
+    if (it != names.end()) grads[it->second] = e.grad_output->clone();
+  });
+  named.back().second.backward();
+  set_backward_observer(previous);
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto it = named.rbegin(); it != named.rend(); ++it)  // in the order backward reaches them
+    if (grads.count(it->first)) out.emplace_back("grad." + it->first, grads[it->first]);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> with_prefix(const std::string& prefix,
+                                                        const std::vector<std::pair<std::string, Tensor>>& named) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [name, t] : named) out.emplace_back(prefix + name, t);
+  return out;
+}
+
+// ---------------------------------------------------------------- the tests
+
+TEST(Parity, InitialParametersAndFirstBatch) {
+  Workshop w;
+  expect_all_match(w.parameters("init"));
+  auto [xb, yb] = w.batch();
+  EXPECT_TRUE(equal(xb, recorded_ints("step0.xb")));
+  EXPECT_TRUE(equal(yb, recorded_ints("step0.yb")));
+}
+
+TEST(Parity, Step0ForwardEveryIntermediate) {
+  Workshop w;
+  w.load_recorded_initial_parameters();
+  auto [xb, yb] = w.batch();
+  auto named = w.instrumented_forward(xb, yb);
+  expect_all_match(with_prefix("fwd.", named));
+  // the instrumented forward is the model's forward
+  EXPECT_EQ(mismatch("fwd.loss", w.loss(xb, yb)), "");
+}
+
+TEST(Parity, Step0GradientsOfEveryIntermediateAndParameter) {
+  Workshop w;
+  w.load_recorded_initial_parameters();
+  auto [xb, yb] = w.batch();
+  auto grads = backward_recording(w.instrumented_forward(xb, yb));
+  expect_all_match(grads);
+  expect_all_match(w.gradients("grad.param"));
+}
+
+TEST(Parity, ParametersAfterEachOfTheFirstThreeAdamSteps) {
+  Workshop w;
+  w.load_recorded_initial_parameters();
+  for (int step = 1; step <= 3; ++step) {
+    w.train_step();
+    SCOPED_TRACE(fmt::format("after step {}", step));
+    expect_all_match(w.parameters(fmt::format("after_step{}", step)));
+  }
+}
+
+TEST(Parity, LossOfAll301StepsFinalParametersAndGeneration) {
+  Workshop w;
+  w.load_recorded_initial_parameters();
+  const Recorded& losses = recorded("losses");
+  ASSERT_EQ(losses.floats.size(), 301u);
+  int first_bad = -1, bad = 0;
+  for (int step = 0; step < 301; ++step) {
+    float loss = w.train_step().item<float>();
+    if (!same_bits(loss, losses.floats[size_t(step)])) {
+      if (first_bad < 0) {
+        first_bad = step;
+        ADD_FAILURE() << fmt::format("step {}: loss {:a} ({:.9g}), PyTorch's {:a} ({:.9g})", step, double(loss),
+                                     double(loss), double(losses.floats[size_t(step)]),
+                                     double(losses.floats[size_t(step)]));
+      }
+      ++bad;
+    }
+  }
+  EXPECT_EQ(bad, 0) << "losses differ from step " << first_bad;
+  expect_all_match(w.parameters("final"));
+
+  // greedy generation from "aditi li", as the program ends
+  NoGradGuard no_grad;
+  Tensor idx = recorded_ints("generated").slice(0, 0, 8).unsqueeze(0);
+  for (int n = 0; n < 14; ++n) {
+    Tensor logits = (*w.model)(idx.slice(1, -Workshop::T, std::nullopt));
+    idx = cat({idx, logits.select(1, -1).argmax(-1, /*keepdim=*/true)}, 1);
+  }
+  EXPECT_TRUE(equal(idx[0], recorded_ints("generated")));
+}
+
+}  // namespace
