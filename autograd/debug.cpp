@@ -1,8 +1,11 @@
-// debug.cpp — anomaly checks and call-site labels (see debug.h).
+// debug.cpp — anomaly checks, call-site labels, and where nodes come from (see debug.h).
 #include "autograd/debug.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -13,45 +16,73 @@ namespace {
 bool anomaly_enabled = false;
 thread_local std::string call_site;
 
-// Index of the first NaN/Inf element, or -1.
-int64_t first_non_finite(const Tensor& t) {
-  if (!t.defined() || !is_floating(t.dtype())) return -1;
-  std::vector<double> values = t.to(DType::Float64).to_vector<double>();
-  for (size_t i = 0; i < values.size(); ++i)
-    if (!std::isfinite(values[i])) return int64_t(i);
-  return -1;
+struct NonFinite {
+  int64_t nan_at = -1, inf_at = -1;  // flat index of the first NaN / first ±Inf, or -1
+  double inf_value = 0;
+};
+
+NonFinite scan(const Tensor& t) {
+  NonFinite r;
+  if (!t.defined() || !is_floating(t.dtype())) return r;
+  NoGradGuard no_grad;  // reading the values must not record (and check) a conversion node
+  std::vector<double> values = t.detach().to_vector<double>();
+  for (size_t i = 0; i < values.size() && (r.nan_at < 0 || r.inf_at < 0); ++i) {
+    if (std::isnan(values[i]) && r.nan_at < 0) r.nan_at = int64_t(i);
+    if (std::isinf(values[i]) && r.inf_at < 0) {
+      r.inf_at = int64_t(i);
+      r.inf_value = values[i];
+    }
+  }
+  return r;
 }
 
-std::string where_text(const Node& node) {
-  std::string s = fmt::format("{}:{}", std::filesystem::path(node.where.file_name()).filename().string(),
-                              node.where.line());
-  if (!node.call_site.empty()) s += " (called from " + node.call_site + ")";
-  return s;
+std::string called_from(const Node& node) {
+  return node.call_site.empty() ? std::string() : ", called from \"" + node.call_site + "\"";
 }
 }  // namespace
 
 bool is_anomaly_enabled() { return anomaly_enabled; }
 void set_anomaly_enabled(bool enabled) { anomaly_enabled = enabled; }
 
-void check_anomaly_forward(const Tensor& out, const char* op) {
+void check_anomaly_forward(const Tensor& out, const std::vector<Tensor>& inputs) {
   if (!anomaly_enabled) return;
-  int64_t bad = first_non_finite(out);
-  if (bad < 0) return;
+  NonFinite o = scan(out);
+  if (o.nan_at < 0 && o.inf_at < 0) return;
+  bool input_nan = false, input_inf = false;
+  for (const Tensor& t : inputs) {
+    NonFinite i = scan(t);
+    input_nan = input_nan || i.nan_at >= 0;
+    input_inf = input_inf || i.inf_at >= 0;
+  }
   const Node& node = *out.grad_fn();
-  throw std::runtime_error(fmt::format("anomaly: forward of {} produced a non-finite value at flat index {} "
-                                       "(output shape {}), recorded at {}",
-                                       op, bad, out.shape_str(), where_text(node)));
+  const bool fills = std::string_view(node.name).starts_with("MaskedFill");  // -inf by request: a mask
+  std::string what;
+  int64_t at = -1;
+  if (o.nan_at >= 0 && !input_nan) {
+    what = "nan", at = o.nan_at;
+  } else if (o.inf_at >= 0 && !input_inf && !fills) {
+    what = o.inf_value > 0 ? "inf" : "-inf", at = o.inf_at;
+  } else {
+    return;  // carried over from an input, not produced here
+  }
+  throw std::runtime_error(fmt::format(
+      "anomaly: forward of {} produced {} from finite inputs (first at flat index {} of its output, shape {}); "
+      "node {}, recorded by {}{}",
+      recording_function(node), what, at, out.shape_str(), node.name, recorded_at(node), called_from(node)));
 }
 
 void check_anomaly_backward(const Node& node, const Grads& grads) {
   if (!anomaly_enabled) return;
   for (size_t i = 0; i < grads.size(); ++i) {
-    int64_t bad = first_non_finite(grads[i]);
-    if (bad >= 0)
-      throw std::runtime_error(fmt::format(
-          "anomaly: {} returned a non-finite gradient for input {} at flat index {} (shape {}); the forward op "
-          "was recorded at {}",
-          node.name, i, bad, grads[i].shape_str(), where_text(node)));
+    NonFinite g = scan(grads[i]);
+    if (g.nan_at < 0 && g.inf_at < 0) continue;
+    const bool nan_first = g.nan_at >= 0 && (g.inf_at < 0 || g.nan_at < g.inf_at);
+    std::string what = nan_first ? "nan" : (g.inf_value > 0 ? "inf" : "-inf");
+    throw std::runtime_error(fmt::format(
+        "anomaly: backward of {} returned {} in the gradient for input {} (first at flat index {}, shape {}); "
+        "the node was recorded by {}{}",
+        node.name, what, i, nan_first ? g.nan_at : g.inf_at, grads[i].shape_str(), recorded_at(node),
+        called_from(node)));
   }
 }
 
@@ -60,6 +91,30 @@ CallSite::CallSite(std::source_location where) : previous_(call_site) {
   call_site = fmt::format("{}:{}", std::filesystem::path(where.file_name()).filename().string(), where.line());
 }
 CallSite::~CallSite() { call_site = previous_; }
+void CallSite::set(std::string label) { call_site = std::move(label); }
 const std::string& current_call_site() { return call_site; }
+
+std::string recording_function(const Node& node) {
+  // function_name() is the full signature: "autograd::Tensor autograd::log(const autograd::Tensor&)"
+  std::string_view f = node.where.function_name();
+  f = f.substr(0, f.find('('));
+  if (size_t colons = f.rfind("::"); colons != std::string_view::npos) f = f.substr(colons + 2);
+  if (size_t space = f.rfind(' '); space != std::string_view::npos) f = f.substr(space + 1);
+  return std::string(f);
+}
+
+std::string recorded_at(const Node& node, bool with_line) {
+  std::string file = std::filesystem::path(node.where.file_name()).filename().string();
+  if (with_line) file += fmt::format(":{}", node.where.line());
+  return fmt::format("{}() in {}", recording_function(node), file);
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw std::runtime_error(fmt::format("{}: cannot write here ({})", path, std::strerror(errno)));
+  out << text;
+  out.close();
+  if (!out) throw std::runtime_error(fmt::format("{}: writing failed ({})", path, std::strerror(errno)));
+}
 
 }  // namespace autograd

@@ -1,16 +1,32 @@
 // mini_self_attention — the workshop's tiny character model (mini_self_attention.py), trained with
 // Adam for 301 steps from torch.manual_seed(7), then generating greedily from "aditi li".
+//
+//   mini_self_attention                    the workshop's output
+//   mini_self_attention --graph FILE.dot   also writes the graph of the first step's loss (Graphviz DOT;
+//                                          render it with: dot -Tsvg FILE.dot -o graph.svg)
+//   SCRATCHGRAD_TRACE=first mini_self_attention   prints the first backward pass, node by node, on stderr
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
 
+#include "autograd/dot.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 
 using namespace autograd;
 
-int main() {
+int main(int argc, char** argv) {
+  std::string graph_file;
+  for (int a = 1; a < argc; ++a) {
+    if (std::strcmp(argv[a], "--graph") == 0 && a + 1 < argc) {
+      graph_file = argv[++a];
+    } else {
+      std::fprintf(stderr, "usage: %s [--graph FILE.dot]\n", argv[0]);
+      return 2;
+    }
+  }
   manual_seed(7);
 
   const std::string text = "aditi likes warm dosa ";
@@ -39,7 +55,12 @@ int main() {
   for (int step = 0; step < 301; ++step) {
     auto [xb, yb] = batch();
     Tensor logits = model(xb);
+    CallSite line("loss = F.cross_entropy(logits.view(-1, V), yb.view(-1))");
     Tensor loss = cross_entropy(logits.view({-1, V}), yb.view({-1}));
+    if (step == 0 && !graph_file.empty()) {
+      write_text_file(graph_file, to_dot(loss, model.named_parameters(), {.title = "mini_self_attention: step 0"}));
+      std::fprintf(stderr, "wrote the graph of step 0's loss to %s\n", graph_file.c_str());
+    }
     opt.zero_grad();
     loss.backward();
     opt.step();

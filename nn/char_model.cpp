@@ -24,6 +24,7 @@ MiniSelfAttention::MiniSelfAttention(const CharModelConfig& c) : config(c) {
   v = register_module("v", std::make_shared<Linear>(c.dim, c.dim));
   head = register_module("head", std::make_shared<Linear>(c.dim, c.vocab));
   mask = register_buffer("mask", tril(ones({c.context, c.context})));
+  for (auto& [name, p] : named_parameters()) p.impl().name = name;  // "q.weight": traces and graphs show it
 }
 
 Tensor MiniSelfAttention::forward(const Tensor& idx) const {
@@ -32,20 +33,30 @@ Tensor MiniSelfAttention::forward(const Tensor& idx) const {
                                             config.context, idx.shape_str()));
   const int64_t B = idx.size(0), t = idx.size(1), D = config.dim, H = config.heads;
   const double neg_inf = -std::numeric_limits<double>::infinity();
+  // Each line's label (the workshop's Python) goes with the nodes it records: traces, graphs, anomaly errors.
+  CallSite line("x = tok(idx) + pos(arange(t))");
   Tensor x = (*tok)(idx) + (*pos)(arange(t).to(idx.device()));
   Tensor blocked = mask.slice(0, 0, t).slice(1, 0, t) == 0.0;
   if (H == 1) {
+    line.set("att = (q(x) @ k(x).transpose(-2, -1)) / D**0.5");
     Tensor att = (*q)(x).matmul((*k)(x).transpose(-2, -1)) / std::pow(double(D), 0.5);
+    line.set("att = att.masked_fill(mask[:t, :t] == 0, -inf)");
     att = att.masked_fill(blocked, neg_inf);
+    line.set("x = softmax(att, dim=-1) @ v(x)");
     x = softmax(att, -1).matmul((*v)(x));
+    line.set("return head(x)");
     return (*head)(x);
   }
   // several heads: [B, t, D] → [B, H, t, D/H], attend per head, stitch back
   const int64_t hd = D / H;
   auto split = [&](const Tensor& y) { return y.view({B, t, H, hd}).transpose(1, 2); };
+  line.set("att = (split(q(x)) @ split(k(x)).transpose(-2, -1)) / hd**0.5");
   Tensor att = split((*q)(x)).matmul(split((*k)(x)).transpose(-2, -1)) / std::pow(double(hd), 0.5);
+  line.set("att = att.masked_fill(mask[:t, :t] == 0, -inf)");
   att = att.masked_fill(blocked, neg_inf);
+  line.set("ctx = (softmax(att, dim=-1) @ split(v(x))).transpose(1, 2).view(B, t, D)");
   Tensor ctx = softmax(att, -1).matmul(split((*v)(x))).transpose(1, 2).contiguous().view({B, t, D});
+  line.set("return head(ctx)");
   return (*head)(ctx);
 }
 
