@@ -15,9 +15,11 @@
 #
 # Environment knobs: BUILD (build directory, default build), PYTHON (default /usr/bin/python3, Debian's
 # PyTorch), CMAKE_FLAGS (extra flags for a first configure), SIZES ("seed d256h1 d256h4"), THREADS ("1 2"),
-# SEED_STEPS/SEED_WARMUP (300/30), D256_STEPS/D256_WARMUP (15/3).
+# SEED_STEPS/SEED_WARMUP (300/30), D256_STEPS/D256_WARMUP (15/3), REPEAT (1).
 #
-# Each measurement is the median step time of one process. The last lines, one per configuration, are:
+# Each measurement is the median step time of one process; with REPEAT=k every configuration runs k
+# interleaved rounds (scratchgrad, PyTorch, PyTorch tuned, again) and each side keeps its fastest median,
+# which on a busy machine is the figure least disturbed by other work. Peak memory is the largest seen. The last lines, one per configuration, are:
 # RESULT size=<seed|d256h1|d256h4> threads=<n> scratchgrad_ms=<x> torch_ms=<y> speedup=<y/x> torch_tuned_ms=<z> speedup_tuned=<z/x> scratchgrad_rss_mb=<a> torch_rss_mb=<b>
 set -uo pipefail
 
@@ -30,6 +32,7 @@ sizes=${SIZES:-seed d256h1 d256h4}
 threads_list=${THREADS:-1 2}
 seed_steps=${SEED_STEPS:-300} seed_warmup=${SEED_WARMUP:-30}
 d256_steps=${D256_STEPS:-15} d256_warmup=${D256_WARMUP:-3}
+repeat=${REPEAT:-1}
 jobs=$(nproc 2>/dev/null || echo 2)
 
 # ---- build ----
@@ -49,6 +52,9 @@ cmake --build "$build" --target bench_char_model -j "$jobs" >"$build/bench_build
 field() { local v; v=$(tail -n 1 <<<"$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1); echo "${v:-na}"; }
 # ratio Y X: Y/X with two decimals, "na" when either is missing
 ratio() { awk -v y="$1" -v x="$2" 'BEGIN { if (y == "na" || x == "na" || x + 0 == 0) print "na"; else printf "%.2f", y / x }'; }
+# least A B / most A B: the smaller / larger of two numbers, either of which may be "na"
+least() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "na") print b; else if (b == "na" || a + 0 <= b + 0) print a; else print b }'; }
+most() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "na") print b; else if (b == "na" || a + 0 >= b + 0) print a; else print b }'; }
 size_flags() {
   case $1 in
     seed)   echo "--dim 24 --context 8 --batch 16 --heads 1 --steps $seed_steps --warmup $seed_warmup" ;;
@@ -97,30 +103,32 @@ printf '%s\n' "-----------------------------------------------------------------
 for size in $sizes; do
   flags=$(size_flags "$size") || exit 2
   for n in $threads_list; do
-    # shellcheck disable=SC2086
-    sg=$(run "scratchgrad $size threads=$n" "$bench_bin" $flags --threads "$n")
-    pt='' ptt=''
-    if ((have_torch)); then
+    x=na y=na z=na a=na b=na
+    for ((round = 1; round <= repeat; ++round)); do  # interleaved rounds; the fastest median of each side counts
+      # shellcheck disable=SC2086
+      sg=$(run "scratchgrad $size threads=$n" "$bench_bin" $flags --threads "$n")
+      x=$(least "$x" "$(field ms_per_step "$sg")") a=$(most "$a" "$(field rss_mb "$sg")")
+      ((have_torch)) || continue
       # shellcheck disable=SC2086
       pt=$(run "torch $size threads=$n" env -u BLIS_ARCH_TYPE BLIS_NUM_THREADS="$n" \
         "$python" "$root/bench/torch/char_model.py" $flags --threads "$n")
+      y=$(least "$y" "$(field ms_per_step "$pt")") b=$(most "$b" "$(field rss_mb "$pt")")
       if [[ -n $tuned_arch ]]; then
         # shellcheck disable=SC2086
         ptt=$(run "torch tuned $size threads=$n" env BLIS_ARCH_TYPE="$tuned_arch" BLIS_NUM_THREADS="$n" \
           "$python" "$root/bench/torch/char_model.py" $flags --threads "$n")
-      else
-        ptt=$pt  # scratchgrad's kernels are BLIS's own choice: "tuned" is PyTorch as installed
+        z=$(least "$z" "$(field ms_per_step "$ptt")") b=$(most "$b" "$(field rss_mb "$ptt")")
       fi
-    fi
-    x=$(field ms_per_step "$sg") y=$(field ms_per_step "$pt") z=$(field ms_per_step "$ptt")
-    a=$(field rss_mb "$sg") b=$(field rss_mb "$pt")
+    done
+    [[ -n $tuned_arch ]] || z=$y  # scratchgrad runs BLIS's own choice of kernels: "tuned" is PyTorch as installed
     s=$(ratio "$y" "$x") st=$(ratio "$z" "$x")
     printf '%-7s %3s | %12s %12s %8s %12s %8s | %9s %9s\n' "$size" "$n" "$x" "$y" "$s" "$z" "$st" "$a" "$b"
     results+=("RESULT size=$size threads=$n scratchgrad_ms=$x torch_ms=$y speedup=$s torch_tuned_ms=$z speedup_tuned=$st scratchgrad_rss_mb=$a torch_rss_mb=$b")
   done
 done
 echo
-echo "speedup = PyTorch ms / scratchgrad ms (above 1: scratchgrad is faster); rss = peak resident memory of the whole process"
+echo "speedup = PyTorch ms / scratchgrad ms (above 1: scratchgrad is faster); ms = median step time$( ((repeat > 1)) && echo ", fastest of $repeat rounds")"
+echo "rss = peak resident memory of the whole process (PyTorch's includes about 230 MB for importing torch; its own line shows rss_base_mb)"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 printf '%s\n' "${results[@]}"
