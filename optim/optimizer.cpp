@@ -92,6 +92,8 @@ SGD::SGD(std::vector<Tensor> params, Options o)
                                     {"weight_decay", o.weight_decay},
                                     {"nesterov", o.nesterov ? 1.0 : 0.0}}) {
   if (o.lr < 0) throw std::invalid_argument(fmt::format("SGD: invalid learning rate {}", o.lr));
+  if (o.momentum < 0) throw std::invalid_argument(fmt::format("SGD: invalid momentum {}", o.momentum));
+  if (o.weight_decay < 0) throw std::invalid_argument(fmt::format("SGD: invalid weight_decay {}", o.weight_decay));
   if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
     throw std::invalid_argument("SGD: Nesterov momentum requires a momentum and zero dampening");
 }
