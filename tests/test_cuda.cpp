@@ -356,7 +356,7 @@ TEST(CudaOps, ManyDimensionsAndTheirLimit) {
   compare_op("8-d permuted", [](Device d) { return std::vector{plain({2, 3, 2, 3, 2, 3, 2, 2}, 51, d).permute({7, 5, 3, 1, 0, 2, 4, 6})}; },
              [](const Tensor& x) { return x.exp() * 2.0; }, kF64);
   compare_op("8-d permuted, broadcast", [](Device d) {
-               return std::vector{plain({2, 3, 2, 3, 2, 3, 2, 2}, 52, d).permute({7, 5, 3, 1, 0, 2, 4, 6}), plain({3, 1, 2}, 53, d)};
+               return std::vector{plain({2, 3, 2, 3, 2, 3, 2, 2}, 52, d).permute({7, 5, 3, 1, 0, 2, 4, 6}), plain({3, 1, 1, 2, 1, 2}, 53, d)};
              },
              [](const V& x) { return x[0] * x[1]; });
   if (cpu_stands_in()) return;
