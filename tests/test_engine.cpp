@@ -310,6 +310,25 @@ TEST(Engine, MaskedFillInPlaceOnANonLeafKeepsGradients) {
   EXPECT_NE(gx1[1], 0.0);
 }
 
+TEST(Engine, InPlaceFillOfTheBaseOfAnEarlierViewIsDetected) {
+  // v is a view of y taken before y.masked_fill_: v now holds the filled values, but its history still
+  // says "2x" everywhere. Backward through v must not pass the gradient [2, 2, 2] (the truth is [0, 2, 2]).
+  Tensor mask = tensor({true, false, false}).to(DType::Bool);
+  Tensor x = leaf64({1.0, 2.0, 3.0});
+  Tensor y = x * 2.0;
+  Tensor v = y.view({3});
+  y.masked_fill_(mask, 0.0);
+  expect_values(v, {3}, {0, 4, 6});
+  EXPECT_THROW_WITH(v.sum().backward(), std::runtime_error, "ViewBackward", "modified in place");
+
+  // a view taken after the fill describes the filled tensor, and its gradient is right
+  Tensor x2 = leaf64({1.0, 2.0, 3.0});
+  Tensor y2 = x2 * 2.0;
+  y2.masked_fill_(mask, 0.0);
+  y2.view({3, 1}).t().sum().backward();
+  expect_values(x2.grad(), {3}, {0, 2, 2});
+}
+
 TEST(Engine, MaskedFillInPlaceOnAViewWithHistoryIsRefused) {
   Tensor x = leaf64({{1.0, 2.0}, {3.0, 4.0}});
   Tensor y = (x * 2.0).t();

@@ -1,5 +1,9 @@
 // ops/shape.cpp — views (same storage, new shape/strides/offset) and the ops that join or split tensors.
 // A view's backward reshapes, transposes or pads the gradient back to the input's layout.
+// Every view node lists its input as saved, though the closure needs no values: the view shares the
+// input's storage, so an in-place write to that storage afterwards (say masked_fill_ on the base) changes
+// the view's values behind a history that no longer describes them. The version check in backward then
+// reports it instead of passing a wrong gradient.
 #include <algorithm>
 #include <numeric>
 #include <stdexcept>
@@ -75,7 +79,7 @@ static std::optional<Shape> view_strides(const Shape& old_shape, const Shape& ol
 // Records a view op whose backward is "reshape the gradient back to the input's shape".
 static Tensor record_reshaping(const char* name, const Tensor& in, Tensor out) {
   Shape in_shape = in.shape();
-  return record(name, std::move(out), {in}, {}, [in_shape](const Tensor& g) {
+  return record(name, std::move(out), {in}, {in}, [in_shape](const Tensor& g) {
     return Grads{g.reshape(in_shape)};
   });
 }
@@ -106,7 +110,7 @@ static Tensor transposed(const Tensor& t, int64_t d0, int64_t d1, const char* na
   Shape shape = t.shape(), strides = t.strides();
   std::swap(shape[size_t(d0)], shape[size_t(d1)]);
   std::swap(strides[size_t(d0)], strides[size_t(d1)]);
-  return record(name, t.as_strided(shape, strides, t.offset()), {t}, {},
+  return record(name, t.as_strided(shape, strides, t.offset()), {t}, {t},
                 [d0, d1](const Tensor& g) { return Grads{g.transpose(d0, d1)}; });
 }
 
@@ -131,7 +135,7 @@ Tensor Tensor::permute(const Shape& dims_in) const {
     shape[i] = this->shape()[size_t(dims[i])];
     strides[i] = this->strides()[size_t(dims[i])];
   }
-  return record("PermuteBackward0", as_strided(shape, strides, offset()), {*this}, {},
+  return record("PermuteBackward0", as_strided(shape, strides, offset()), {*this}, {*this},
                 [inverse](const Tensor& g) { return Grads{g.permute(inverse)}; });
 }
 
@@ -141,7 +145,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t stride = size_t(d) < shape.size() ? shape[size_t(d)] * strides[size_t(d)] : 1;
   shape.insert(shape.begin() + d, 1);
   strides.insert(strides.begin() + d, stride);
-  return record("UnsqueezeBackward0", as_strided(shape, strides, offset()), {*this}, {},
+  return record("UnsqueezeBackward0", as_strided(shape, strides, offset()), {*this}, {*this},
                 [d](const Tensor& g) { return Grads{g.squeeze(d)}; });
 }
 
@@ -183,7 +187,7 @@ Tensor Tensor::expand(const Shape& target) const {
   }
   if (shape == this->shape()) return *this;
   Shape in_shape = this->shape();
-  return record("ExpandBackward0", as_strided(shape, strides, offset()), {*this}, {},
+  return record("ExpandBackward0", as_strided(shape, strides, offset()), {*this}, {*this},
                 [in_shape](const Tensor& g) { return Grads{g.sum_to(in_shape)}; });
 }
 
@@ -207,7 +211,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_in, std::optional<i
   strides[size_t(d)] *= step;
   Tensor out = as_strided(shape, strides, offset() + start * this->strides()[size_t(d)]);
   Shape in_shape = this->shape();
-  return record("SliceBackward0", out, {*this}, {}, [=](const Tensor& g) {
+  return record("SliceBackward0", out, {*this}, {*this}, [=](const Tensor& g) {
     return Grads{scatter_into_zeros(g, in_shape, [&](const Tensor& z) { return z.slice(d, start, end, step); })};
   });
 }
@@ -234,7 +238,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   strides.erase(strides.begin() + d);
   Tensor out = as_strided(shape, strides, offset() + index * this->strides()[size_t(d)]);
   Shape in_shape = this->shape();
-  return record("SelectBackward0", out, {*this}, {}, [=](const Tensor& g) {
+  return record("SelectBackward0", out, {*this}, {*this}, [=](const Tensor& g) {
     return Grads{scatter_into_zeros(g, in_shape, [&](const Tensor& z) { return z.select(d, index); })};
   });
 }
