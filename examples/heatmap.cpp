@@ -1,5 +1,9 @@
 // heatmap — the workshop's scaled_dot_product.py followed by heatmap.py, which continues it:
 // attention from scratch on a 4-token sentence, then the weights printed as a text grid.
+//
+//   heatmap                  the workshop's output (compared byte for byte with its Python twin)
+//   heatmap --svg FILE.svg   also draws the attention weights as an SVG heatmap (open it in a browser)
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -7,10 +11,20 @@
 #include <fmt/format.h>
 
 #include "autograd/autograd.h"
+#include "autograd/svg.h"
 
 using namespace autograd;
 
-int main() {
+int main(int argc, char** argv) {
+  std::string svg_file;
+  for (int a = 1; a < argc; ++a) {
+    if (std::strcmp(argv[a], "--svg") == 0 && a + 1 < argc) {
+      svg_file = argv[++a];
+    } else {
+      std::cerr << "usage: " << argv[0] << " [--svg FILE.svg]\n";
+      return 2;
+    }
+  }
   manual_seed(0);
   set_printoptions(/*precision=*/3, /*sci_mode=*/false);
 
@@ -51,5 +65,16 @@ int main() {
     std::string row;
     for (int64_t j = 0; j < seq_len; ++j) row += fmt::format("{:>8.2f}", weights[i][j].item());
     std::cout << fmt::format("{:>10}{}", words[size_t(i)], row) << "\n";
+  }
+
+  if (!svg_file.empty()) {
+    svg::HeatmapOptions look{.title = "Attention weights = softmax(Q Kᵀ / √d_k)",
+                             .row_title = "query word",
+                             .column_title = "attended word",
+                             .decimals = 2,
+                             .lo = 0.0,
+                             .hi = 1.0};
+    write_text_file(svg_file, svg::heatmap(weights, words, words, look));
+    std::cerr << "wrote " << svg_file << "\n";
   }
 }

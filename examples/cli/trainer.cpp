@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "autograd/dot.h"
+#include "autograd/svg.h"
 #include "nn/nn.h"
 #include "nn/safetensors.h"
 #include "optim/optim.h"
@@ -222,7 +224,8 @@ LoadedModel load_model(const std::string& path) {
 int run_train(const TrainOptions& o, std::ostream& out) {
   check_train_options(o);
   const Device device = checked_device(o.device);
-  if (!o.save.empty()) nn::check_writable(o.save);  // fail now, not after the whole run
+  for (const std::string& path : {o.save, o.graph, o.plot})
+    if (!path.empty()) nn::check_writable(path);  // fail now, not after the whole run
   set_num_threads(o.threads);
   Corpus corpus = load_corpus(o);
 
@@ -239,18 +242,30 @@ int run_train(const TrainOptions& o, std::ostream& out) {
   const bool live = &out == &std::cout && isatty(STDOUT_FILENO);
   const auto start = std::chrono::steady_clock::now();
   double last_loss = 0, last_val = std::nan("");
+  std::vector<double> curve, val_steps, val_curve;  // for --plot
   for (int64_t step = 0; step < o.steps; ++step) {
     auto [xb, yb] = random_batch(corpus.train, o.batch, T);
     Tensor logits = model(xb.to(device));
+    CallSite label("loss = cross_entropy(logits.view(-1, V), yb.view(-1))");  // for traces and graphs
     Tensor loss = cross_entropy(logits.view({-1, V}), yb.to(device).view({-1}));
+    if (step == 0 && !o.graph.empty())
+      write_text_file(o.graph, to_dot(loss, model.named_parameters(),
+                                      {.title = fmt::format("scratchgrad train: the graph of step 0 (D {} T {} B {} heads {})",
+                                                            o.dim, T, o.batch, o.heads),
+                                       .root_name = "loss"}));
     opt.zero_grad();
     loss.backward();
     opt.step();
     last_loss = loss.item();
+    curve.push_back(last_loss);
 
     const bool report = step % o.eval_every == 0 || step == o.steps - 1;
     if (!report && !live) continue;
-    if (report && corpus.val.defined()) last_val = held_out_loss(model, corpus.val, T, device);
+    if (report && corpus.val.defined()) {
+      last_val = held_out_loss(model, corpus.val, T, device);
+      val_steps.push_back(double(step));
+      val_curve.push_back(last_val);
+    }
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double tokens_per_s = double((step + 1) * o.batch * T) / std::max(elapsed, 1e-9);
     const double remaining = elapsed / double(step + 1) * double(o.steps - step - 1);
@@ -274,6 +289,16 @@ int run_train(const TrainOptions& o, std::ostream& out) {
   if (!o.save.empty()) {
     nn::save_safetensors(o.save, model.state_dict(), model_metadata(config, corpus.vocab, prompt, o.steps));
     out << "saved " << o.save << "\n";
+  }
+  if (!o.graph.empty()) out << "wrote the graph of step 0 to " << o.graph << " (dot -Tsvg " << o.graph << " -o graph.svg)\n";
+  if (!o.plot.empty()) {
+    std::vector<double> steps(curve.size());
+    for (size_t i = 0; i < steps.size(); ++i) steps[i] = double(i);
+    std::vector<svg::Series> lines{{.name = "train (batch loss)", .x = steps, .y = curve}};
+    if (!val_curve.empty()) lines.push_back({.name = "held-out", .x = val_steps, .y = val_curve, .markers = true});
+    write_text_file(o.plot, svg::line_plot(lines, {.title = fmt::format("loss, {} steps, D {} T {} B {} heads {}, lr {}",
+                                                                       o.steps, o.dim, T, o.batch, o.heads, o.lr)}));
+    out << "wrote the loss curve to " << o.plot << "\n";
   }
   return 0;
 }
