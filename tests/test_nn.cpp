@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -473,6 +474,10 @@ TEST(MultiheadAttention, ForwardMatchesPyTorch) {
     EXPECT_LE(max_abs_diff(out_causal, c.get("out_ref_causal")), 1e-6);
     EXPECT_LE(max_abs_diff(weights_causal, c.get("attn_weights_avg_causal")), 1e-6);
     EXPECT_EQ(weights_causal[0][0][1].item(), 0.0);  // the first token sees only itself
+    std::printf("[ info     ] nn::MultiheadAttention vs %s/: outputs %s, attention weights %s\n", set.c_str(),
+                bit_equal(out, c.get("out_ref")) && bit_equal(out_causal, c.get("out_ref_causal")) ? "bit for bit" : "within 1e-6",
+                bit_equal(weights, c.get("attn_weights_avg")) && bit_equal(weights_causal, c.get("attn_weights_avg_causal"))
+                    ? "bit for bit" : "within 1e-6");
   }
 }
 
