@@ -57,8 +57,9 @@ nn::NamedTensors Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const nn::NamedTensors& state) {
-  size_t total = 0;
-  for (const ParamGroup& g : groups_) total += g.params.size();
+  std::vector<Tensor> params;  // numbered across groups, as the keys count them
+  for (const ParamGroup& g : groups_) params.insert(params.end(), g.params.begin(), g.params.end());
+  const size_t total = params.size();
   std::map<size_t, std::map<std::string, Tensor>> loaded;
   for (const auto& [key, value] : state) {
     if (key.rfind("state.", 0) == 0) {
@@ -69,7 +70,15 @@ void Optimizer::load_state_dict(const nn::NamedTensors& state) {
         throw std::invalid_argument(fmt::format("optimizer load_state_dict: key '{}' refers to parameter {} but the "
                                                 "optimizer has {}",
                                                 key, index, total));
-      loaded[index][key.substr(dot + 1)] = value.clone();
+      // Per-element state (momentum, moments) must fit its parameter, and lives on its device in its dtype
+      // (the update loop reads them side by side); 0-d entries such as `step` are kept as they are.
+      const Tensor& param = params[index];
+      if (value.dim() != 0 && value.shape() != param.shape())
+        throw std::invalid_argument(fmt::format("optimizer load_state_dict: '{}' has shape {} but parameter {} has "
+                                                "shape {}",
+                                                key, value.shape_str(), index, param.shape_str()));
+      loaded[index][key.substr(dot + 1)] =
+          value.dim() == 0 ? value.clone() : value.to(param.dtype()).to(param.device()).clone();
     } else if (key.rfind("param_groups.", 0) == 0) {
       size_t dot = key.find('.', 13);
       size_t g = std::stoul(key.substr(13, dot - 13));

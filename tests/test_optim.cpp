@@ -352,6 +352,22 @@ TEST(Optimizer, StateDictKeys) {
   EXPECT_THROW_WITH(opt.load_state_dict({{"param_groups.1.lr", scalar_tensor(0.1)}}), std::invalid_argument,
                     "param_groups.1.lr");
   EXPECT_THROW_WITH(opt.load_state_dict({{"momentum", scalar_tensor(0.1)}}), std::invalid_argument, "momentum");
+  // per-element state must fit its parameter (0.weight is [3, 4]); the update loop would run off its end
+  EXPECT_THROW_WITH(opt.load_state_dict({{"state.0.exp_avg", zeros({4, 3})}}), std::invalid_argument,
+                    "'state.0.exp_avg'", "[4, 3]", "parameter 0", "[3, 4]");
+
+  // state saved in another dtype is stored in the parameter's dtype, as torch's load_state_dict casts it
+  opt.load_state_dict({{"state.0.step", scalar_tensor(1, DType::Float64)},
+                       {"state.0.exp_avg", ones({3, 4}, DType::Float64)},
+                       {"state.0.exp_avg_sq", ones({3, 4}, DType::Float64)},
+                       {"state.0.max_exp_avg_sq", ones({3, 4}, DType::Float64)}});
+  state = opt.state_dict();
+  EXPECT_EQ(find("state.0.exp_avg").dtype(), DType::Float32);
+  EXPECT_FALSE(find("state.1.exp_avg").defined());  // loading replaces the whole state
+  train(model, opt, 1);
+  state = opt.state_dict();
+  EXPECT_EQ(find("state.0.step").item(), 2.0);
+  EXPECT_EQ(find("state.1.step").item(), 1.0);
 }
 
 TEST(Optimizer, ParamGroupsOverrideTheDefaults) {
