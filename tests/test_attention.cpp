@@ -40,7 +40,8 @@ void to_float64(nn::Module& module) {
 
 // gradcheck of `forward` with respect to the input x and every parameter of `module`. gradcheck perturbs
 // each input in place, so the parameters are passed as inputs and the module reads them as usual.
-void expect_gradients_correct(nn::Module& module, const Tensor& x, const std::function<Tensor(const Tensor&)>& forward) {
+void expect_gradients_correct(nn::Module& module, const Tensor& x,
+                              const std::function<Tensor(const Tensor&)>& forward) {
   to_float64(module);
   std::vector<Tensor> inputs = {x};
   for (const Tensor& p : module.parameters()) {
@@ -90,7 +91,8 @@ TEST(AttentionGradients, WorkshopMultiHeadAttentionWithMask) {
   manual_seed(1);
   nn::WorkshopMultiHeadAttention attn(4, 2);
   Tensor allowed = tril(ones({4, 4}, DType::Float64));
-  expect_gradients_correct(attn, testing_helpers::leaf({1, 4, 4}, 6), [&](const Tensor& x) { return attn(x, allowed); });
+  expect_gradients_correct(attn, testing_helpers::leaf({1, 4, 4}, 6),
+                           [&](const Tensor& x) { return attn(x, allowed); });
 }
 
 TEST(AttentionGradients, TorchMultiheadAttentionOutputAndWeights) {
@@ -124,7 +126,8 @@ TEST(AttentionGradients, CharModelLossWithRespectToEveryParameter) {
 // `changed` must be bit-identical, and some output at or after it must differ (the change was seen).
 void expect_causal(const std::function<Tensor(const Tensor&)>& forward, const Tensor& x, int64_t changed) {
   Tensor later = x.clone();
-  later.slice(1, changed, std::nullopt).copy_(randish(later.slice(1, changed, std::nullopt).shape(), 99, -2, 2, x.dtype()));
+  later.slice(1, changed, std::nullopt)
+      .copy_(randish(later.slice(1, changed, std::nullopt).shape(), 99, -2, 2, x.dtype()));
   Tensor a = forward(x), b = forward(later);
   EXPECT_TRUE(equal(a.slice(1, 0, changed), b.slice(1, 0, changed))) << "an earlier position saw a later token";
   EXPECT_FALSE(equal(a.slice(1, changed, std::nullopt), b.slice(1, changed, std::nullopt)));

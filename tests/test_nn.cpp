@@ -133,7 +133,9 @@ const std::map<std::string, Factory>& models() {
       {"Embedding(8,24)", [] { return std::make_shared<nn::Embedding>(8, 24); }},
       // the workshop's model: V = 13 characters, D = 24, T = 8
       {"MiniSelfAttention()",
-       [] { return std::make_shared<nn::MiniSelfAttention>(nn::CharModelConfig{.vocab = 13, .dim = 24, .context = 8}); }},
+       [] {
+         return std::make_shared<nn::MiniSelfAttention>(nn::CharModelConfig{.vocab = 13, .dim = 24, .context = 8});
+       }},
       {"MultiHeadAttentionWrapper(3,2,6,0.0,2)",
        [] { return std::make_shared<nn::MultiHeadAttentionWrapper>(3, 2, 6, 0.0, 2); }},
       {"MultiHeadAttention(3,2,6,0.0,2)", [] { return std::make_shared<nn::MultiHeadAttention>(3, 2, 6, 0.0, 2); }},
@@ -267,7 +269,8 @@ TEST(Module, DropoutIsTheIdentityInEval) {
   Tensor trained = dropout(x);
   EXPECT_FALSE(equal(trained, x));  // some zeroed, the rest doubled
   std::vector<float> got = trained.to_vector<float>(), in = x.to_vector<float>();
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(got[i] == 0.0f || got[i] == 2.0f * in[i]) << got[i] << " from " << in[i];
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(got[i] == 0.0f || got[i] == 2.0f * in[i]) << got[i] << " from " << in[i];
   dropout.eval();
   EXPECT_TRUE(equal(dropout(x), x));
   EXPECT_THROW(nn::Dropout(1.5), std::invalid_argument);
@@ -474,10 +477,13 @@ TEST(MultiheadAttention, ForwardMatchesPyTorch) {
     EXPECT_LE(max_abs_diff(out_causal, c.get("out_ref_causal")), 1e-6);
     EXPECT_LE(max_abs_diff(weights_causal, c.get("attn_weights_avg_causal")), 1e-6);
     EXPECT_EQ(weights_causal[0][0][1].item(), 0.0);  // the first token sees only itself
-    std::printf("[ info     ] nn::MultiheadAttention vs %s/: outputs %s, attention weights %s\n", set.c_str(),
-                bit_equal(out, c.get("out_ref")) && bit_equal(out_causal, c.get("out_ref_causal")) ? "bit for bit" : "within 1e-6",
-                bit_equal(weights, c.get("attn_weights_avg")) && bit_equal(weights_causal, c.get("attn_weights_avg_causal"))
-                    ? "bit for bit" : "within 1e-6");
+    std::printf(
+        "[ info     ] nn::MultiheadAttention vs %s/: outputs %s, attention weights %s\n", set.c_str(),
+        bit_equal(out, c.get("out_ref")) && bit_equal(out_causal, c.get("out_ref_causal")) ? "bit for bit"
+                                                                                           : "within 1e-6",
+        bit_equal(weights, c.get("attn_weights_avg")) && bit_equal(weights_causal, c.get("attn_weights_avg_causal"))
+            ? "bit for bit"
+            : "within 1e-6");
   }
 }
 

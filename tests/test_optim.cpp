@@ -12,9 +12,13 @@
 // the two formulas).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "nn/nn.h"
+#include "nn/safetensors.h"
 #include "optim/optim.h"
 #include "test_helpers.h"
 
@@ -32,9 +37,9 @@ using namespace autograd;
 namespace {
 
 const std::string kFixtures = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/optim/";
-const std::vector<std::string> kConfigurations = {"sgd",     "sgd_momentum", "sgd_nesterov_wd", "sgd_momentum_dampening",
-                                                  "adam",    "adam_wd",      "adam_amsgrad",    "adamw",
-                                                  "adam_betas_eps"};
+const std::vector<std::string> kConfigurations = {
+    "sgd",     "sgd_momentum", "sgd_nesterov_wd", "sgd_momentum_dampening", "adam",
+    "adam_wd", "adam_amsgrad", "adamw",           "adam_betas_eps"};
 const std::vector<std::string> kParams = {"0.weight", "0.bias", "2.weight", "2.bias"};
 
 // ---------------------------------------------------------------- the fixture (format: fixtures/optim/README.md)
@@ -160,7 +165,8 @@ double rel_error(const std::vector<double>& got, const std::vector<double>& want
 double scaled_error(const Tensor& got, const Tensor& want) {
   std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
   double worst = 0, scale = 0;
-  for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - w[i])), scale = std::max(scale, std::abs(w[i]));
+  for (size_t i = 0; i < g.size(); ++i)
+    worst = std::max(worst, std::abs(g[i] - w[i])), scale = std::max(scale, std::abs(w[i]));
   return scale == 0 ? worst : worst / scale;
 }
 
@@ -178,9 +184,11 @@ nn::NamedTensors optimizer_state(const Fixture& f, size_t k) {
   for (size_t i = 0; i < kParams.size(); ++i) {
     for (const auto& [name, r] : f.steps[k - 1].tensors) {
       const std::string prefix = "state." + kParams[i] + ".";
-      if (name.rfind(prefix, 0) == 0) state.emplace_back("state." + std::to_string(i) + "." + name.substr(prefix.size()), r.tensor());
+      if (name.rfind(prefix, 0) == 0)
+        state.emplace_back("state." + std::to_string(i) + "." + name.substr(prefix.size()), r.tensor());
     }
-    if (f.optimizer != "SGD") state.emplace_back("state." + std::to_string(i) + ".step", scalar_tensor(double(k), DType::Float64));
+    if (f.optimizer != "SGD")
+      state.emplace_back("state." + std::to_string(i) + ".step", scalar_tensor(double(k), DType::Float64));
   }
   return state;
 }
@@ -260,7 +268,8 @@ TEST_P(OptimizerFixture, OneUpdateFromTheRecordedStateIsBitExact) {
       bool all_bits = true;
       for (size_t i = 0; i < got.size(); ++i) {
         const bool bits = equal(got[i].second, want[i].second);
-        if (set == "default") EXPECT_TRUE(bits) << got[i].first << " is " << got[i].second << ", PyTorch has " << want[i].second;
+        if (set == "default")
+          EXPECT_TRUE(bits) << got[i].first << " is " << got[i].second << ", PyTorch has " << want[i].second;
         else EXPECT_LE(scaled_error(got[i].second, want[i].second), 1e-6) << got[i].first;
         all_bits = all_bits && bits;
       }
@@ -282,12 +291,6 @@ std::vector<Tensor> snapshot(const nn::Module& m) {
   return out;
 }
 
-nn::NamedTensors deep_copy(const nn::NamedTensors& state) {
-  nn::NamedTensors out;
-  for (const auto& [name, t] : state) out.emplace_back(name, t.detach().clone());
-  return out;
-}
-
 void train(TinyNet& model, optim::Optimizer& opt, int steps) {
   const Tensor x = testing_helpers::randish({5, 4}, 11, -1, 1, DType::Float32);
   const Tensor target = testing_helpers::randish({5, 2}, 12, -1, 1, DType::Float32);
@@ -299,25 +302,52 @@ void train(TinyNet& model, optim::Optimizer& opt, int steps) {
   }
 }
 
-TEST(Optimizer, StateDictRoundTripContinuesTrainingIdentically) {
-  for (bool amsgrad : {false, true}) {
-    SCOPED_TRACE(amsgrad ? "amsgrad" : "adam");
+// A checkpoint as a file holds it: the model's and the optimizer's state_dict written with
+// nn::save_safetensors and read back (state_dict() hands out the live tensors; the file has copies).
+nn::NamedTensors through_file(const nn::NamedTensors& state, const std::string& name) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()) + ".safetensors");
+  nn::save_safetensors(path.string(), state);
+  nn::NamedTensors loaded = nn::load_safetensors(path.string()).tensors;
+  std::filesystem::remove(path);
+  return loaded;
+}
+
+TEST(Optimizer, ResumingFromACheckpointContinuesTrainingIdentically) {
+  using Make = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>, double lr)>;
+  const std::vector<std::pair<std::string, Make>> optimizers = {
+      {"SGD",
+       [](auto p, double lr) {
+         return std::make_unique<optim::SGD>(p, optim::SGD::Options{.lr = lr, .momentum = 0.9, .nesterov = true});
+       }},
+      {"Adam",
+       [](auto p, double lr) {
+         return std::make_unique<optim::Adam>(p, optim::Adam::Options{.lr = lr, .weight_decay = 0.01});
+       }},
+      {"AMSGrad",
+       [](auto p, double lr) {
+         return std::make_unique<optim::Adam>(p, optim::Adam::Options{.lr = lr, .amsgrad = true});
+       }},
+      {"AdamW", [](auto p, double lr) { return std::make_unique<optim::AdamW>(p, optim::AdamW::Options{.lr = lr}); }},
+  };
+  for (const auto& [label, make] : optimizers) {
+    SCOPED_TRACE(label);
     manual_seed(0);
     TinyNet model;
-    optim::Adam opt(model.parameters(), {.lr = 0.01, .weight_decay = 0.01, .amsgrad = amsgrad});
-    train(model, opt, 5);
-    // a checkpoint: copies, as writing a file would make (state_dict() hands out the live tensors)
-    const nn::NamedTensors model_state = deep_copy(model.state_dict());
-    const nn::NamedTensors opt_state = deep_copy(opt.state_dict());
-    train(model, opt, 5);
+    std::unique_ptr<optim::Optimizer> opt = make(model.parameters(), 0.01);
+    train(model, *opt, 5);
+    const nn::NamedTensors model_state = through_file(model.state_dict(), "model");
+    const nn::NamedTensors opt_state = through_file(opt->state_dict(), "optimizer");
+    train(model, *opt, 5);  // the original run goes on
 
-    manual_seed(1);  // different initial weights, overwritten by the checkpoint
+    manual_seed(1);  // other initial weights: the checkpoint overwrites them
     TinyNet resumed;
-    optim::Adam resumed_opt(resumed.parameters(), {.lr = 0.5});  // the checkpoint's lr replaces this one
+    std::unique_ptr<optim::Optimizer> resumed_opt =
+        make(resumed.parameters(), 0.5);  // lr too comes from the checkpoint
     resumed.load_state_dict(model_state);
-    resumed_opt.load_state_dict(opt_state);
-    EXPECT_EQ(resumed_opt.param_groups()[0].get("lr"), 0.01);
-    train(resumed, resumed_opt, 5);
+    resumed_opt->load_state_dict(opt_state);
+    EXPECT_EQ(resumed_opt->param_groups()[0].get("lr"), 0.01);
+    train(resumed, *resumed_opt, 5);
 
     std::vector<Tensor> a = snapshot(model), b = snapshot(resumed);
     for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(equal(a[i], b[i])) << kParams[i];
