@@ -17,8 +17,6 @@ namespace autograd {
 
 namespace {
 
-std::string number(double v, int digits) { return fmt::format("{:.{}g}", v, digits); }
-
 std::vector<double> host_values(const Tensor& t) {
   NoGradGuard no_grad;
   return t.detach().to_vector<double>();
@@ -134,11 +132,11 @@ struct Tracer {
       const auto& [label, g] = rows[r];
       std::string line = "    " + label;
       if (g.defined()) {
-        line += std::string(width - display_width(label) + 2, ' ') + gradient_summary(g, options.digits) + notes[r];
+        line += std::string(width - display_width(label) + 2, ' ') + gradient_summary(g, options.digits, options.zero_below) + notes[r];
       }
       text += line + "\n";
       if (g.defined() && g.numel() > 1 && g.numel() <= options.max_values)
-        for (const std::string& v : value_lines(g, options.digits))
+        for (const std::string& v : value_lines(g, options.digits, 8, options.zero_below))
           text += std::string(6 + width, ' ') + v + "\n";
     }
     out() << text << std::flush;
@@ -154,9 +152,15 @@ struct Tracer {
 
 }  // namespace
 
-std::string gradient_summary(const Tensor& t, int digits) {
+std::string trace_number(double v, int digits, double zero_below) {
+  if (v != 0 && std::abs(v) < zero_below) return "~0";
+  return fmt::format("{:.{}g}", v, digits);
+}
+
+std::string gradient_summary(const Tensor& t, int digits, double zero_below) {
+  auto number = [&](double v, int d) { return trace_number(v, d, zero_below); };
   std::vector<double> v = host_values(t);
-  std::string shape = shape_to_string(t.shape());
+  std::string shape = fmt::format("{:<10}", shape_to_string(t.shape()));
   if (v.empty()) return shape + "  (empty)";
   if (v.size() == 1) return fmt::format("{}  = {}", shape, number(v[0], digits));
   double sum_sq = 0, lo = v[0], hi = v[0];
@@ -169,7 +173,8 @@ std::string gradient_summary(const Tensor& t, int digits) {
                      number(hi, digits));
 }
 
-std::vector<std::string> value_lines(const Tensor& t, int digits, size_t per_line) {
+std::vector<std::string> value_lines(const Tensor& t, int digits, size_t per_line, double zero_below) {
+  auto number = [&](double v, int d) { return trace_number(v, d, zero_below); };
   std::vector<double> v = host_values(t);
   const size_t row = t.dim() == 0 ? 1 : size_t(std::max<int64_t>(t.size(-1), 1));
   std::vector<std::string> lines;

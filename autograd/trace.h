@@ -42,6 +42,7 @@ struct TraceOptions {
   int digits = 4;               // significant digits of every number
   bool source_lines = true;     // "matmul.cpp:99"; false: "matmul.cpp" (stable text for documents)
   int64_t passes = 0;           // trace only the first this-many backward passes (0: all)
+  double zero_below = 0;        // print numbers smaller than this in magnitude as "~0" (rounding noise)
   // Leaf names to show, e.g. a module's named_parameters(); leaves not listed show their TensorImpl::name.
   std::vector<std::pair<std::string, Tensor>> names;
 };
@@ -69,8 +70,10 @@ int64_t trace_passes_from_setting(const char* value);
 BackwardObserver trace_observer_from_environment();
 
 // Text helpers shared by the instruments. "[128, 13]  norm 0.1124  min -0.0781  max 0.02171"
-std::string gradient_summary(const Tensor& t, int digits = 4);
+std::string gradient_summary(const Tensor& t, int digits = 4, double zero_below = 0);
 // Every value as rows of at most `per_line` numbers: "[1, 2, 3]" (one line per row of the last dim).
-std::vector<std::string> value_lines(const Tensor& t, int digits = 4, size_t per_line = 8);
+std::vector<std::string> value_lines(const Tensor& t, int digits = 4, size_t per_line = 8, double zero_below = 0);
+// One number with `digits` significant digits ("0.08839", "-1.5e-05"), or "~0" below zero_below.
+std::string trace_number(double v, int digits = 4, double zero_below = 0);
 
 }  // namespace autograd
