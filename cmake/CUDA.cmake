@@ -55,6 +55,16 @@ if(NOT CMAKE_CUDA_COMPILER)
   return()
 endif()
 enable_language(CUDA)
+# CMake 3.25's FindCUDAToolkit sets a property on CUDA::nvToolsExt even when that library is missing, which
+# it is from CUDA 12.9 on ("set_property could not find TARGET CUDA::nvToolsExt"); Debian 12's cmake has the
+# bug. A placeholder target, made only then, lets the module finish. (Nothing here uses NVTX.)
+if(CMAKE_VERSION VERSION_LESS 3.26 AND NOT TARGET CUDA::nvToolsExt)
+  get_filename_component(_sg_cuda_bin "${CMAKE_CUDA_COMPILER}" DIRECTORY)
+  find_library(SCRATCHGRAD_NVTOOLSEXT nvToolsExt HINTS "${_sg_cuda_bin}/../lib64" "${_sg_cuda_bin}/../lib" NO_DEFAULT_PATH)
+  if(NOT SCRATCHGRAD_NVTOOLSEXT)
+    add_library(CUDA::nvToolsExt INTERFACE IMPORTED)
+  endif()
+endif()
 find_package(CUDAToolkit REQUIRED)
 
 

@@ -12,7 +12,8 @@
 # NVIDIA driver, a C++20 g++, and make or ninja. cmake is taken from PATH when it is 3.25 or newer, else the
 # Debian one from gpu/.deps. Everything after `prepare` stops within 5 minutes (SCRATCHGRAD_CHECK_BUDGET
 # seconds, default 300); each stage gets what is left. Environment knobs: BUILD (build folder, default
-# gpu/.build), CUDA_ARCHS (default: native, the GPU that is there), JOBS (default: nproc).
+# gpu/.build), CUDA_ARCHS (default: native, the GPU that is there), JOBS (default: nproc),
+# SCRATCHGRAD_DEPS_CMAKE=1 (use gpu/.deps's cmake even when PATH has one).
 set -uo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -78,15 +79,26 @@ prepare() {
 # ------------------------------------------------------------------ the checks (GPU machine)
 started=$SECONDS
 left() { echo $(( BUDGET - (SECONDS - started) )); }
-# run_bounded LABEL SECONDS_CAP COMMAND...: runs with the smaller of the cap and what is left of the budget
+# run_bounded [--log FILE] LABEL SECONDS_CAP COMMAND...: runs with the smaller of the cap and what is left of
+# the budget; with --log the output goes to FILE (compiler warnings would bury the results) and only a
+# failure shows its last lines.
 run_bounded() {
+  local log=""
+  if [ "$1" = --log ]; then log=$2; shift 2; fi
   local label=$1 cap=$2; shift 2
   local t; t=$(left)
   [ "$t" -gt "$cap" ] && t=$cap
   if [ "$t" -le 5 ]; then echo "run-checks: no time left for $label"; return 124; fi
   say "$label (up to ${t}s)"
-  timeout --kill-after=5 "$t" "$@"
-  local rc=$?
+  local rc
+  if [ -n "$log" ]; then
+    timeout --kill-after=5 "$t" "$@" > "$log" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && tail -n 60 "$log"
+  else
+    timeout --kill-after=5 "$t" "$@"
+    rc=$?
+  fi
   [ $rc -eq 124 ] && echo "run-checks: $label stopped after ${t}s"
   return $rc
 }
@@ -95,7 +107,8 @@ version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ];
 
 find_cmake() {
   local c
-  for c in $(command -v -a cmake 2>/dev/null); do
+  # SCRATCHGRAD_DEPS_CMAKE=1 skips PATH and uses the Debian cmake from gpu/.deps (to test that path)
+  [ "${SCRATCHGRAD_DEPS_CMAKE:-0}" = 1 ] || for c in $(command -v -a cmake 2>/dev/null); do
     local v; v=$("$c" --version 2>/dev/null | head -n1 | awk '{print $3}')
     if [ -n "$v" ] && version_ge "$v" 3.25; then CMAKE=$c; return 0; fi
   done
@@ -134,7 +147,7 @@ checks() {
   local generator=()
   command -v ninja >/dev/null && generator=(-G Ninja)
   # libblis.so.4 needs libgomp.so.1: the machine's own if it has one, else Debian's from gpu/.deps.
-  if ! ldconfig -p 2>/dev/null | grep -q 'libgomp.so.1 '; then
+  if ! ldconfig -p 2>/dev/null | grep 'libgomp.so.1 ' >/dev/null; then  # (grep -q would SIGPIPE ldconfig)
     export LD_LIBRARY_PATH="$DEPS/gomp/usr/lib/$ARCH_TRIPLET${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     echo "using Debian's libgomp.so.1 from gpu/.deps"
   fi
@@ -144,19 +157,29 @@ checks() {
     export LIBRARY_PATH="$DEPS/gomp/usr/lib/$ARCH_TRIPLET${LIBRARY_PATH:+:$LIBRARY_PATH}"
   fi
 
-  run_bounded "configure" 90 "$CMAKE" -S "$ROOT" -B "$BUILD" "${generator[@]}" \
+  mkdir -p "$BUILD"
+  run_bounded --log "$BUILD/configure.log" "configure" 90 "$CMAKE" -S "$ROOT" -B "$BUILD" "${generator[@]}" \
     -DCMAKE_BUILD_TYPE=Release -DSCRATCHGRAD_CUDA=ON -DSCRATCHGRAD_BENCH=OFF \
     -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCHS:-native}" \
     -DCMAKE_PREFIX_PATH="$root" \
     -DBLIS_INCLUDE_DIR="$root/include/$ARCH_TRIPLET/blis-openmp" \
     -DBLIS_LIBRARY="$root/lib/$ARCH_TRIPLET/blis-openmp/libblis.so.4" || die "configure failed"
   # the build may take what is left but the ~100 s the tests and benchmarks need
-  run_bounded "build" $(( $(left) - 100 )) "$CMAKE" --build "$BUILD" -j "$JOBS" --target scratchgrad_tests bench_gpu || die "build failed"
+  grep -E 'scratchgrad: CUDA|Found (BLIS|fmt|GTest)' "$BUILD/configure.log"
+  local targets=(scratchgrad_tests bench_gpu)
+  [ -f "$ROOT/examples/cli/CMakeLists.txt" ] && targets+=(scratchgrad)  # the command line, for `train --device cuda`
+  run_bounded --log "$BUILD/build.log" "build" $(( $(left) - 100 )) \
+    "$CMAKE" --build "$BUILD" -j "$JOBS" --target "${targets[@]}" || die "build failed (log: $BUILD/build.log)"
+  echo "built ($(grep -c 'warning:' "$BUILD/build.log") compiler warnings; log: $BUILD/build.log)"
 
   local failed=0
   (cd "$BUILD" && run_bounded "CUDA tests" 120 ./bin/scratchgrad_tests --gtest_filter='Cuda*') || failed=1
 
   run_bounded "GPU benchmark (scratchgrad)" 90 "$BUILD/bin/bench_gpu" --steps 100 --warmup 10 || failed=1
+
+  if [ -x "$BUILD/bin/scratchgrad" ]; then  # the workshop's run through the command line, on the GPU
+    run_bounded "scratchgrad train --device cuda" 30 "$BUILD/bin/scratchgrad" train --device cuda || failed=1
+  fi
 
   if [ ! -f "$ROOT/bench/torch/char_model.py" ]; then
     echo "bench/torch/char_model.py is not in this tree: no PyTorch comparison"
