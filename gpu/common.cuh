@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "autograd/tensor.h"
 #include "gpu/check.h"
@@ -24,18 +25,19 @@ using autograd::DType;
 using autograd::Shape;
 using autograd::Tensor;
 
-constexpr int kMaxDims = 8;  // after coalescing; more than this is refused with a clear error
+constexpr int kMaxDims = 8;  // per kernel launch, after coalescing (elementwise launches split deeper ones)
 constexpr int kThreads = 256;
 
 template <int K> struct Indexer {
   int ndim = 0;             // 0: a single element (or every dim has size 1)
-  bool contiguous = true;   // every operand is one run with stride 1: offset == index
+  bool contiguous = true;   // every operand is one run with stride 1: offset == base + index
+  int64_t base[K] = {};     // element offset of each operand's first element (for split launches)
   int64_t sizes[kMaxDims];  // outermost first
   int64_t strides[kMaxDims][K];
 
   __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[K]) const {
 #pragma unroll
-    for (int k = 0; k < K; ++k) off[k] = contiguous ? i : 0;
+    for (int k = 0; k < K; ++k) off[k] = base[k] + (contiguous ? i : 0);
     if (contiguous) return;
     for (int d = ndim - 1; d >= 0; --d) {
       const int64_t size = sizes[d];
@@ -47,41 +49,57 @@ template <int K> struct Indexer {
   }
 };
 
-template <int K>
-Indexer<K> make_indexer(const Shape& shape, const std::array<const Shape*, K>& strides, const char* op) {
-  Indexer<K> ix;
-  int64_t sizes[64];
-  int64_t st[64][K];
-  int n = 0;
-  if (shape.size() > 64) throw std::invalid_argument(std::string("gpu ") + op + ": more than 64 dimensions");
+// Dims merged where every operand allows it, size-1 dims dropped; outermost first.
+template <int K> struct Coalesced {
+  std::vector<int64_t> sizes;
+  std::vector<std::array<int64_t, K>> strides;
+};
+
+template <int K> Coalesced<K> coalesce(const Shape& shape, const std::array<const Shape*, K>& strides) {
+  Coalesced<K> c;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;
-    bool merge = n > 0;
-    for (int k = 0; merge && k < K; ++k) merge = st[n - 1][k] == (*strides[k])[d] * shape[d];
+    std::array<int64_t, K> s;
+    for (int k = 0; k < K; ++k) s[size_t(k)] = (*strides[size_t(k)])[d];
+    bool merge = !c.sizes.empty();
+    for (int k = 0; merge && k < K; ++k) merge = c.strides.back()[size_t(k)] == s[size_t(k)] * shape[d];
     if (merge) {
-      sizes[n - 1] *= shape[d];
-      for (int k = 0; k < K; ++k) st[n - 1][k] = (*strides[k])[d];
+      c.sizes.back() *= shape[d];
+      c.strides.back() = s;
     } else {
-      sizes[n] = shape[d];
-      for (int k = 0; k < K; ++k) st[n][k] = (*strides[k])[d];
-      ++n;
+      c.sizes.push_back(shape[d]);
+      c.strides.push_back(s);
     }
   }
-  if (n > kMaxDims)
-    throw std::invalid_argument(std::string("gpu ") + op + ": operands need " + std::to_string(n) +
-                                " dimensions after merging contiguous ones; the CUDA kernels take at most " +
-                                std::to_string(kMaxDims) + " (make one operand .contiguous() first)");
+  return c;
+}
+
+// An Indexer over the coalesced dims [first, end) (at most kMaxDims of them).
+template <int K> Indexer<K> indexer_from(const Coalesced<K>& c, size_t first) {
+  Indexer<K> ix;
+  const int n = int(c.sizes.size() - first);
   ix.ndim = n;
   ix.contiguous = n == 0;
   if (n == 1) {
     ix.contiguous = true;
-    for (int k = 0; k < K; ++k) ix.contiguous = ix.contiguous && st[0][k] == 1;
+    for (int k = 0; k < K; ++k) ix.contiguous = ix.contiguous && c.strides[first][size_t(k)] == 1;
   }
   for (int d = 0; d < n; ++d) {
-    ix.sizes[d] = sizes[d];
-    for (int k = 0; k < K; ++k) ix.strides[d][k] = st[d][k];
+    ix.sizes[d] = c.sizes[first + size_t(d)];
+    for (int k = 0; k < K; ++k) ix.strides[d][k] = c.strides[first + size_t(d)][size_t(k)];
   }
   return ix;
+}
+
+// For kernels that take one launch: more than kMaxDims unmergeable dims are refused with a clear error.
+template <int K>
+Indexer<K> make_indexer(const Shape& shape, const std::array<const Shape*, K>& strides, const char* op) {
+  Coalesced<K> c = coalesce<K>(shape, strides);
+  if (c.sizes.size() > size_t(kMaxDims))
+    throw std::invalid_argument(std::string("gpu ") + op + ": operands need " + std::to_string(c.sizes.size()) +
+                                " dimensions after merging contiguous ones; this kernel takes at most " +
+                                std::to_string(kMaxDims) + " (make the input .contiguous() first)");
+  return indexer_from(c, 0);
 }
 
 inline unsigned blocks_for(int64_t n, int threads = kThreads) {

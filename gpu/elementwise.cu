@@ -22,13 +22,35 @@ template <int K, typename F> __global__ void elementwise_kernel(int64_t n, Index
   }
 }
 
+// One launch over up to kMaxDims coalesced dims; deeper layouts are split: the host walks the outermost
+// dims and launches once per position, with each operand's base offset moved along.
 template <int K, typename F>
 void launch(const char* op, const Shape& shape, const std::array<const Shape*, K>& strides, F f) {
   const int64_t n = autograd::shape_numel(shape);
   if (n == 0) return;
-  Indexer<K> ix = make_indexer<K>(shape, strides, op);
-  elementwise_kernel<K><<<blocks_for(n), kThreads>>>(n, ix, f);
-  check_launch(op);
+  const Coalesced<K> c = coalesce<K>(shape, strides);
+  if (c.sizes.size() <= size_t(kMaxDims)) {
+    elementwise_kernel<K><<<blocks_for(n), kThreads>>>(n, indexer_from(c, 0), f);
+    check_launch(op);
+    return;
+  }
+  const size_t outer = c.sizes.size() - size_t(kMaxDims);
+  Indexer<K> ix = indexer_from(c, outer);
+  int64_t inner_n = 1;
+  for (size_t d = outer; d < c.sizes.size(); ++d) inner_n *= c.sizes[d];
+  std::vector<int64_t> counter(outer, 0);
+  for (int64_t done = 0; done < n; done += inner_n) {
+    for (int k = 0; k < K; ++k) {
+      ix.base[k] = 0;
+      for (size_t d = 0; d < outer; ++d) ix.base[k] += counter[d] * c.strides[d][size_t(k)];
+    }
+    elementwise_kernel<K><<<blocks_for(inner_n), kThreads>>>(inner_n, ix, f);
+    check_launch(op);
+    for (size_t d = outer; d-- > 0;) {  // odometer over the outer dims
+      if (++counter[d] < c.sizes[d]) break;
+      counter[d] = 0;
+    }
+  }
 }
 
 // ---------------------------------------------------------------- copy and fill
