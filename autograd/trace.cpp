@@ -70,11 +70,15 @@ struct Tracer {
     return leaf.name.empty() ? "leaf " + shape_to_string(leaf.shape) : leaf.name;
   }
 
-  // " (gradient 2 of 3, summed)" when several gradients meet at `target`.
+  // "gradient 2 of 3, summed" when several gradients meet at `target`.
   std::string meeting(const void* target) {
     int expected = pass->expected[target], arrived = ++pass->arrived[target];
     if (expected <= 1) return "";
-    return fmt::format("  (gradient {} of {}{})", arrived, expected, arrived > 1 ? ", summed" : "");
+    return fmt::format("gradient {} of {}{}", arrived, expected, arrived > 1 ? ", summed" : "");
+  }
+  static std::string note(const std::string& a, const std::string& b) {
+    std::string both = a.empty() ? b : b.empty() ? a : a + ", " + b;
+    return both.empty() ? "" : "  (" + both + ")";
   }
 
   void operator()(const BackwardEvent& e) {
@@ -118,11 +122,11 @@ struct Tracer {
       }
       if (edge.leaf) {
         rows.emplace_back(fmt::format("{} → {}", i, leaf_name(*edge.leaf)), g);
-        notes.push_back("  (leaf: into .grad)" + meeting(edge.leaf.get()));
+        notes.push_back(note("leaf: into .grad", meeting(edge.leaf.get())));
       } else {
         auto p = pass->position.find(edge.node.get());
         rows.emplace_back(fmt::format("{} → [{}] {}", i, p == pass->position.end() ? 0 : p->second, edge.node->name), g);
-        notes.push_back(meeting(edge.node.get()));
+        notes.push_back(note("", meeting(edge.node.get())));
       }
     }
     size_t width = 0;
@@ -160,9 +164,10 @@ std::string trace_number(double v, int digits, double zero_below) {
 std::string gradient_summary(const Tensor& t, int digits, double zero_below) {
   auto number = [&](double v, int d) { return trace_number(v, d, zero_below); };
   std::vector<double> v = host_values(t);
-  std::string shape = fmt::format("{:<10}", shape_to_string(t.shape()));
+  std::string shape = shape_to_string(t.shape());
   if (v.empty()) return shape + "  (empty)";
   if (v.size() == 1) return fmt::format("{}  = {}", shape, number(v[0], digits));
+  shape = fmt::format("{:<10}", shape);  // lines up the numbers of the usual shapes
   double sum_sq = 0, lo = v[0], hi = v[0];
   for (double x : v) {
     sum_sq += x * x;
