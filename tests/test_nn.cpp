@@ -7,8 +7,8 @@
 //   * initial values: after manual_seed(s) each layer holds torch's numbers (fixtures/nn/*/init.txt).
 //     Two kernel families wrote the fixtures and they differ in the last bits (fixtures/nn/README.md).
 //     Our uniform_ fuses `from + x·(to − from)` as torch's AVX2 kernel does, so everything drawn by
-//     uniform_ (Linear, xavier_uniform_) equals the avx2/ set bit for bit (kUniformSet); our normal_ is torch's
-//     portable block-of-16 Box–Muller, so Embedding's N(0, 1) weights equal the default/ set bit for bit;
+//     uniform_ (Linear, xavier_uniform_) equals the avx2/ set bit for bit; our normal_ is torch's portable
+//     block-of-16 Box–Muller, so Embedding's N(0, 1) weights equal the default/ set bit for bit;
 //   * nn::MultiheadAttention on multi_head.py's input (fixtures/nn/*/multihead_attention.txt), and the
 //     workshop's copy-and-compare.
 #include <gtest/gtest.h>
@@ -311,7 +311,7 @@ TEST(Module, LoadStateDictCopiesValuesIntoTheSameTensors) {
   ASSERT_FALSE(equal(w, source.W_query->weight));
 
   target.load_state_dict(source.state_dict());
-  EXPECT_TRUE(w.same(target.W_query->weight));
+  EXPECT_TRUE(equal(w, source.W_query->weight)) << "the old handle sees the loaded values";
   nn::NamedTensors mine = target.state_dict(), theirs = source.state_dict();
   for (size_t i = 0; i < mine.size(); ++i) {
     EXPECT_EQ(mine[i].first, theirs[i].first);
@@ -369,55 +369,53 @@ TEST(Module, ToCpuIsANoOp) {
 
 // ================================================================ initial values
 
-// The kernel family our uniform_ follows (autograd/random.h: it rounds from + x·(to − from) once, a fused
-// multiply-add, as torch's AVX2 kernel does). The other family rounds the product x·(to − from) first, so
-// it is at most half an ulp of that product away: x·(to − from) ≤ 1.2 in these fixtures, so 2^-24.
-const std::string kUniformSet = "avx2", kOtherUniformSet = "default";
+// Which fixture set a draw reproduces bit for bit, and how far the other set is:
+//   * uniform_ (Linear, xavier_uniform_, rand) rounds from + x·(to − from) once, a fused multiply-add, as
+//     torch's AVX2 kernel does (autograd/random.h). The portable kernel rounds the product x·(to − from)
+//     first: at most half an ulp of that product away, and x·(to − from) ≤ 1.2 here, so 2^-24.
+//   * normal_ of ≥ 16 elements (Embedding, randn) is torch's portable block-of-16 Box–Muller. AVX2's
+//     vectorised one uses the same draws but its own log/sin/cos: up to 1.6e-6 away on these N(0, 1)
+//     values (relative to a value near 0 that is large: 5e-4 for one element of pos.weight at seed 0).
+const std::string kUniformSet = "avx2";
 const double kProductRounding = std::ldexp(1.0, -24);
 
-bool drawn_by_normal(const std::string& model, const std::string& param) {
-  return model.rfind("Embedding", 0) == 0 || param == "tok.weight" || param == "pos.weight";
+void expect_drawn_by_uniform(const Tensor& value, const Recorded& recorded, const std::string& set) {
+  if (set == kUniformSet) EXPECT_TRUE(bit_equal(value, recorded)) << recorded.name << " vs " << set << "/";
+  else EXPECT_LE(max_abs_diff(value, recorded), kProductRounding) << recorded.name << " vs " << set << "/";
+}
+
+void expect_drawn_by_normal(const Tensor& value, const Recorded& recorded, const std::string& set) {
+  if (set == "default") EXPECT_TRUE(bit_equal(value, recorded)) << recorded.name << " vs " << set << "/";
+  else EXPECT_LE(max_abs_diff(value, recorded), 2e-6) << recorded.name << " vs " << set << "/";
 }
 
 TEST(Initialisation, EveryLayerHoldsPyTorchsInitialValues) {
-  std::map<std::string, std::vector<Case>> sets;
-  for (const std::string& set : kKernelSets) sets[set] = read_cases(kFixtures + set + "/init.txt");
-  ASSERT_EQ(sets["default"].size(), sets["avx2"].size());
-  int uniform_tensors = 0, normal_tensors = 0;
-  for (size_t c = 0; c < sets["default"].size(); ++c) {
-    const Case& portable = sets["default"][c];
-    const Case& avx2 = sets["avx2"][c];
-    ASSERT_EQ(portable.label, avx2.label);
-    const std::string seed = portable.label.substr(0, portable.label.find(' '));
-    const std::string model = portable.label.substr(seed.size() + 1);
-    SCOPED_TRACE("manual_seed(" + seed + "); " + model);
+  for (const std::string& set : kKernelSets) {
+    int uniform_tensors = 0, normal_tensors = 0;
+    for (const Case& c : read_cases(kFixtures + set + "/init.txt")) {
+      const std::string seed = c.label.substr(0, c.label.find(' '));  // "0 Linear(3,2)"
+      const std::string model = c.label.substr(seed.size() + 1);
+      SCOPED_TRACE(set + "/: manual_seed(" + seed + "); " + model);
 
-    manual_seed(std::stoull(seed));
-    std::shared_ptr<nn::Module> m = build(model);
-    nn::NamedTensors params = m->named_parameters();
-    ASSERT_EQ(params.size(), portable.tensors.size());
-    for (size_t i = 0; i < params.size(); ++i) {
-      const auto& [name, value] = params[i];
-      ASSERT_EQ(name, portable.tensors[i].name);
-      if (drawn_by_normal(model, name)) {
-        // normal_ of ≥ 16 elements: torch's portable fill, bit for bit. AVX2's vectorised Box–Muller uses
-        // the same draws but its own log/sin/cos, up to 1.6e-6 away on these N(0, 1) values (relative to
-        // values near 0 that is large: 5e-4 for one element of pos.weight at seed 0)
-        EXPECT_TRUE(bit_equal(value, portable.tensors[i])) << name << " vs default/";
-        EXPECT_LE(max_abs_diff(value, avx2.tensors[i]), 2e-6) << name << " vs avx2/";
-        ++normal_tensors;
-      } else {
-        // uniform_: bit for bit with the family it follows, one rounding of a product away from the other
-        const Case& same = kUniformSet == "avx2" ? avx2 : portable;
-        const Case& other = kOtherUniformSet == "avx2" ? avx2 : portable;
-        EXPECT_TRUE(bit_equal(value, same.tensors[i])) << name << " vs " << kUniformSet << "/";
-        EXPECT_LE(max_abs_diff(value, other.tensors[i]), kProductRounding) << name << " vs " << kOtherUniformSet << "/";
-        ++uniform_tensors;
+      manual_seed(std::stoull(seed));
+      nn::NamedTensors params = build(model)->named_parameters();
+      ASSERT_EQ(params.size(), c.tensors.size());
+      for (size_t i = 0; i < params.size(); ++i) {
+        const auto& [name, value] = params[i];
+        ASSERT_EQ(name, c.tensors[i].name);
+        const bool embedding = model.starts_with("Embedding") || name == "tok.weight" || name == "pos.weight";
+        if (embedding) {
+          expect_drawn_by_normal(value, c.tensors[i], set);
+          ++normal_tensors;
+        } else {
+          expect_drawn_by_uniform(value, c.tensors[i], set);  // (and MultiheadAttention's zero biases)
+          ++uniform_tensors;
+        }
       }
     }
+    EXPECT_EQ(normal_tensors, 14);                    // 2 Embeddings and 1 MiniSelfAttention per seed 0, 7, 123; seed 1
+    EXPECT_EQ(uniform_tensors + normal_tensors, 168);  // every tensor of the 44 cases
   }
-  EXPECT_GT(uniform_tensors, 50);
-  EXPECT_GT(normal_tensors, 10);
 }
 
 TEST(Initialisation, LinearBoundsAndTheOrderOfDraws) {
@@ -453,11 +451,23 @@ TEST(MultiheadAttention, FreshModuleHoldsPyTorchsWeights) {
     const Case fresh = find_case(read_cases(kFixtures + set + "/multihead_attention.txt"), "fresh");
     manual_seed(1);
     nn::MultiheadAttention ref(8, 2);
-    for (auto& [name, value] : ref.named_parameters()) {
-      if (set == kUniformSet) EXPECT_TRUE(bit_equal(value, fresh.get(name))) << name;
-      else EXPECT_LE(max_abs_diff(value, fresh.get(name)), kProductRounding) << name;
-    }
+    for (auto& [name, value] : ref.named_parameters()) expect_drawn_by_uniform(value, fresh.get(name), set);
     EXPECT_EQ(max_abs_diff(ref.in_proj_bias, fresh.get("in_proj_bias")), 0.0);
+  }
+}
+
+TEST(MultiheadAttention, MultiHeadProgramDrawsPyTorchsNumbers) {
+  // the draws of multi_head.py in its order: the workshop's module, nn.MultiheadAttention, then x
+  manual_seed(1);
+  nn::WorkshopMultiHeadAttention mine(8, 2);
+  nn::MultiheadAttention ref(8, 2);
+  Tensor x = randn({1, 5, 8});
+  for (const std::string& set : kKernelSets) {
+    SCOPED_TRACE(set);
+    const Case c = find_case(read_cases(kFixtures + set + "/multihead_attention.txt"), "multi_head.py");
+    for (auto& [name, value] : mine.named_parameters()) expect_drawn_by_uniform(value, c.get("mine_init." + name), set);
+    for (auto& [name, value] : ref.named_parameters()) expect_drawn_by_uniform(value, c.get("ref." + name), set);
+    expect_drawn_by_normal(x, c.get("x"), set);
   }
 }
 
@@ -481,13 +491,11 @@ TEST(MultiheadAttention, ForwardMatchesPyTorch) {
     EXPECT_LE(max_abs_diff(out_causal, c.get("out_ref_causal")), 1e-6);
     EXPECT_LE(max_abs_diff(weights_causal, c.get("attn_weights_avg_causal")), 1e-6);
     EXPECT_EQ(weights_causal[0][0][1].item(), 0.0);  // the first token sees only itself
-    std::printf(
-        "[ info     ] nn::MultiheadAttention vs %s/: outputs %s, attention weights %s\n", set.c_str(),
-        bit_equal(out, c.get("out_ref")) && bit_equal(out_causal, c.get("out_ref_causal")) ? "bit for bit"
-                                                                                           : "within 1e-6",
-        bit_equal(weights, c.get("attn_weights_avg")) && bit_equal(weights_causal, c.get("attn_weights_avg_causal"))
-            ? "bit for bit"
-            : "within 1e-6");
+    auto how = [](bool bits) { return bits ? "bit for bit" : "within 1e-6"; };
+    std::printf("[ info     ] nn::MultiheadAttention vs %s/: outputs %s, attention weights %s\n", set.c_str(),
+                how(bit_equal(out, c.get("out_ref")) && bit_equal(out_causal, c.get("out_ref_causal"))),
+                how(bit_equal(weights, c.get("attn_weights_avg")) &&
+                    bit_equal(weights_causal, c.get("attn_weights_avg_causal"))));
   }
 }
 
