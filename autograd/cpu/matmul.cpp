@@ -124,25 +124,40 @@ template <typename T> void pack_a(int64_t kc, int64_t mr, const T* a, int64_t ar
   }
 }
 
-// One kMr x kNr tile over one block: each entry is its own chain acc = acc + a * b, in p order. The
-// loops have constant trip counts, so the compiler keeps `acc` in vector registers; vectorising
-// across r and c never reorders the additions of one entry. Then C = acc (first block) or acc + C.
+// 32 bytes of T as one GCC vector: + and * on it act lane by lane, each lane rounded like the scalar op
+// (one AVX register in the AVX2 build, two SSE registers in the baseline build).
+template <typename T> struct Vector32;
+template <> struct Vector32<float> { typedef float type __attribute__((vector_size(32))); };
+template <> struct Vector32<double> { typedef double type __attribute__((vector_size(32))); };
+
+// One kMr x kNr tile over one block: each entry is its own chain acc = acc + a * b, in p order (the
+// vector lanes are different entries, so nothing is reordered). Then C = acc (first block) or acc + C.
 template <typename T>
 [[gnu::always_inline]] inline void tile(int64_t kc, const T* ap, const T* bp, bool first, int64_t mr, int64_t nr,
                                         T* c, int64_t crs, int64_t ccs) {
-  constexpr int64_t NR = kNr<T>;
-  T acc[kMr][NR] = {};
+  using V = typename Vector32<T>::type;
+  constexpr int64_t NR = kNr<T>, VL = int64_t(sizeof(V) / sizeof(T));
+  static_assert(NR == 2 * VL);
+  V acc[kMr][2] = {};
   for (int64_t p = 0; p < kc; ++p) {
-    const T* av = ap + p * kMr;
-    const T* bv = bp + p * NR;
-    for (int64_t r = 0; r < kMr; ++r)
-      for (int64_t col = 0; col < NR; ++col) acc[r][col] = acc[r][col] + av[r] * bv[col];
+    V b0, b1;
+    __builtin_memcpy(&b0, bp + p * NR, sizeof(V));
+    __builtin_memcpy(&b1, bp + p * NR + VL, sizeof(V));
+    for (int64_t r = 0; r < kMr; ++r) {
+      const T a = ap[p * kMr + r];
+      acc[r][0] = acc[r][0] + b0 * a;
+      acc[r][1] = acc[r][1] + b1 * a;
+    }
   }
-  for (int64_t r = 0; r < mr; ++r)
+  for (int64_t r = 0; r < mr; ++r) {
+    T row[NR];
+    __builtin_memcpy(row, &acc[r][0], sizeof(V));
+    __builtin_memcpy(row + VL, &acc[r][1], sizeof(V));
     for (int64_t col = 0; col < nr; ++col) {
       T& out = c[r * crs + col * ccs];
-      out = first ? acc[r][col] : acc[r][col] + out;
+      out = first ? row[col] : row[col] + out;
     }
+  }
 }
 
 // C (m x n) = A (m x k) @ B (k x n), any strides, in PyTorch's order (see the top of the file).

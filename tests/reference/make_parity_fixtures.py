@@ -23,6 +23,11 @@ Names:
     losses                  the loss of every step 0..300, in order
     final.<param>           parameters after the last step
     generated               the greedy generation, as character indices
+
+and tests/reference/fixtures/parity/kernels.txt: single ops on shapes the model does not use (long
+rows, K above BLIS's 256-deep blocks, sums that reach the higher cascade levels, non-last softmax
+dims, ignored targets), each as `<probe>.<input>` tensors and the `<probe>.out` result (or
+`<probe>.grad` for a gradient), so the kernels are checked beyond the model's shapes.
 """
 import os
 import sys
@@ -35,6 +40,7 @@ import torch.nn.functional as F  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "fixtures", "parity", "mini_self_attention.txt")
+KERNELS_OUT = os.path.join(HERE, "fixtures", "parity", "kernels.txt")
 STEPS = 301
 
 # ---- the workshop program, verbatim apart from the instrumentation ----
@@ -184,5 +190,87 @@ def main():
     print("wrote", os.path.relpath(OUT), f"({len(lines)} lines)", file=sys.stderr)
 
 
+def kernel_probes():
+    """Single ops on odd shapes; each probe's inputs are drawn from its own generator."""
+    lines = [f"# scratchgrad parity fixture: single ops under torch {torch.__version__}, "
+             f"ATEN_CPU_CAPABILITY={os.environ['ATEN_CPU_CAPABILITY']}, 1 thread, float32. "
+             f"Written by make_parity_fixtures.py; do not edit."]
+    gen = torch.Generator().manual_seed(1234)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen)
+
+    def probe(name, out, **inputs):
+        lines.extend(tensor_line(f"{name}.{k}", v) for k, v in inputs.items())
+        lines.append(tensor_line(f"{name}.out", out))
+
+    def grad_probe(name, fn, x, g):
+        x = x.clone().requires_grad_()
+        fn(x).backward(g)
+        lines.extend([tensor_line(f"{name}.x", x), tensor_line(f"{name}.g", g), tensor_line(f"{name}.grad", x.grad)])
+
+    # matmul: K = 300 crosses BLIS's 256-deep block; a transposed operand; batched, and below bmm's
+    # 400-multiply-add threshold (a plain loop there)
+    a, b = randn(5, 300), randn(300, 7)
+    probe("mm_k300", a @ b, a=a, b=b)
+    at, b = randn(300, 3), randn(300, 2)
+    probe("mm_k300_at", at.t() @ b, at=at, b=b)
+    a, b = randn(3, 9, 40), randn(3, 40, 6)
+    probe("bmm", a @ b, a=a, b=b)
+    a, b = randn(2, 3, 4), randn(2, 4, 5)
+    probe("bmm_small", a @ b, a=a, b=b)
+    x, w, bias = randn(10, 24), randn(7, 24), randn(7)
+    probe("linear", F.linear(x, w, bias), x=x, w=w, bias=bias)
+    # sums: every cascade_sum loop and the higher levels
+    x = randn(1100)
+    probe("sum_all", x.sum(), x=x)
+    x = randn(260, 33)
+    probe("sum_dim0", x.sum(0), x=x)
+    x = randn(9, 300)
+    probe("sum_dim1", x.sum(1), x=x)
+    x = randn(5, 37, 19)
+    probe("sum_middle", x.sum(1), x=x)
+    x = randn(16, 8, 24)
+    probe("sum_01", x.sum((0, 1)), x=x)
+    x = randn(19, 37)
+    probe("sum_transposed", x.t().sum(0), x=x)
+    x = randn(7, 3)
+    probe("sum_short_rows", x.sum(1), x=x)
+    x = randn(100, 5)
+    probe("mean_dim0", x.mean(0), x=x)
+    # softmax family: long rows (8 lanes and a tail), short rows, non-last dims; and their gradients
+    x = randn(7, 37) * 3
+    probe("softmax_last", F.softmax(x, -1), x=x)
+    probe("log_softmax_last", F.log_softmax(x, -1), x=x)
+    grad_probe("softmax_last_backward", lambda t: F.softmax(t, -1), x, randn(7, 37))
+    grad_probe("log_softmax_last_backward", lambda t: F.log_softmax(t, -1), x, randn(7, 37))
+    x = randn(4, 5) * 3
+    probe("softmax_short", F.softmax(x, -1), x=x)
+    x = randn(37, 7) * 3
+    probe("softmax_dim0", F.softmax(x, 0), x=x)
+    probe("log_softmax_dim0", F.log_softmax(x, 0), x=x)
+    grad_probe("softmax_dim0_backward", lambda t: F.softmax(t, 0), x, randn(37, 7))
+    grad_probe("log_softmax_dim0_backward", lambda t: F.log_softmax(t, 0), x, randn(37, 7))
+    # losses: the nll cascade past 256 rows, and ignored rows
+    x = randn(300, 5)
+    t = torch.randint(0, 5, (300,), generator=gen)
+    probe("cross_entropy_300", F.cross_entropy(x, t), x=x, t=t)
+    x = randn(50, 6)
+    t = torch.randint(0, 6, (50,), generator=gen)
+    t[torch.randint(0, 50, (12,), generator=gen)] = -100
+    probe("nll_ignore", F.nll_loss(F.log_softmax(x, 1), t), x=x, t=t)
+    # embedding backward: repeated indices accumulate in index order
+    w = randn(6, 4).requires_grad_()
+    idx = torch.randint(0, 6, (40,), generator=gen)
+    g = randn(40, 4)
+    F.embedding(idx, w).backward(g)
+    lines.extend([tensor_line("embedding_backward.idx", idx), tensor_line("embedding_backward.g", g),
+                  tensor_line("embedding_backward.grad", w.grad)])
+    with open(KERNELS_OUT, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("wrote", os.path.relpath(KERNELS_OUT), f"({len(lines)} lines)", file=sys.stderr)
+
+
 if __name__ == "__main__":
     main()
+    kernel_probes()
