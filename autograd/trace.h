@@ -12,13 +12,15 @@
 //   SCRATCHGRAD_TRACE=N      the first N backward passes (N = 2, 3, ...; "1" means every pass)
 //   unset, empty or 0        off
 //
-// (read once, at start-up; the trace goes to stderr). Each pass starts with a header naming the root and
+// (read once, at start-up; the trace goes to stderr). Each pass starts with a header giving its number and
 // the number of nodes; then, per node in the engine's order (newest node first):
 //
-//   [3/23] AddmmBackward0  linear() in matmul.cpp:99  ← "return head(x)"
-//       grad_output      [128, 13]  norm 0.1124  min -0.0781  max 0.02171
-//       0 → head.bias    [13]       norm ...  (leaf: accumulated into .grad)
-//       1 → [4] ViewBackward0  ...
+//   [5/28] AddmmBackward0  addmm() in matmul.cpp:99  <- "return head(x)"
+//       grad_output            [128, 13]   norm 0.08556  min -0.007517  max 0.001507
+//       0 → head.bias          [13]        norm 0.1711  min -0.1293  max 0.0532  (leaf: into .grad)
+//                              [-0.1293, -0.02388, 0.03291, ...]
+//       1 → [6] ViewBackward0  [128, 24]   norm 0.04973  min -0.001991  max 0.002077
+//       2 → [7] TBackward0     [24, 13]    norm 0.3757  min -0.07197  max 0.09256
 //
 // the node's PyTorch name; the op function that recorded it and its source line; the CallSite label that
 // was active (the user-level line); the incoming gradient; and each gradient it sends on, with where it
