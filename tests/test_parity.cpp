@@ -394,6 +394,12 @@ TEST(ParityKernels, Matmul) {
   expect_probe("bmm", matmul(input("bmm.a"), input("bmm.b")));
   expect_probe("bmm_small", matmul(input("bmm_small.a"), input("bmm_small.b")));
   expect_probe("linear", linear(input("linear.x"), input("linear.w"), input("linear.bias")));
+  // one output row or column
+  expect_probe("dot", matmul(input("dot.x"), input("dot.y")));
+  expect_probe("mv", matmul(input("mv.a"), input("mv.v")));
+  expect_probe("vm_bt", matmul(input("vm_bt.v"), input("vm_bt.bt").t()));
+  expect_probe("bmm_row_bt", matmul(input("bmm_row_bt.a"), input("bmm_row_bt.bt").transpose(1, 2)));
+  expect_probe("bmm_row_bt_small", matmul(input("bmm_row_bt_small.a"), input("bmm_row_bt_small.bt").transpose(1, 2)));
 }
 
 TEST(ParityKernels, Sums) {

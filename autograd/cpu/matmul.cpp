@@ -6,12 +6,13 @@
 //     acc = 0;  for p in block: acc = acc + a[i, p] * b[p, j]     (product rounded, then sum rounded)
 // over blocks of kKc = 256 consecutive p. The first block's chain is stored; each later block's chain
 // is added to what is there (C = chain + C). No fused multiply-add anywhere. PyTorch's small batched
-// products (bmm below 400 multiply-adds) use a plain loop with the same chain, so one kernel serves all.
-// The kernel below reproduces that order exactly, whatever the tiling, so results are bit-identical
-// to torch.matmul / mm / bmm / addmm (for K <= 256; see the note on addmm in docs/parity.md).
+// products (bmm below 400 multiply-adds) use a plain loop with the same chain. Products with a single
+// output row or column are the exception: BLIS computes them as dot products (blis_dot below).
+// These kernels reproduce those orders exactly, whatever the tiling, so results are bit-identical to
+// torch.matmul / mm / bmm / addmm (addmm for K <= 256; docs/parity.md lists what is not covered).
 //
 // SCRATCHGRAD_MATMUL=blis switches products above kSmallMatmulFlops to BLIS's optimised kernels
-// (AVX-512/AVX2 with FMA): several times faster on big matrices, but no longer bit-identical.
+// (AVX-512/AVX2 with FMA): about twice as fast on big matrices, but no longer bit-identical.
 //
 // This file also owns the process-wide CPU settings that BLIS reads once: kernel family, thread
 // count, denormal flushing.
@@ -36,8 +37,14 @@ int num_threads = 1;
 
 // Denormal numbers (below ~1e-38) take a slow microcode path on x86, which slows training ~5x once
 // gradients get tiny. Flush-to-zero and denormals-are-zero make them plain zeros, as PyTorch's
-// set_flush_denormal(True) does.
-void flush_denormals() { _mm_setcsr(_mm_getcsr() | 0x8040); }
+// set_flush_denormal(True) does. PyTorch does not flush by default, so wherever an input or a result
+// is subnormal (say exp(-100) in a softmax) our value is 0 and PyTorch's is not;
+// SCRATCHGRAD_DENORMALS=keep leaves them alone, for bit-for-bit comparisons with plain PyTorch.
+void flush_denormals() {
+  const char* env = std::getenv("SCRATCHGRAD_DENORMALS");
+  if (env && std::strcmp(env, "keep") == 0) return;
+  _mm_setcsr(_mm_getcsr() | 0x8040);
+}
 
 // BLIS 0.9 cannot count this CPU's AVX-512 FMA units and falls back to its AVX2 "haswell" kernels;
 // its "skx" kernels are ~1.7x faster on large products. Choose them where the CPU has AVX-512, unless
@@ -216,6 +223,36 @@ void exact_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_
   exact_gemm_baseline(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
 }
 
+// ---------------------------------------------------------------- products with one output row or column
+
+// A product with a single output row or column goes, in PyTorch's BLIS, through its vector kernels
+// rather than gemm. When the operand that is a matrix runs contiguously along K (A row-major for one
+// output column, B column-major for one output row, and any dot product), each output is a dot
+// product from the reference dotv kernel, which the compiler vectorised into 16-byte SSE lanes: lane l
+// adds the products of positions l, l + L, l + 2L, ... (L = 4 floats or 2 doubles) below L·⌊K/L⌋,
+// the lanes are combined halves first ((l0 + l2) + (l1 + l3) for floats), then the remaining products
+// are added one by one. No 256-deep blocks. (When that operand runs the other way, BLIS uses fused
+// axpy kernels whose order we have not reproduced: those products take the gemm order above.)
+template <typename T> T blis_dot(int64_t k, const T* x, int64_t xs, const T* y, int64_t ys) {
+  constexpr int64_t L = 16 / int64_t(sizeof(T));
+  T lanes[L] = {};
+  const int64_t full = k / L * L;
+  for (int64_t i = 0; i < full; i += L)
+    for (int64_t l = 0; l < L; ++l) lanes[l] = lanes[l] + x[(i + l) * xs] * y[(i + l) * ys];
+  for (int64_t half = L / 2; half > 0; half /= 2)
+    for (int64_t l = 0; l < half; ++l) lanes[l] = lanes[l] + lanes[l + half];
+  T sum = lanes[0];
+  for (int64_t i = full; i < k; ++i) sum = sum + x[i * xs] * y[i * ys];
+  return sum;
+}
+
+// PyTorch's bmm adds products below 400 multiply-adds (m·n·k) in a plain loop, in gemm order; 2-D
+// products and larger batched ones go to BLIS, where one output row or column becomes dot products.
+bool uses_blis_dot(bool batched, int64_t m, int64_t n, int64_t k, int64_t acs, int64_t brs) {
+  if (batched && m * n * k < 400) return false;
+  return (m == 1 && n == 1) || (n == 1 && acs == 1) || (m == 1 && brs == 1);
+}
+
 // ---------------------------------------------------------------- BLIS (opt-in, not bit-exact)
 
 bool use_blis_for_large_products() {
@@ -266,6 +303,7 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   const int64_t brs = b.strides()[size_t(nd - 2)], bcs = b.strides()[size_t(nd - 1)];
   const int64_t crs = out.strides()[size_t(nd - 2)], ccs = out.strides()[size_t(nd - 1)];
   const bool large = m * n * k > kSmallMatmulFlops;
+  const bool dots = uses_blis_dot(!batch.empty(), m, n, k, acs, brs);
   dispatch_floating(out.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = ptr<T>(a);
@@ -281,8 +319,14 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
         if (k == 0) {  // an empty sum is zero
           for (int64_t r = 0; r < m; ++r)
             for (int64_t c = 0; c < n; ++c) ci[r * crs + c * ccs] = T(0);
-        } else if (blis && large) blis_gemm(m, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs);
-        else exact_gemm(m, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs);
+        } else if (blis && large) {
+          blis_gemm(m, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs);
+        } else if (dots) {
+          for (int64_t r = 0; r < m; ++r)
+            for (int64_t c = 0; c < n; ++c) ci[r * crs + c * ccs] = blis_dot(k, ai + r * ars, acs, bi + c * bcs, brs);
+        } else {
+          exact_gemm(m, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs);
+        }
       }
     });
   });

@@ -221,6 +221,17 @@ def kernel_probes():
     probe("bmm_small", a @ b, a=a, b=b)
     x, w, bias = randn(10, 24), randn(7, 24), randn(7)
     probe("linear", F.linear(x, w, bias), x=x, w=w, bias=bias)
+    # one output row or column: BLIS's dot kernel where the matrix runs along K
+    x, y = randn(37), randn(37)
+    probe("dot", x @ y, x=x, y=y)
+    a, v = randn(6, 300), randn(300)
+    probe("mv", a @ v, a=a, v=v)
+    v, bt = randn(40), randn(9, 40)
+    probe("vm_bt", v @ bt.t(), v=v, bt=bt)
+    a, bt = randn(2, 1, 40), randn(2, 12, 40)
+    probe("bmm_row_bt", a @ bt.transpose(1, 2), a=a, bt=bt)
+    a, bt = randn(2, 1, 20), randn(2, 12, 20)
+    probe("bmm_row_bt_small", a @ bt.transpose(1, 2), a=a, bt=bt)
     # sums: every cascade_sum loop and the higher levels
     x = randn(1100)
     probe("sum_all", x.sum(), x=x)
