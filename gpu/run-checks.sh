@@ -166,10 +166,11 @@ checks() {
     -DBLIS_LIBRARY="$root/lib/$ARCH_TRIPLET/blis-openmp/libblis.so.4" || die "configure failed"
   # the build may take what is left but the ~100 s the tests and benchmarks need
   grep -E 'scratchgrad: CUDA|Found (BLIS|fmt|GTest)' "$BUILD/configure.log"
-  local targets=(scratchgrad_tests bench_gpu)
+  local targets=(--target scratchgrad_tests bench_gpu)
   [ -f "$ROOT/examples/cli/CMakeLists.txt" ] && targets+=(scratchgrad)  # the command line, for `train --device cuda`
+  [ "$all_tests" = 1 ] && targets=()  # the whole suite also runs the example programs: build everything
   run_bounded --log "$BUILD/build.log" "build" $(( $(left) - 100 )) \
-    "$CMAKE" --build "$BUILD" -j "$JOBS" --target "${targets[@]}" || die "build failed (log: $BUILD/build.log)"
+    "$CMAKE" --build "$BUILD" -j "$JOBS" "${targets[@]}" || die "build failed (log: $BUILD/build.log)"
   echo "built ($(grep -c 'warning:' "$BUILD/build.log") compiler warnings; log: $BUILD/build.log)"
 
   local failed=0
