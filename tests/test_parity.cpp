@@ -5,7 +5,9 @@
 // the initial parameters, the first batch, every intermediate of the step-0 forward, the gradient of
 // each of them, the parameters after the first three Adam steps, and the loss of all 301 steps. Each
 // test below rebuilds the same thing here and names the *first* tensor whose bits differ, so a
-// mismatch points at one op (docs/parity.md says which PyTorch algorithm each op reproduces).
+// mismatch points at one op (docs/parity.md says which PyTorch algorithm each op reproduces). The
+// step tests start from PyTorch's recorded initial parameters (LinearInitBitForBit says why), and the
+// ParityKernels tests check single ops on the other shapes recorded in kernels.txt.
 //
 // "Bit for bit" means equal float32 bit patterns, except that +0 and -0 count as equal: PyTorch 1.13's
 // zero_grad() zeroes gradients in place and the next backward adds into them (0 + -0 = +0), while
