@@ -6,7 +6,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <stdexcept>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -14,7 +16,14 @@ namespace autograd {
 
 namespace {
 bool anomaly_enabled = false;
-thread_local std::string call_site;
+thread_local std::string_view call_site;
+
+std::string_view intern(std::string label) {
+  static std::mutex mutex;
+  static auto* labels = new std::unordered_set<std::string>;  // never freed: nodes may outlive statics
+  std::lock_guard<std::mutex> lock(mutex);
+  return *labels->insert(std::move(label)).first;
+}
 
 struct NonFinite {
   int64_t nan_at = -1, inf_at = -1;  // flat index of the first NaN / first ±Inf, or -1
@@ -37,7 +46,7 @@ NonFinite scan(const Tensor& t) {
 }
 
 std::string called_from(const Node& node) {
-  return node.call_site.empty() ? std::string() : ", called from \"" + node.call_site + "\"";
+  return node.call_site.empty() ? std::string() : ", called from \"" + std::string(node.call_site) + "\"";
 }
 }  // namespace
 
@@ -86,13 +95,13 @@ void check_anomaly_backward(const Node& node, const Grads& grads) {
   }
 }
 
-CallSite::CallSite(std::string label) : previous_(call_site) { call_site = std::move(label); }
+CallSite::CallSite(std::string label) : previous_(call_site) { call_site = intern(std::move(label)); }
 CallSite::CallSite(std::source_location where) : previous_(call_site) {
-  call_site = fmt::format("{}:{}", std::filesystem::path(where.file_name()).filename().string(), where.line());
+  call_site = intern(fmt::format("{}:{}", std::filesystem::path(where.file_name()).filename().string(), where.line()));
 }
 CallSite::~CallSite() { call_site = previous_; }
-void CallSite::set(std::string label) { call_site = std::move(label); }
-const std::string& current_call_site() { return call_site; }
+void CallSite::set(std::string label) { call_site = intern(std::move(label)); }
+std::string_view current_call_site() { return call_site; }
 
 std::string recording_function(const Node& node) {
   // function_name() is the full signature: "autograd::Tensor autograd::log(const autograd::Tensor&)"

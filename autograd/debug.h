@@ -3,6 +3,7 @@
 #pragma once
 #include <source_location>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "autograd/node.h"
@@ -52,9 +53,11 @@ class CallSite {
   void set(std::string label);
 
  private:
-  std::string previous_;
+  std::string_view previous_;
 };
-const std::string& current_call_site();
+// Labels are interned (kept once, forever), so every node can hold a cheap view of its label instead
+// of a copy — recording stays allocation-free however long the label is.
+std::string_view current_call_site();
 
 // ---- where a node came from ----
 // The op function that recorded the node, without namespace, return type or parameters: "addmm", "log",

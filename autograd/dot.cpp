@@ -74,7 +74,7 @@ std::string to_dot(const Tensor& root, const std::vector<std::pair<std::string, 
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = *nodes[i];
     std::string label = fmt::format("#{} {}\n{}", i + 1, n.name, recorded_at(n, options.source_lines));
-    if (!n.call_site.empty()) label += "\n" + n.call_site;
+    if (!n.call_site.empty()) label += "\n" + std::string(n.call_site);
     out += fmt::format("  {} [shape=box, style=\"rounded,filled\", fillcolor=\"#f2f2f2\", label={}];\n",
                        node_id[&n], quoted(label));
     for (const Edge& e : n.inputs) {

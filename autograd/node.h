@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <source_location>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,7 @@ struct Node {
   DType output_dtype = DType::Float32;
   uint64_t sequence_nr = 0;     // creation order: among ready nodes, the engine runs the newest first
   std::source_location where;   // the op function that recorded it
-  std::string call_site;        // "file:line" of the user's code, when known (see CallSite)
+  std::string_view call_site;   // the user-level label active when recorded (interned; see CallSite)
   bool released = false;
 
   Node() = default;

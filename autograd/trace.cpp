@@ -102,7 +102,7 @@ struct Tracer {
     auto pos = pass->position.find(&node);
     std::string header = fmt::format("[{}/{}] {}  {}", pos == pass->position.end() ? 0 : pos->second, pass->nodes,
                                      node.name, recorded_at(node, options.source_lines));
-    if (!node.call_site.empty()) header += "  <- \"" + node.call_site + "\"";
+    if (!node.call_site.empty()) header += "  <- \"" + std::string(node.call_site) + "\"";
     std::vector<std::pair<std::string, Tensor>> rows;  // label, gradient
     std::vector<std::string> notes;
     rows.emplace_back("grad_output", *e.grad_output);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "autograd/backend.h"
+#include "autograd/cpu/buffer_cache.h"
 #include "autograd/cpu/cpu.h"
 #include "autograd/cpu/loops.h"
 
@@ -439,14 +440,8 @@ template <typename T> void cascade_sum(const Tensor& in, const Tensor& out) {
 
 class CpuBackend final : public Backend {
  public:
-  void* allocate(size_t nbytes) override {
-    // 64-byte alignment suits AVX-512 loads; aligned_alloc wants a multiple of the alignment.
-    size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded);
-    if (!p) throw std::bad_alloc();
-    return p;
-  }
-  void deallocate(void* p, size_t) override { std::free(p); }
+  void* allocate(size_t nbytes) override { return cached_allocate(nbytes); }
+  void deallocate(void* p, size_t nbytes) override { cached_deallocate(p, nbytes); }
 
   void copy(const Tensor& src, const Tensor& dst) override {
     dispatch(src.dtype(), [&](auto s) {

@@ -88,7 +88,10 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::Mul, "mul", a, b);
   if (!needs_grad({a, b})) return out;
-  Tensor x = a.detach(), y = b.detach();  // detached handles: the closure must not own the graph
+  // Inputs are saved as they are: they were made before this node, so holding them cannot form a cycle.
+  // (An op that saves its *output* saves a detached handle: the output owns this node.)
+  const Tensor& x = a;
+  const Tensor& y = b;
   return record("MulBackward0", out, {a, b}, {x, y}, [x, y](const Tensor& g) {
     return Grads{(g * y).sum_to(x.shape()), (g * x).sum_to(y.shape())};
   });
@@ -97,7 +100,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::Div, "div", a, b);
   if (!needs_grad({a, b})) return out;
-  Tensor x = a.detach(), y = b.detach();
+  const Tensor& x = a;
+  const Tensor& y = b;
   return record("DivBackward0", out, {a, b}, {x, y}, [x, y](const Tensor& g) {
     // d(x/y)/dx = 1/y ;  d(x/y)/dy = -x/y²
     return Grads{(g / y).sum_to(x.shape()), (neg(g) * x / (y * y)).sum_to(y.shape())};
@@ -135,7 +139,7 @@ Tensor rdiv(double s, const Tensor& a_in) {
   Tensor a = promote_for_scalar(a_in, s, true);
   Tensor out = unary_kernel(UnaryOp::RDivScalar, a, s);
   if (!needs_grad({a})) return out;
-  Tensor x = a.detach();
+  const Tensor& x = a;
   return record("DivBackward0", out, {a}, {x}, [x, s](const Tensor& g) {
     return Grads{neg(g) * s / (x * x)};  // d(s/x)/dx = -s/x²
   });
@@ -156,7 +160,7 @@ Tensor exp(const Tensor& a) {
 
 Tensor log(const Tensor& a) {
   check_floating(a, "log");
-  Tensor x = a.detach();
+  const Tensor& x = a;
   return record("LogBackward0", unary_kernel(UnaryOp::Log, a), {a}, {x}, [x](const Tensor& g) { return Grads{g / x}; });
 }
 
@@ -183,7 +187,7 @@ Tensor relu(const Tensor& a) {
 }
 
 Tensor abs(const Tensor& a) {
-  Tensor x = a.detach();
+  const Tensor& x = a;
   return record("AbsBackward0", unary_kernel(UnaryOp::Abs, a), {a}, {x}, [x](const Tensor& g) {
     return Grads{g * (gt(x, 0.0).to(x.dtype()) - lt(x, 0.0).to(x.dtype()))};  // g · sign(x)
   });
@@ -191,7 +195,7 @@ Tensor abs(const Tensor& a) {
 
 Tensor pow(const Tensor& a, double p) {
   check_floating(a, "pow");
-  Tensor x = a.detach();
+  const Tensor& x = a;
   return record("PowBackward0", unary_kernel(UnaryOp::PowScalar, a, p), {a}, {x}, [x, p](const Tensor& g) {
     return Grads{g * (pow(x, p - 1.0) * p)};  // d(x^p)/dx = p·x^(p-1)
   });
@@ -208,7 +212,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     NoGradGuard no_grad;
     backend(a.device()).where(cond.expand(shape), a.expand(shape), b.expand(shape), out);
   }
-  Tensor c = cond.detach();
+  const Tensor& c = cond;
   Shape sa = a.shape(), sb = b.shape();
   return record("WhereBackward0", out, {a, b}, {c}, [c, sa, sb](const Tensor& g) {
     Tensor zero = zeros({}, g.dtype(), g.device());

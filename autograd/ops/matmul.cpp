@@ -38,7 +38,8 @@ static Tensor batched_product(const Tensor& a, const Tensor& b, const char* name
     backend(a.device()).matmul(a.expand(with(m, k)), b.expand(with(k, n)), out);
   }
   if (!needs_grad({a, b})) return out;
-  Tensor x = a.detach(), y = b.detach();
+  const Tensor& x = a;  // inputs are saved as they are (see mul in elementwise.cpp)
+  const Tensor& y = b;
   return record(name, out, {a, b}, {x, y}, [x, y](const Tensor& g) {
     // C = A·B  ⇒  dA = dC·Bᵀ,  dB = Aᵀ·dC   (summed over batch dims that were broadcast)
     return Grads{matmul(g, y.mT()).sum_to(x.shape()), matmul(x.mT(), g).sum_to(y.shape())};
@@ -95,7 +96,8 @@ static Tensor addmm(const Tensor& bias, const Tensor& x2d, const Tensor& w) {
   }
   Tensor out = bias + product;  // the bias row broadcast over the batch rows
   if (!needs_grad({bias, x2d, w})) return out.detach();
-  Tensor x = x2d.detach(), y = w.detach();
+  const Tensor& x = x2d;
+  const Tensor& y = w;
   return record("AddmmBackward0", out.detach(), {bias, x2d, w}, {x, y}, [x, y, bshape = bias.shape()](const Tensor& g) {
     return Grads{g.sum_to(bshape), matmul(g, y.mT()), matmul(x.mT(), g)};
   });
