@@ -10,10 +10,10 @@
 #include <string>
 #include <utility>
 
-// The normal fills must round after every multiply and add, like PyTorch's portable kernel.
-// Compilers may otherwise fuse `a * b + c` into one FMA instruction when the target has one
-// (-march=native, aarch64), which changes the last bit. Fused rounding is requested explicitly
-// with std::fma where PyTorch fuses.
+// The uniform and normal fills must round after every multiply and add, like PyTorch's portable
+// kernels. Compilers may otherwise fuse `a * b + c` into one FMA instruction when the target has one
+// (-march=native, aarch64), which changes the last bit. CMakeLists.txt passes -ffp-contract=off to
+// the whole build; the pragma keeps this file correct when it is compiled on its own.
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
@@ -238,7 +238,15 @@ void uniform_fill(Generator& gen, T* out, int64_t n, double from_d, double to_d)
   const T to = static_cast<T>(to_d);
   const T range = to - from;  // in T, as PyTorch does
   if (!std::isfinite(range)) throw std::invalid_argument("uniform: to - from overflows the dtype");
-  for (int64_t i = 0; i < n; ++i) out[i] = std::fma(uniform01<T>(gen), range, from);
+  // Two roundings, as PyTorch's portable kernel: the product x * range is rounded to T on its own,
+  // then `from` is added and the sum rounded. The order matters: a fused multiply-add (one rounding,
+  // what PyTorch's AVX2 kernel computes) differs in the last bit for about half of the values, and
+  // nn.Linear's initial weights come from here. The build compiles with -ffp-contract=off (and the
+  // pragma above) so the compiler cannot fuse the two statements back into one FMA.
+  for (int64_t i = 0; i < n; ++i) {
+    const T product = uniform01<T>(gen) * range;
+    out[i] = product + from;
+  }
 }
 
 // One standard normal from a Box-Muller pair (PyTorch's normal_distribution<double>): the first

@@ -77,8 +77,10 @@ double linear_bias_bound(int64_t fan_in);
 namespace rng {
 
 // uniform_(from, to) / torch.rand. One 32-bit draw per float (24 bits used), one random64 per
-// double (53 bits used); then from + x * (to - from) with a single rounding (fused multiply-add),
-// which is what PyTorch's AVX2/AVX-512 kernels compute. See docs/random.md for the portable kernel.
+// double (53 bits used); then x * (to - from) + from with two roundings (the product, then the sum),
+// which is what PyTorch's portable kernel (ATEN_CPU_CAPABILITY=default) computes, bit for bit.
+// PyTorch's AVX2/AVX-512 kernels fuse it into one rounding and land within the product's rounding
+// error of ours; see docs/random.md.
 void uniform(Generator& gen, float* out, int64_t n, double from, double to);
 void uniform(Generator& gen, double* out, int64_t n, double from, double to);
 

@@ -6,9 +6,9 @@
 //     to(cpu) as a no-op, a shared submodule listed once by named_parameters;
 //   * initial values: after manual_seed(s) each layer holds torch's numbers (fixtures/nn/*/init.txt).
 //     Two kernel families wrote the fixtures and they differ in the last bits (fixtures/nn/README.md).
-//     Our uniform_ fuses `from + x·(to − from)` as torch's AVX2 kernel does, so everything drawn by
-//     uniform_ (Linear, xavier_uniform_) equals the avx2/ set bit for bit; our normal_ is torch's portable
-//     block-of-16 Box–Muller, so Embedding's N(0, 1) weights equal the default/ set bit for bit;
+//     Our uniform_ rounds `x·(to − from)` and then `+ from` as torch's portable kernel does, so everything
+//     drawn by uniform_ (Linear, xavier_uniform_) equals the default/ set bit for bit; our normal_ is torch's
+//     portable block-of-16 Box–Muller, so Embedding's N(0, 1) weights equal the default/ set bit for bit too;
 //   * nn::MultiheadAttention on multi_head.py's input (fixtures/nn/*/multihead_attention.txt), and the
 //     workshop's copy-and-compare.
 #include <gtest/gtest.h>
@@ -370,13 +370,13 @@ TEST(Module, ToCpuIsANoOp) {
 // ================================================================ initial values
 
 // Which fixture set a draw reproduces bit for bit, and how far the other set is:
-//   * uniform_ (Linear, xavier_uniform_, rand) rounds from + x·(to − from) once, a fused multiply-add, as
-//     torch's AVX2 kernel does (autograd/random.h). The portable kernel rounds the product x·(to − from)
-//     first: at most half an ulp of that product away, and x·(to − from) ≤ 1.2 here, so 2^-24.
+//   * uniform_ (Linear, xavier_uniform_, rand) rounds the product x·(to − from) and then the sum with from,
+//     as torch's portable kernel does (autograd/random.h). The AVX2 kernel fuses them into one rounding:
+//     at most half an ulp of that product away, and x·(to − from) ≤ 1.2 here, so 2^-24.
 //   * normal_ of ≥ 16 elements (Embedding, randn) is torch's portable block-of-16 Box–Muller. AVX2's
 //     vectorised one uses the same draws but its own log/sin/cos: up to 1.6e-6 away on these N(0, 1)
 //     values (relative to a value near 0 that is large: 5e-4 for one element of pos.weight at seed 0).
-const std::string kUniformSet = "avx2";
+const std::string kUniformSet = "default";
 const double kProductRounding = std::ldexp(1.0, -24);
 
 void expect_drawn_by_uniform(const Tensor& value, const Recorded& recorded, const std::string& set) {
