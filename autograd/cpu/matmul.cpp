@@ -167,12 +167,76 @@ template <typename T>
   }
 }
 
+// ---- narrow products: one row of C at a time
+// When a row of C fits in registers (n ≤ 8 vectors), each row is computed directly from A's row and a
+// row-major copy of B: acc[col] = acc[col] + B[p, col] · a[i, p] for p in order — every entry the same
+// chain, with the same roundings, as in tile(), but without packing A or padding n up to 16 columns.
+// B is used in place when its rows are already contiguous and a whole number of vectors wide.
+template <typename T, int NV>
+[[gnu::always_inline]] inline void row_block(int64_t kc, const T* a_row, int64_t acs, const T* b, int64_t b_stride,
+                                             bool first, int64_t n, T* c_row, int64_t ccs) {
+  using V = typename Vector32<T>::type;
+  constexpr int64_t VL = int64_t(sizeof(V) / sizeof(T));
+  V acc[NV] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    const T a = a_row[p * acs];
+    const T* b_row = b + p * b_stride;
+    for (int v = 0; v < NV; ++v) {
+      V bv;
+      __builtin_memcpy(&bv, b_row + v * VL, sizeof(V));
+      acc[v] = acc[v] + bv * a;
+    }
+  }
+  T row[NV * VL];
+  __builtin_memcpy(row, acc, sizeof(acc));
+  for (int64_t col = 0; col < n; ++col) {
+    T& out = c_row[col * ccs];
+    out = first ? row[col] : row[col] + out;
+  }
+}
+
+template <typename T, int NV>
+[[gnu::always_inline]] inline void exact_gemm_rows(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
+                                                   int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
+                                                   int64_t crs, int64_t ccs) {
+  constexpr int64_t VL = int64_t(32 / sizeof(T)), W = NV * VL;
+  Packed<T>& buf = packing_buffers<T>();
+  const bool in_place = bcs == 1 && n == W;
+  if (!in_place) buf.b.resize(size_t(std::min(k, kKc) * W));
+  for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+    const int64_t kc = std::min(kKc, k - p0);
+    const T* bp = b + p0 * brs;
+    int64_t b_stride = brs;
+    if (!in_place) {  // a zero-padded row-major copy of this block of B
+      T* dst = buf.b.data();
+      for (int64_t p = 0; p < kc; ++p, dst += W) {
+        const T* src = bp + p * brs;
+        for (int64_t col = 0; col < n; ++col) dst[col] = src[col * bcs];
+        for (int64_t col = n; col < W; ++col) dst[col] = T(0);
+      }
+      bp = buf.b.data();
+      b_stride = W;
+    }
+    for (int64_t i = 0; i < m; ++i)
+      row_block<T, NV>(kc, a + i * ars + p0 * acs, acs, bp, b_stride, p0 == 0, n, c + i * crs, ccs);
+  }
+}
+
 // C (m x n) = A (m x k) @ B (k x n), any strides, in PyTorch's order (see the top of the file).
 template <typename T>
 [[gnu::always_inline]] inline void exact_gemm_impl(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
                                                    int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
                                                    int64_t crs, int64_t ccs) {
-  constexpr int64_t NR = kNr<T>;
+  constexpr int64_t NR = kNr<T>, VL = int64_t(32 / sizeof(T));
+  switch ((n + VL - 1) / VL) {  // narrow products: row by row (same order, see exact_gemm_rows)
+    case 1: return exact_gemm_rows<T, 1>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+    case 2: return exact_gemm_rows<T, 2>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+    case 3: return exact_gemm_rows<T, 3>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+    case 4: return exact_gemm_rows<T, 4>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+    case 5: return exact_gemm_rows<T, 5>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+    case 6: return exact_gemm_rows<T, 6>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+    default: break;
+  }
   Packed<T>& buf = packing_buffers<T>();
   const int64_t n_panels = (n + NR - 1) / NR;
   buf.b.resize(size_t(std::min(k, kKc) * n_panels * NR));
