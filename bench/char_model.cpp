@@ -122,9 +122,10 @@ int main(int argc, char** argv) {
   };
 
   std::printf("scratchgrad char model: V %lld D %lld T %lld B %lld heads %lld, %lld parameters, %lld thread(s), "
-              "device %s, BLIS kernels %s\n",
+              "device %s, BLIS kernels %s, SCRATCHGRAD_MATMUL=%s\n",
               (long long)V, (long long)o.dim, (long long)T, (long long)B, (long long)o.heads,
-              (long long)model.num_parameters(), (long long)o.threads, device.str().c_str(), blis_kernel_name());
+              (long long)model.num_parameters(), (long long)o.threads, device.str().c_str(), blis_kernel_name(),
+              std::getenv("SCRATCHGRAD_MATMUL") ? std::getenv("SCRATCHGRAD_MATMUL") : "(unset)");
   std::printf("blis_kernel=%s\n", blis_kernel_name());
 
   std::vector<double> ms;

@@ -13,7 +13,9 @@
 # BLIS_NUM_THREADS=<threads>, so its BLIS calls use as many threads as scratchgrad's do (torch.set_num_threads
 # alone does not reach BLIS).
 #
-# Environment knobs: BUILD (build directory, default build), PYTHON (default /usr/bin/python3, Debian's
+# scratchgrad runs with your environment: SCRATCHGRAD_MATMUL=blis, for one, makes its large products use
+# BLIS's optimised kernels instead of the default bit-exact ones (autograd/cpu/matmul.cpp); the header says
+# which. Environment knobs: BUILD (build directory, default build), PYTHON (default /usr/bin/python3, Debian's
 # PyTorch), CMAKE_FLAGS (extra flags for a first configure), SIZES ("seed d256h1 d256h4"), THREADS ("1 2"),
 # SEED_STEPS/SEED_WARMUP (300/30), D256_STEPS/D256_WARMUP (15/3), REPEAT (1).
 #
@@ -85,7 +87,7 @@ case $kernel in
   haswell) tuned_arch=3 ;;
   *) tuned_arch= ;;
 esac
-echo "scratchgrad BLIS kernels: $kernel$( [[ -n ${BLIS_ARCH_TYPE:-} ]] && echo " (BLIS_ARCH_TYPE=$BLIS_ARCH_TYPE set by you)")"
+echo "scratchgrad BLIS kernels: $kernel$( [[ -n ${BLIS_ARCH_TYPE:-} ]] && echo " (BLIS_ARCH_TYPE=$BLIS_ARCH_TYPE set by you)"), SCRATCHGRAD_MATMUL=${SCRATCHGRAD_MATMUL:-(unset)}"
 
 have_torch=1
 if torch_version=$("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null); then
