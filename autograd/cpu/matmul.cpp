@@ -20,6 +20,8 @@
 #include <xmmintrin.h>
 
 #include <algorithm>
+#include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -319,6 +321,9 @@ bool uses_blis_dot(bool batched, int64_t m, int64_t n, int64_t k, int64_t acs, i
 
 // ---------------------------------------------------------------- BLIS (opt-in, not bit-exact)
 
+// Below this many multiply-adds (over all batch items) a product stays on one thread.
+constexpr double kParallelMatmulWork = 1 << 20;
+
 bool use_blis_for_large_products() {
   static const bool yes = [] {
     const char* env = std::getenv("SCRATCHGRAD_MATMUL");
@@ -374,25 +379,41 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
     const T* pb = ptr<T>(b);
     T* pc = ptr<T>(out);
     if (m * n == 0) return;
+    // The product of rows r0..r1 of one batch item: every output entry depends only on its row of A
+    // and its column of B, so splitting the work by rows (or items) cannot change a single bit.
+    auto rows = [&](const T* ai, const T* bi, T* ci, int64_t r0, int64_t r1) {
+      const int64_t mr = r1 - r0;
+      ai += r0 * ars;
+      ci += r0 * crs;
+      if (k == 0) {  // an empty sum is zero
+        for (int64_t r = 0; r < mr; ++r)
+          for (int64_t c = 0; c < n; ++c) ci[r * crs + c * ccs] = T(0);
+      } else if (blis && large) {
+        blis_gemm(mr, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs);
+      } else if (dots) {
+        for (int64_t r = 0; r < mr; ++r)
+          for (int64_t c = 0; c < n; ++c) ci[r * crs + c * ccs] = blis_dot(k, ai + r * ars, acs, bi + c * bcs, brs);
+      } else {
+        exact_gemm(mr, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs);
+      }
+    };
+    std::vector<std::array<int64_t, 3>> items;  // element offsets of (C, A, B) for each batch item
     auto plan = make_plan<3>(batch, {&so, &sa, &sb});
     for_each_run(plan, shape_numel(batch), [&](const auto& off, int64_t count, const auto& st) {
-      for (int64_t i = 0; i < count; ++i) {
-        const T* ai = pa + off[1] + i * st[1];
-        const T* bi = pb + off[2] + i * st[2];
-        T* ci = pc + off[0] + i * st[0];
-        if (k == 0) {  // an empty sum is zero
-          for (int64_t r = 0; r < m; ++r)
-            for (int64_t c = 0; c < n; ++c) ci[r * crs + c * ccs] = T(0);
-        } else if (blis && large) {
-          blis_gemm(m, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs);
-        } else if (dots) {
-          for (int64_t r = 0; r < m; ++r)
-            for (int64_t c = 0; c < n; ++c) ci[r * crs + c * ccs] = blis_dot(k, ai + r * ars, acs, bi + c * bcs, brs);
-        } else {
-          exact_gemm(m, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs);
-        }
-      }
+      for (int64_t i = 0; i < count; ++i) items.push_back({off[0] + i * st[0], off[1] + i * st[1], off[2] + i * st[2]});
     });
+    const int64_t n_items = int64_t(items.size());
+    // Threads only pay off on big products; BLIS runs its own threads.
+    const int threads = (blis && large) || double(n_items) * double(m * n * k) < kParallelMatmulWork ? 1 : num_threads;
+    const int64_t chunks_per_item = threads == 1 ? 1 : std::clamp<int64_t>(2 * threads / n_items, 1, (m + 3) / 4);
+    const int64_t chunk_rows = (m + chunks_per_item - 1) / chunks_per_item;
+    const int64_t pieces = n_items * chunks_per_item;
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+    for (int64_t piece = 0; piece < pieces; ++piece) {
+      const auto& [oc, oa, ob] = items[size_t(piece / chunks_per_item)];
+      const int64_t r0 = (piece % chunks_per_item) * chunk_rows;
+      if (r0 < m) rows(pa + oa, pb + ob, pc + oc, r0, std::min(m, r0 + chunk_rows));
+    }
   });
 }
 
