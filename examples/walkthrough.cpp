@@ -181,9 +181,9 @@ void broadcasting(Step& s, std::ostream& out) {
   out << "=== broadcast ===\n";
   Tensor into_add, into_head;
   BackwardObserver previous = set_backward_observer([&](const BackwardEvent& e) {
-    std::string name = e.node->name;
-    if (name.starts_with("AddBackward") && e.node->call_site.starts_with("x = tok")) into_add = *e.grad_output;
-    if (name.starts_with("AddmmBackward") && e.node->call_site == "return head(x)") into_head = *e.grad_output;
+    const std::string_view name = e.node->name;
+    if (name == "AddBackward0" && e.node->call_site.starts_with("x = tok")) into_add = *e.grad_output;
+    if (name == "AddmmBackward0" && e.node->call_site == "return head(x)") into_head = *e.grad_output;
   });
   s.opt->zero_grad();
   s.loss().backward();

@@ -27,7 +27,7 @@ static Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
   backend(x.device()).softmax(x, dim, log, out);
   if (!needs_grad({x})) return out;
   Tensor y = out.detach();
-  return record(log ? "LogSoftmaxBackward" : "SoftmaxBackward", out, {x}, {y}, [y, dim, log](const Tensor& g) {
+  return record(log ? "LogSoftmaxBackward0" : "SoftmaxBackward0", out, {x}, {y}, [y, dim, log](const Tensor& g) {
     // softmax:      dx = y ⊙ (g − Σ_j g_j y_j)
     // log_softmax:  dx = g − softmax(x) ⊙ Σ_j g_j
     Tensor gx = empty(y.shape(), y.dtype(), y.device());
@@ -65,7 +65,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     NoGradGuard no_grad;
     backend(x.device()).where(m, full({}, value, x.dtype(), x.device()).expand(x.shape()), x, out);
   }
-  return record("MaskedFillBackward", out, {x}, {m}, [m](const Tensor& g) {
+  return record("MaskedFillBackward0", out, {x}, {m}, [m](const Tensor& g) {
     return Grads{masked_fill(g, m, 0.0)};  // filled positions no longer depend on x
   });
 }
@@ -92,7 +92,7 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
   }
   ++impl().storage->version;
   if (tracked)
-    record("MaskedFillBackward", *this, {before}, {m}, [m](const Tensor& g) { return Grads{autograd::masked_fill(g, m, 0.0)}; });
+    record("MaskedFillBackward0", *this, {before}, {m}, [m](const Tensor& g) { return Grads{autograd::masked_fill(g, m, 0.0)}; });
   return *this;
 }
 
@@ -125,7 +125,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   Tensor out = empty(out_shape, weight.dtype(), weight.device());
   backend(weight.device()).index_select_rows(weight, flat, out);
   Shape wshape = weight.shape();
-  return record("EmbeddingBackward", out, {weight}, {}, [flat, wshape](const Tensor& g) {
+  return record("EmbeddingBackward0", out, {weight}, {}, [flat, wshape](const Tensor& g) {
     // each output row came from one weight row: add it back there (repeated indices accumulate)
     Tensor gw = zeros(wshape, g.dtype(), g.device());
     backend(g.device()).index_add_rows(g.contiguous().reshape({-1, wshape[1]}), flat, gw);
@@ -189,7 +189,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_i
     out = neg(sum(picked) / double(count));
   }
   Shape shape = log_probs.shape();
-  return record("NllLossBackward", out, {log_probs}, {}, [tgt, shape, count, ignore_index](const Tensor& g) {
+  return record("NllLossBackward0", out, {log_probs}, {}, [tgt, shape, count, ignore_index](const Tensor& g) {
     // d loss / d logp[i, target_i] = −1/count; every other entry gets 0
     Tensor coef = (neg(g) / double(count)).reshape({1}).expand({shape[0]}).contiguous();
     Tensor gx = zeros(shape, g.dtype(), g.device());

@@ -1,7 +1,10 @@
 // ops/reduce.cpp — sum, mean, max, argmax. A reduction's backward broadcasts the gradient back over the
-// reduced dims (for sum/mean), or routes it to the winning element (for max).
+// reduced dims (for sum/mean), or routes it to the winning element (for max). Node names are PyTorch
+// 1.13's grad_fn names; its overloads are numbered: sum() SumBackward0, sum(dim) SumBackward1, mean()
+// MeanBackward0, mean(dim) MeanBackward1, max(dim) MaxBackward0, max() MaxBackward1.
 #include <algorithm>
 #include <cmath>
+#include <source_location>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -26,20 +29,34 @@ static Shape drop_reduced(const Shape& shape, const std::vector<bool>& reduced) 
   return out;
 }
 
-Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+// The forward of sum and mean: the reduced values (no node recorded), and the kept shape.
+static Tensor sum_values(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, Shape& kept) {
   std::vector<bool> reduced(size_t(a.dim()), dims.empty());  // no dims: reduce everything
   for (int64_t d : dims) reduced[size_t(wrap_dim(d, a.dim(), "sum"))] = true;
-  Shape kept = keepdim_shape(a.shape(), reduced);
+  kept = keepdim_shape(a.shape(), reduced);
   Tensor out = empty(kept, a.dtype() == DType::Bool ? DType::Int64 : a.dtype(), a.device());
-  backend(a.device()).sum_to(a.dtype() == DType::Bool ? a.to(DType::Int64) : a, out);
+  {
+    NoGradGuard no_grad;  // (a bool input's conversion records nothing)
+    backend(a.device()).sum_to(a.dtype() == DType::Bool ? a.to(DType::Int64) : a, out);
+  }
   if (!keepdim) out = out.as_strided(drop_reduced(a.shape(), reduced), contiguous_strides(drop_reduced(a.shape(), reduced)), 0);
-  Shape in_shape = a.shape();
-  return record("SumBackward", out, {a}, {}, [in_shape, kept](const Tensor& g) {
-    return Grads{g.reshape(kept).expand(in_shape)};
-  });
+  return out;
 }
 
-Tensor sum(const Tensor& a) { return sum(a, std::vector<int64_t>{}, false); }
+// out = Σ a over `dims` (all dims when empty): every input element gets the gradient of its sum.
+// `where` defaults to the caller, so the node says it was recorded by sum() (or mean()), not here.
+static Tensor sum_impl(const char* name, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim,
+                       std::source_location where = std::source_location::current()) {
+  Shape kept;
+  Tensor out = sum_values(a, dims, keepdim, kept);
+  Shape in_shape = a.shape();
+  return record(name, out, {a}, {}, [in_shape, kept](const Tensor& g) {
+    return Grads{g.reshape(kept).expand(in_shape)};
+  }, where);
+}
+
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) { return sum_impl("SumBackward1", a, dims, keepdim); }
+Tensor sum(const Tensor& a) { return sum_impl("SumBackward0", a, {}, false); }
 Tensor sum(const Tensor& a, int64_t dim, bool keepdim) { return sum(a, std::vector<int64_t>{dim}, keepdim); }
 
 // Undoes broadcasting: sums `a` down to `shape` (which `a`'s shape must be a broadcast of).
@@ -58,10 +75,25 @@ Tensor sum_to(const Tensor& a, const Shape& shape) {
   return sum(a, dims, true).reshape(shape);
 }
 
-Tensor mean(const Tensor& a) { return sum(a) / double(a.numel()); }  // empty: 0/0 = nan, as in PyTorch
+// out = (Σ a over `dims`) / n, n the number of elements each output averages: the sum, then one
+// division (PyTorch's CPU mean does sum_out(...).div_(n)). Every input element gets g / n.
+static Tensor mean_impl(const char* name, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, int64_t n,
+                        std::source_location where = std::source_location::current()) {
+  Shape kept;
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = sum_values(a, dims, keepdim, kept) / double(n);  // empty: 0/0 = nan, as in PyTorch
+  }
+  Shape in_shape = a.shape();
+  return record(name, out, {a}, {}, [in_shape, kept, n](const Tensor& g) {
+    return Grads{(g / double(n)).reshape(kept).expand(in_shape)};
+  }, where);
+}
+
+Tensor mean(const Tensor& a) { return mean_impl("MeanBackward0", a, {}, false, a.numel()); }
 Tensor mean(const Tensor& a, int64_t dim, bool keepdim) {
-  int64_t n = a.size(dim);
-  return sum(a, dim, keepdim) / double(n);
+  return mean_impl("MeanBackward1", a, {dim}, keepdim, a.size(dim));
 }
 
 std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim_in, bool keepdim) {
@@ -75,24 +107,39 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim_in, bool keepdim) {
   Tensor values = empty(kept, a.dtype(), a.device());
   Tensor indices = empty(kept, DType::Int64, a.device());
   backend(a.device()).max_dim(a, dim, values, indices);
+  if (!keepdim) {  // squeezed before recording, so that one node (as in PyTorch) stands for the op
+    values = values.squeeze(dim);
+    indices = indices.squeeze(dim);
+  }
   Shape in_shape = a.shape();
   int64_t n = a.shape()[size_t(dim)];
-  Tensor idx = indices.detach();
-  values = record("MaxBackward", values, {a}, {}, [idx, in_shape, dim, n](const Tensor& g) {
+  Tensor idx = indices.detach().reshape(kept);
+  values = record("MaxBackward0", values, {a}, {}, [idx, in_shape, kept, dim, n](const Tensor& g) {
     // route the gradient to the position that won: a one-hot mask along `dim`
     Shape line(in_shape.size(), 1);
     line[size_t(dim)] = n;
     Tensor positions = arange(n).to(g.device()).view(line);
     Tensor winner = eq(idx, positions);
-    return Grads{where(winner, g, zeros({}, g.dtype(), g.device()))};
+    return Grads{where(winner, g.reshape(kept), zeros({}, g.dtype(), g.device()))};
   });
-  if (!keepdim) return {values.squeeze(dim), indices.squeeze(dim)};
   return {values, indices};
 }
 
+// The max of all elements. Its gradient is shared evenly by every element equal to the max (a tie
+// splits it; a NaN max goes to the NaNs), as PyTorch's evenly_distribute_backward does.
 Tensor max(const Tensor& a) {
   if (a.numel() == 0) throw std::invalid_argument("max: cannot take the max of an empty tensor");
-  return max(a.reshape({-1}), 0, false).first;
+  Tensor value;
+  {
+    NoGradGuard no_grad;
+    value = max(a.reshape({-1}), 0, false).first;
+  }
+  Tensor in = a.detach(), v = value.detach();
+  return record("MaxBackward1", value, {a}, {a}, [in, v](const Tensor& g) {
+    Tensor winners = std::isnan(v.item()) ? ne(in, in) : eq(in, v);  // a constant mask
+    const double count = winners.sum().item();
+    return Grads{where(winners, g / count, 0.0)};
+  });
 }
 
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
