@@ -32,7 +32,7 @@ struct SavedVersion {
 };
 
 struct Node {
-  const char* name;             // "MulBackward", "MatmulBackward", ...
+  const char* name;             // PyTorch's grad_fn name: "MulBackward0", "MmBackward0", ...
   std::vector<Edge> inputs;     // parallel to the Grads the closure returns
   BackwardFn backward;          // empty once released
   std::vector<SavedVersion> saved;
