@@ -95,9 +95,10 @@ template <typename T> T* ptr(const Tensor& t) { return static_cast<T*>(t.raw_dat
 constexpr int64_t kKc = 256;  // BLIS's KC for the reference kernels (float and double)
 
 // Register tile: MR rows by NR columns of C are accumulated together, so each packed value of B
-// is loaded once per MR rows. NR fills two 256-bit vectors (16 floats or 8 doubles).
+// is loaded once per MR rows. NR fills two vectors of VB bytes: 256-bit (16 floats) with AVX2, 512-bit
+// (32 floats) with AVX-512 — the width changes how many entries run side by side, never an entry's order.
 constexpr int64_t kMr = 4;
-template <typename T> constexpr int64_t kNr = 64 / int64_t(sizeof(T));
+template <typename T, int VB = 32> constexpr int64_t kNr = 2 * VB / int64_t(sizeof(T));
 
 // Packed operands for one block of at most kKc values of p:
 //   A panel: kMr rows, laid out p-major  (ap[p * kMr + r] = a[i0 + r, p0 + p]), zero past the last row;
@@ -112,9 +113,9 @@ template <typename T> Packed<T>& packing_buffers() {
   return buffers;
 }
 
-template <typename T>
+template <typename T, int VB>
 void pack_b(int64_t kc, int64_t n, const T* b, int64_t brs, int64_t bcs, T* out) {
-  constexpr int64_t NR = kNr<T>;
+  constexpr int64_t NR = kNr<T, VB>;
   for (int64_t j0 = 0; j0 < n; j0 += NR, out += kc * NR) {
     const int64_t nr = std::min(NR, n - j0);
     for (int64_t p = 0; p < kc; ++p) {
@@ -135,17 +136,17 @@ template <typename T> void pack_a(int64_t kc, int64_t mr, const T* a, int64_t ar
 
 // 32 bytes of T as one GCC vector: + and * on it act lane by lane, each lane rounded like the scalar op
 // (one AVX register in the AVX2 build, two SSE registers in the baseline build).
-template <typename T> struct Vector32;
-template <> struct Vector32<float> { typedef float type __attribute__((vector_size(32))); };
-template <> struct Vector32<double> { typedef double type __attribute__((vector_size(32))); };
+template <typename T, int VB = 32> struct Vector32;  // VB bytes of T as one GCC vector
+template <int VB> struct Vector32<float, VB> { typedef float type __attribute__((vector_size(VB))); };
+template <int VB> struct Vector32<double, VB> { typedef double type __attribute__((vector_size(VB))); };
 
 // One kMr x kNr tile over one block: each entry is its own chain acc = acc + a * b, in p order (the
 // vector lanes are different entries, so nothing is reordered). Then C = acc (first block) or acc + C.
-template <typename T>
+template <typename T, int VB>
 [[gnu::always_inline]] inline void tile(int64_t kc, const T* ap, const T* bp, bool first, int64_t mr, int64_t nr,
                                         T* c, int64_t crs, int64_t ccs) {
-  using V = typename Vector32<T>::type;
-  constexpr int64_t NR = kNr<T>, VL = int64_t(sizeof(V) / sizeof(T));
+  using V = typename Vector32<T, VB>::type;
+  constexpr int64_t NR = kNr<T, VB>, VL = int64_t(sizeof(V) / sizeof(T));
   static_assert(NR == 2 * VL);
   V acc[kMr][2] = {};
   for (int64_t p = 0; p < kc; ++p) {
@@ -225,11 +226,11 @@ template <typename T, int NV>
 }
 
 // C (m x n) = A (m x k) @ B (k x n), any strides, in PyTorch's order (see the top of the file).
-template <typename T>
+template <typename T, int VB = 32>
 [[gnu::always_inline]] inline void exact_gemm_impl(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
                                                    int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
                                                    int64_t crs, int64_t ccs) {
-  constexpr int64_t NR = kNr<T>, VL = int64_t(32 / sizeof(T));
+  constexpr int64_t NR = kNr<T, VB>, VL = int64_t(32 / sizeof(T));
   switch ((n + VL - 1) / VL) {  // narrow products: row by row (same order, see exact_gemm_rows)
     case 1: return exact_gemm_rows<T, 1>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
     case 2: return exact_gemm_rows<T, 2>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
@@ -245,13 +246,13 @@ template <typename T>
   buf.a.resize(size_t(std::min(k, kKc) * kMr));
   for (int64_t p0 = 0; p0 < k; p0 += kKc) {
     const int64_t kc = std::min(kKc, k - p0);
-    pack_b(kc, n, b + p0 * brs, brs, bcs, buf.b.data());
+    pack_b<T, VB>(kc, n, b + p0 * brs, brs, bcs, buf.b.data());
     for (int64_t i0 = 0; i0 < m; i0 += kMr) {
       const int64_t mr = std::min(kMr, m - i0);
       pack_a(kc, mr, a + i0 * ars + p0 * acs, ars, acs, buf.a.data());
       for (int64_t jp = 0; jp < n_panels; ++jp) {
         const int64_t j0 = jp * NR;
-        tile(kc, buf.a.data(), buf.b.data() + jp * kc * NR, p0 == 0, mr, std::min(NR, n - j0),
+        tile<T, VB>(kc, buf.a.data(), buf.b.data() + jp * kc * NR, p0 == 0, mr, std::min(NR, n - j0),
              c + i0 * crs + j0 * ccs, crs, ccs);
       }
     }
@@ -278,12 +279,26 @@ bool has_avx2() {
   static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx2"));
   return yes;
 }
+// Wide tiles where the CPU has AVX-512: twice the entries per instruction (still no FMA: the build has
+// -ffp-contract=off, so `acc + b * a` stays a rounded multiply and a rounded add).
+template <typename T>
+[[gnu::target("avx512f")]] void exact_gemm_avx512(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
+                                                  int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
+                                                  int64_t crs, int64_t ccs) {
+  exact_gemm_impl<T, 64>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+}
+bool has_avx512() {
+  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f")) &&
+                          std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr;
+  return yes;
+}
 #endif
 
 template <typename T>
 void exact_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
                 int64_t bcs, T* c, int64_t crs, int64_t ccs) {
 #if defined(__x86_64__) && defined(__GNUC__)
+  if (has_avx512()) return exact_gemm_avx512(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
   if (has_avx2()) return exact_gemm_avx2(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
 #endif
   exact_gemm_baseline(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
