@@ -8,16 +8,40 @@
 #pragma once
 #include <array>
 #include <cstdint>
-#include <vector>
+#include <stdexcept>
+#include <string>
 
 #include "autograd/dtype.h"
 #include "autograd/tensor.h"
 
 namespace autograd::cpu {
 
+// A vector with fixed room (no allocation: every kernel call makes a plan, so it must be cheap).
+template <typename T, size_t N> class FixedVector {
+ public:
+  void push_back(const T& v) {
+    if (size_ == N)
+      throw std::invalid_argument("kernel: more than " + std::to_string(N) +
+                                  " dimensions remain after merging contiguous ones; not supported");
+    items_[size_++] = v;
+  }
+  T& back() { return items_[size_ - 1]; }
+  const T& back() const { return items_[size_ - 1]; }
+  T& operator[](size_t i) { return items_[i]; }
+  const T& operator[](size_t i) const { return items_[i]; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  std::array<T, N> items_{};
+  size_t size_ = 0;
+};
+
+inline constexpr size_t kMaxLoopDims = 16;
+
 template <size_t K> struct LoopPlan {
-  std::vector<int64_t> sizes;                   // outermost first
-  std::vector<std::array<int64_t, K>> strides;  // per dim, per operand (elements)
+  FixedVector<int64_t, kMaxLoopDims> sizes;                   // outermost first
+  FixedVector<std::array<int64_t, K>, kMaxLoopDims> strides;  // per dim, per operand (elements)
 };
 
 template <size_t K> LoopPlan<K> make_plan(const Shape& shape, const std::array<const Shape*, K>& strides) {
@@ -51,7 +75,7 @@ template <size_t K, typename Run> void for_each_run(const LoopPlan<K>& plan, int
   }
   const size_t inner = plan.sizes.size() - 1;
   const int64_t n = plan.sizes[inner];
-  std::vector<int64_t> counter(inner, 0);
+  std::array<int64_t, kMaxLoopDims> counter{};
   while (true) {
     run(offsets, n, plan.strides[inner]);
     size_t d = inner;  // advance the odometer over the outer dims
