@@ -256,13 +256,28 @@ Tensor Tensor::clone() const {
 
 // ---------------------------------------------------------------- joining and splitting
 
-static Tensor concatenate(const std::vector<Tensor>& tensors, int64_t dim, const char* name);
+// cat and stack refuse mixed dtypes or devices the same way.
+static void check_joinable(const std::vector<Tensor>& tensors, const char* op) {
+  if (tensors.empty()) throw std::invalid_argument(fmt::format("{}: expected a non-empty list of tensors", op));
+  const Tensor& first = tensors[0];
+  for (size_t i = 1; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (t.dtype() != first.dtype())
+      throw std::invalid_argument(fmt::format("{}: tensor {} has dtype {} but tensor 0 has dtype {}", op, i,
+                                              dtype_name(t.dtype()), dtype_name(first.dtype())));
+    if (t.device() != first.device())
+      throw std::invalid_argument(fmt::format("{}: tensor {} is on {} but tensor 0 is on {}", op, i, t.device().str(),
+                                              first.device().str()));
+  }
+}
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) { return concatenate(tensors, dim, "CatBackward0"); }
+// Copies `t` into the part of `out` that has t's shape, `strides` and `offset` (a raw view: no node).
+static void copy_into(const Tensor& t, const Tensor& out, const Shape& strides, int64_t offset) {
+  backend(out.device()).copy(t, out.as_strided(t.shape(), strides, offset));
+}
 
-// Joins along an existing dim; `name` is the node PyTorch shows (stack records StackBackward0).
-static Tensor concatenate(const std::vector<Tensor>& tensors, int64_t dim, const char* name) {
-  if (tensors.empty()) throw std::invalid_argument("cat: expected a non-empty list of tensors");
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  check_joinable(tensors, "cat");
   const Tensor& first = tensors[0];
   // A 0-d tensor has no dim to join along (the rank check below then covers every other entry).
   if (first.dim() == 0)
@@ -280,25 +295,18 @@ static Tensor concatenate(const std::vector<Tensor>& tensors, int64_t dim, const
       throw std::invalid_argument(fmt::format("cat: tensor {} has shape {} but tensor 0 has shape {}; all sizes must "
                                               "match except in dimension {}",
                                               i, t.shape_str(), first.shape_str(), dim));
-    if (t.dtype() != first.dtype())
-      throw std::invalid_argument(fmt::format("cat: tensor {} has dtype {} but tensor 0 has dtype {}", i,
-                                              dtype_name(t.dtype()), dtype_name(first.dtype())));
-    if (t.device() != first.device())
-      throw std::invalid_argument(fmt::format("cat: tensor {} is on {} but tensor 0 is on {}", i, t.device().str(),
-                                              first.device().str()));
     out_shape[size_t(dim)] += t.shape()[size_t(dim)];
   }
   Tensor out = empty(out_shape, first.dtype(), first.device());
   std::vector<int64_t> sizes;
   int64_t at = 0;
   for (const Tensor& t : tensors) {
-    int64_t n = t.shape()[size_t(dim)];
-    backend(out.device()).copy(t, out.detach().narrow(dim, at, n));
-    sizes.push_back(n);
-    at += n;
+    copy_into(t, out, out.strides(), at * out.strides()[size_t(dim)]);
+    sizes.push_back(t.shape()[size_t(dim)]);
+    at += sizes.back();
   }
-  return record(name, out, tensors, {}, [dim, sizes](const Tensor& g) {
-    Grads grads;
+  return record("CatBackward0", out, tensors, {}, [dim, sizes](const Tensor& g) {
+    Grads grads;  // each input gets back its slice of the gradient
     int64_t start = 0;
     for (int64_t n : sizes) {
       grads.push_back(g.narrow(dim, start, n));
@@ -309,18 +317,21 @@ static Tensor concatenate(const std::vector<Tensor>& tensors, int64_t dim, const
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  if (tensors.empty()) throw std::invalid_argument("stack: expected a non-empty list of tensors");
-  dim = wrap_dim(dim, tensors[0].dim() + 1, "stack");
-  std::vector<Tensor> parts;
+  check_joinable(tensors, "stack");
+  const Tensor& first = tensors[0];
+  dim = wrap_dim(dim, first.dim() + 1, "stack");
+  Shape out_shape = first.shape();
+  out_shape.insert(out_shape.begin() + dim, int64_t(tensors.size()));
+  Tensor out = empty(out_shape, first.dtype(), first.device());
+  Shape item_strides = out.strides();  // entry i is out.select(dim, i): out's strides without `dim`
+  item_strides.erase(item_strides.begin() + dim);
   for (size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i].shape() != tensors[0].shape())
+    if (tensors[i].shape() != first.shape())
       throw std::invalid_argument(fmt::format("stack: expects each tensor to be equal size, but got {} at entry 0 "
                                               "and {} at entry {}",
-                                              tensors[0].shape_str(), tensors[i].shape_str(), i));
-    NoGradGuard no_grad;  // the unsqueezed views are plumbing; the one StackBackward0 node undoes them
-    parts.push_back(tensors[i].unsqueeze(dim));
+                                              first.shape_str(), tensors[i].shape_str(), i));
+    copy_into(tensors[i], out, item_strides, int64_t(i) * out.strides()[size_t(dim)]);
   }
-  Tensor out = concatenate(parts, dim, "StackBackward0");
   return record("StackBackward0", out, tensors, {}, [dim, n = tensors.size()](const Tensor& g) {
     Grads grads;
     for (size_t i = 0; i < n; ++i) grads.push_back(g.select(dim, int64_t(i)));
