@@ -1,6 +1,8 @@
 // dtype.h — the four element types a Tensor can hold, and small helpers about them.
 #pragma once
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 
 namespace autograd {
@@ -36,5 +38,28 @@ template <> struct dtype_of<float> { static constexpr DType value = DType::Float
 template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
 template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
 template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+
+// Calls f(T{}) with T the C++ type of `dtype`: how a kernel written once as a template runs for every
+// dtype (used by the CPU and the CUDA backends alike).
+template <typename F> decltype(auto) dispatch(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::Int64: return f(int64_t{});
+    case DType::Bool: return f(bool{});
+  }
+  return f(float{});
+}
+
+// The same for kernels that only make sense on floating point numbers; other dtypes are refused by name.
+template <typename F> decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    default: break;
+  }
+  throw std::invalid_argument(std::string(op) + ": expected a floating point tensor, got " +
+                              std::string(dtype_name(dtype)));
+}
 
 }  // namespace autograd

@@ -111,14 +111,9 @@ int main(int argc, char** argv) {
   model.to(device);
   optim::Adam opt(model.parameters(), {.lr = 0.01});
 
-  auto batch = [&] {
-    Tensor i = randint(0, data.size(0) - T - 1, {B});
-    std::vector<Tensor> xs, ys;
-    for (int64_t j : i.to_vector<int64_t>()) {
-      xs.push_back(data.slice(0, j, j + T));
-      ys.push_back(data.slice(0, j + 1, j + T + 1));
-    }
-    return std::pair{stack(xs).to(device), stack(ys).to(device)};
+  auto batch = [&] {  // the workshop's batch() (nn::random_windows), moved to the device
+    auto [xb, yb] = nn::random_windows(data, B, T);
+    return std::pair{xb.to(device), yb.to(device)};
   };
 
   std::printf("scratchgrad char model: V %lld D %lld T %lld B %lld heads %lld, %lld parameters, %lld thread(s), "

@@ -113,26 +113,8 @@ inline unsigned blocks_for(int64_t n, int threads = kThreads) {
 
 template <typename T> T* ptr(const Tensor& t) { return static_cast<T*>(t.raw_data()); }
 
-// Calls f(T{}) with T the C++ type of `dtype`.
-template <typename F> decltype(auto) dispatch(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::Int64: return f(int64_t{});
-    case DType::Bool: return f(bool{});
-  }
-  return f(float{});
-}
-
-template <typename F> decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    default: break;
-  }
-  throw std::invalid_argument(std::string("gpu ") + op + ": expected a floating point tensor, got " +
-                              std::string(autograd::dtype_name(dtype)));
-}
+using autograd::dispatch;  // dtype → C++ type, shared with the CPU backend (autograd/dtype.h)
+using autograd::dispatch_floating;
 
 // NaN-propagating max (a NaN anywhere wins, as in PyTorch).
 template <typename T> __device__ __forceinline__ T nan_max(T a, T b) {

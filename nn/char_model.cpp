@@ -60,4 +60,14 @@ Tensor MiniSelfAttention::forward(const Tensor& idx) const {
   return (*head)(ctx);
 }
 
+std::pair<Tensor, Tensor> random_windows(const Tensor& data, int64_t batch, int64_t context) {
+  Tensor starts = randint(0, data.size(0) - context - 1, {batch});
+  std::vector<Tensor> xs, ys;
+  for (int64_t j : starts.to_vector<int64_t>()) {
+    xs.push_back(data.slice(0, j, j + context));
+    ys.push_back(data.slice(0, j + 1, j + context + 1));
+  }
+  return {stack(xs), stack(ys)};
+}
+
 }  // namespace nn

@@ -26,4 +26,9 @@ class MiniSelfAttention : public Module {
   Tensor mask;  // buffer: tril(ones(T, T)), 1 = allowed
 };
 
+// The workshop's batch(): `batch` random windows of `context` token ids from the 1-D `data`, and the same
+// windows shifted by one (the next-character targets). Draws the start positions with randint exactly as
+// the Python does, so a seeded run sees the same batches.
+std::pair<Tensor, Tensor> random_windows(const Tensor& data, int64_t batch, int64_t context);
+
 }  // namespace nn

@@ -93,25 +93,4 @@ template <size_t K, typename Run> void for_each_run(const LoopPlan<K>& plan, int
   }
 }
 
-// Calls f(T{}) with T the C++ type of `dtype`.
-template <typename F> decltype(auto) dispatch(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::Int64: return f(int64_t{});
-    case DType::Bool: return f(bool{});
-  }
-  return f(float{});
-}
-
-template <typename F> decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    default: break;
-  }
-  throw std::invalid_argument(std::string(op) + ": expected a floating point tensor, got " +
-                              std::string(dtype_name(dtype)));
-}
-
 }  // namespace autograd::cpu

@@ -86,17 +86,6 @@ Corpus load_corpus(const TrainOptions& o) {
   return c;
 }
 
-// The workshop's batch(): B random windows of T characters and the same windows shifted by one.
-std::pair<Tensor, Tensor> random_batch(const Tensor& data, int64_t B, int64_t T) {
-  Tensor starts = randint(0, data.size(0) - T - 1, {B});
-  std::vector<Tensor> xs, ys;
-  for (int64_t j : starts.to_vector<int64_t>()) {
-    xs.push_back(data.slice(0, j, j + T));
-    ys.push_back(data.slice(0, j + 1, j + T + 1));
-  }
-  return {stack(xs), stack(ys)};
-}
-
 // Mean loss over up to 64 evenly spaced held-out windows; draws no random numbers, so evaluating does
 // not change the training run.
 double held_out_loss(const nn::MiniSelfAttention& model, const Tensor& val, int64_t T, Device device) {
@@ -244,7 +233,7 @@ int run_train(const TrainOptions& o, std::ostream& out) {
   double last_loss = 0, last_val = std::nan("");
   std::vector<double> curve, val_steps, val_curve;  // for --plot
   for (int64_t step = 0; step < o.steps; ++step) {
-    auto [xb, yb] = random_batch(corpus.train, o.batch, T);
+    auto [xb, yb] = nn::random_windows(corpus.train, o.batch, T);
     Tensor logits = model(xb.to(device));
     CallSite label("loss = cross_entropy(logits.view(-1, V), yb.view(-1))");  // for traces and graphs
     Tensor loss = cross_entropy(logits.view({-1, V}), yb.to(device).view({-1}));
