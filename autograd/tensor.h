@@ -15,10 +15,10 @@
 
 #include "autograd/device.h"
 #include "autograd/dtype.h"
+#include "autograd/shape.h"
 
 namespace autograd {
 
-using Shape = std::vector<int64_t>;
 struct Node;
 class Tensor;
 
