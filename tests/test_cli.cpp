@@ -1,6 +1,8 @@
 // test_cli.cpp — the scratchgrad command line: the default run, checkpoints, and every bad input
 // refused with one line on stderr and exit status 2.
 #include <gtest/gtest.h>
+
+#include "test_process.h"
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -16,30 +18,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int status;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using CliRun = testing_process::Shell;
+using testing_process::slurp;
 
 // Runs `scratchgrad <args>` through the shell, capturing stdout, stderr and the exit status.
 CliRun scratchgrad(const std::string& args) {
-  static int counter = 0;
-  fs::path dir = fs::temp_directory_path() / ("scratchgrad_cli_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  fs::path out = dir / ("out" + std::to_string(counter)), err = dir / ("err" + std::to_string(counter++));
-  std::string cmd = std::string(SCRATCHGRAD_BIN_DIR) + "/scratchgrad " + args + " >" + out.string() + " 2>" + err.string();
-  int raw = std::system(cmd.c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+  return testing_process::shell(std::string(SCRATCHGRAD_BIN_DIR) + "/scratchgrad " + args);
 }
 
 fs::path temp_file(const std::string& name, const std::string& contents) {
-  fs::path p = fs::temp_directory_path() / ("scratchgrad_cli_" + std::to_string(::getpid())) / name;
-  fs::create_directories(p.parent_path());
+  fs::path p = testing_process::scratch(name);
   std::ofstream(p, std::ios::binary) << contents;
   return p;
 }

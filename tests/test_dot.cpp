@@ -1,6 +1,8 @@
 // test_dot.cpp — to_dot: the graph's nodes, leaves and shapes, text Graphviz accepts (checked with `dot`
 // when it is installed), and the --graph options of scratchgrad train and mini_self_attention.
 #include <gtest/gtest.h>
+
+#include "test_process.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,28 +31,10 @@ int count(const std::string& text, const std::string& part) {
   return n;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-fs::path scratch(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("scratchgrad_dot_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
-
-struct Shell {
-  int status;
-  std::string out, err;
-};
-
-Shell shell(const std::string& command) {
-  static int counter = 0;
-  fs::path out = scratch(fmt::format("out{}", counter)), err = scratch(fmt::format("err{}", counter++));
-  int raw = std::system((command + " >" + out.string() + " 2>" + err.string()).c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
-}
+using testing_process::scratch;
+using testing_process::shell;
+using testing_process::Shell;
+using testing_process::slurp;
 
 bool have_graphviz() { return std::system("command -v dot >/dev/null 2>&1") == 0; }
 

@@ -2,6 +2,8 @@
 // loader's checks.
 #include <gtest/gtest.h>
 
+#include "test_process.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -22,10 +24,7 @@ fs::path temp(const std::string& name) {
   return fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()) + ".safetensors");
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using testing_process::slurp;
 
 TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {
   nn::NamedTensors tensors = {

@@ -1,6 +1,8 @@
 // test_svg.cpp — the standalone SVG pictures: well-formed XML (a small checker of our own, and xmllint
 // when installed) holding the numbers they show; heatmap --svg and scratchgrad train --plot.
 #include <gtest/gtest.h>
+
+#include "test_process.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -153,28 +155,10 @@ TEST(Svg, TheXmlCheckerCatchesMistakes) {
 
 // ---------------------------------------------------------------- helpers
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-fs::path scratch(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("scratchgrad_svg_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
-
-struct Shell {
-  int status;
-  std::string out, err;
-};
-
-Shell shell(const std::string& command) {
-  static int counter = 0;
-  fs::path out = scratch(fmt::format("out{}", counter)), err = scratch(fmt::format("err{}", counter++));
-  int raw = std::system((command + " >" + out.string() + " 2>" + err.string()).c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
-}
+using testing_process::scratch;
+using testing_process::shell;
+using testing_process::Shell;
+using testing_process::slurp;
 
 // Our checker always; xmllint as a second opinion when it is installed.
 void expect_well_formed(const std::string& svg, const std::string& name) {

@@ -1,6 +1,8 @@
 // test_trace.cpp — the backward trace: TraceGuard's text, its order (the engine's), the values shown, the
 // pass limit, and SCRATCHGRAD_TRACE in real programs.
 #include <gtest/gtest.h>
+
+#include "test_process.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -190,25 +192,11 @@ TEST(Trace, EnvironmentSetting) {
 
 // ---------------------------------------------------------------- SCRATCHGRAD_TRACE in real programs
 
-struct ProgramRun {
-  int status;
-  std::string out, err;
-};
+using ProgramRun = testing_process::Shell;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
+// Runs a built program with `env` settings (e.g. "SCRATCHGRAD_TRACE=first" or "-u SCRATCHGRAD_TRACE").
 ProgramRun run(const std::string& env, const std::string& program_and_args) {
-  static int counter = 0;
-  fs::path dir = fs::temp_directory_path() / ("scratchgrad_trace_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  fs::path out = dir / fmt::format("out{}", counter), err = dir / fmt::format("err{}", counter++);
-  std::string cmd = fmt::format("env {} {}/{} >{} 2>{}", env, SCRATCHGRAD_BIN_DIR, program_and_args, out.string(),
-                                err.string());
-  int raw = std::system(cmd.c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+  return testing_process::shell(fmt::format("env {} {}/{}", env, SCRATCHGRAD_BIN_DIR, program_and_args));
 }
 
 TEST(Trace, EnvironmentVariableTracesAnyProgram) {

@@ -2,6 +2,8 @@
 // its node table lists the nodes the engine runs, in order; so the document cannot drift from the code.
 // When this fails after a deliberate change: build/bin/walkthrough --update docs/backprop-walkthrough.md
 #include <gtest/gtest.h>
+
+#include "test_process.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,16 +28,8 @@ namespace fs = std::filesystem;
 
 const char* kRegenerate = "regenerate with: build/bin/walkthrough --update docs/backprop-walkthrough.md";
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-fs::path scratch(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("scratchgrad_walkthrough_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
+using testing_process::scratch;
+using testing_process::slurp;
 
 int run(const std::string& args, std::string* out = nullptr) {
   fs::path file = scratch("out");

@@ -1,0 +1,43 @@
+// test_process.h — for tests that run the built programs or write files: a per-process scratch folder,
+// reading a file whole, and running a shell command with its stdout, stderr and exit status captured.
+#pragma once
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+namespace testing_process {
+
+namespace fs = std::filesystem;
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A file name inside this test process's own temporary folder (tests run in parallel under ctest).
+inline fs::path scratch(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("scratchgrad_tests_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+struct Shell {
+  int status;  // the exit status, -1 if the command did not exit normally
+  std::string out, err;
+};
+
+// Runs `command` through /bin/sh, capturing what it writes.
+inline Shell shell(const std::string& command) {
+  static int counter = 0;
+  const int n = counter++;
+  fs::path out = scratch("out" + std::to_string(n)), err = scratch("err" + std::to_string(n));
+  int raw = std::system((command + " >" + out.string() + " 2>" + err.string()).c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+}
+
+}  // namespace testing_process
