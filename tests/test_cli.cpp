@@ -10,10 +10,6 @@
 #include <fstream>
 #include <string>
 
-#ifndef SCRATCHGRAD_BIN_DIR
-#define SCRATCHGRAD_BIN_DIR "build/bin"
-#endif
-
 namespace {
 
 namespace fs = std::filesystem;

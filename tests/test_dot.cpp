@@ -16,20 +16,12 @@
 #include "nn/nn.h"
 #include "test_helpers.h"
 
-#ifndef SCRATCHGRAD_BIN_DIR
-#define SCRATCHGRAD_BIN_DIR "build/bin"
-#endif
-
 namespace {
 
 using namespace autograd;
 namespace fs = std::filesystem;
 
-int count(const std::string& text, const std::string& part) {
-  int n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
+using testing_process::count;
 
 using testing_process::scratch;
 using testing_process::shell;

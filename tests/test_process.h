@@ -10,6 +10,11 @@
 #include <iterator>
 #include <string>
 
+// The build passes the folder of the built programs; this default fits a run from the repository root.
+#ifndef SCRATCHGRAD_BIN_DIR
+#define SCRATCHGRAD_BIN_DIR "build/bin"
+#endif
+
 namespace testing_process {
 
 namespace fs = std::filesystem;
@@ -38,6 +43,13 @@ inline Shell shell(const std::string& command) {
   fs::path out = scratch("out" + std::to_string(n)), err = scratch("err" + std::to_string(n));
   int raw = std::system((command + " >" + out.string() + " 2>" + err.string()).c_str());
   return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+}
+
+// How many times `part` occurs in `text` (overlapping occurrences count).
+inline int count(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
 }
 
 }  // namespace testing_process

@@ -7,38 +7,27 @@
 // (ATEN_CPU_CAPABILITY=default, one thread); a plain `python3` run uses the AVX2 kernels and prints
 // 0.275 / 0.110 at steps 200 / 300 instead (see reference/seed_programs/README.md).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
-#ifndef SCRATCHGRAD_BIN_DIR
-#define SCRATCHGRAD_BIN_DIR "build/bin"
-#endif
+#include "test_process.h"
 
 namespace {
-
-namespace fs = std::filesystem;
 
 struct ProgramRun {
   int status = -1;
   std::vector<std::string> lines;
 };
 
-// Runs build/bin/<program> with its stdout in a temporary file and returns the status and the lines.
+// Runs build/bin/<program> and returns its exit status and the lines it printed.
 ProgramRun run_program(const std::string& program) {
-  const fs::path out = fs::temp_directory_path() / ("scratchgrad_seed_" + program + "_" + std::to_string(::getpid()));
-  const std::string cmd = std::string(SCRATCHGRAD_BIN_DIR) + "/" + program + " >" + out.string();
-  const int raw = std::system(cmd.c_str());
+  const testing_process::Shell shell = testing_process::shell(std::string(SCRATCHGRAD_BIN_DIR) + "/" + program);
   ProgramRun r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream in(out);
-  for (std::string line; std::getline(in, line);) r.lines.push_back(line);
-  fs::remove(out);
+  r.status = shell.status;
+  std::istringstream out(shell.out);
+  for (std::string line; std::getline(out, line);) r.lines.push_back(line);
   return r;
 }
 

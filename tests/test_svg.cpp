@@ -19,10 +19,6 @@
 #include "autograd/svg.h"
 #include "test_helpers.h"
 
-#ifndef SCRATCHGRAD_BIN_DIR
-#define SCRATCHGRAD_BIN_DIR "build/bin"
-#endif
-
 namespace {
 
 using namespace autograd;

@@ -16,20 +16,12 @@
 #include "nn/nn.h"
 #include "test_helpers.h"
 
-#ifndef SCRATCHGRAD_BIN_DIR
-#define SCRATCHGRAD_BIN_DIR "build/bin"
-#endif
-
 namespace {
 
 using namespace autograd;
 namespace fs = std::filesystem;
 
-int count(const std::string& text, const std::string& part) {
-  int n = 0;
-  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
+using testing_process::count;
 
 TEST(Trace, ExactTextForASmallGraph) {
   Tensor x = tensor({1.0, 2.0}, DType::Float64).requires_grad_();

@@ -15,9 +15,6 @@
 #include <string>
 #include <vector>
 
-#ifndef SCRATCHGRAD_BIN_DIR
-#define SCRATCHGRAD_BIN_DIR "build/bin"
-#endif
 #ifndef SCRATCHGRAD_SOURCE_DIR
 #define SCRATCHGRAD_SOURCE_DIR "."
 #endif
