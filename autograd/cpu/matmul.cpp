@@ -190,6 +190,16 @@ template <typename T, int NV>
       acc[v] = acc[v] + bv * a;
     }
   }
+  if (first && ccs == 1) {  // the common case: whole vectors straight into a contiguous row of C
+    const int64_t full = n / VL;
+    for (int64_t v = 0; v < full; ++v) __builtin_memcpy(c_row + v * VL, &acc[v], sizeof(V));
+    if (full < NV) {
+      T last[VL];
+      __builtin_memcpy(last, &acc[full], sizeof(V));
+      for (int64_t col = full * VL; col < n; ++col) c_row[col] = last[col - full * VL];
+    }
+    return;
+  }
   T row[NV * VL];
   __builtin_memcpy(row, acc, sizeof(acc));
   for (int64_t col = 0; col < n; ++col) {
@@ -412,7 +422,11 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
         exact_gemm(mr, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs);
       }
     };
-    std::vector<std::array<int64_t, 3>> items;  // element offsets of (C, A, B) for each batch item
+    // Element offsets of (C, A, B) for each batch item; the buffer is kept between calls.
+    // (A reference, so the OpenMP threads below read this thread's list, not their own empty one.)
+    thread_local std::vector<std::array<int64_t, 3>> item_buffer;
+    std::vector<std::array<int64_t, 3>>& items = item_buffer;
+    items.clear();
     auto plan = make_plan<3>(batch, {&so, &sa, &sb});
     for_each_run(plan, shape_numel(batch), [&](const auto& off, int64_t count, const auto& st) {
       for (int64_t i = 0; i < count; ++i) items.push_back({off[0] + i * st[0], off[1] + i * st[1], off[2] + i * st[2]});
@@ -423,12 +437,17 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
     const int64_t chunks_per_item = threads == 1 ? 1 : std::clamp<int64_t>(2 * threads / n_items, 1, (m + 3) / 4);
     const int64_t chunk_rows = (m + chunks_per_item - 1) / chunks_per_item;
     const int64_t pieces = n_items * chunks_per_item;
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-    for (int64_t piece = 0; piece < pieces; ++piece) {
+    auto run_piece = [&](int64_t piece) {
       const auto& [oc, oa, ob] = items[size_t(piece / chunks_per_item)];
       const int64_t r0 = (piece % chunks_per_item) * chunk_rows;
       if (r0 < m) rows(pa + oa, pb + ob, pc + oc, r0, std::min(m, r0 + chunk_rows));
+    };
+    if (threads == 1) {  // no OpenMP region at all: entering one costs more than a small product
+      for (int64_t piece = 0; piece < pieces; ++piece) run_piece(piece);
+      return;
     }
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t piece = 0; piece < pieces; ++piece) run_piece(piece);
   });
 }
 
