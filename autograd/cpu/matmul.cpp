@@ -170,41 +170,49 @@ template <typename T, int VB>
   }
 }
 
-// ---- narrow products: one row of C at a time
-// When a row of C fits in registers (n ≤ 8 vectors), each row is computed directly from A's row and a
+// ---- narrow products: a few rows of C at a time
+// When a row of C fits in registers (n ≤ 6 vectors), rows are computed directly from A's rows and a
 // row-major copy of B: acc[col] = acc[col] + B[p, col] · a[i, p] for p in order — every entry the same
 // chain, with the same roundings, as in tile(), but without packing A or padding n up to 16 columns.
 // B is used in place when its rows are already contiguous and a whole number of vectors wide.
-template <typename T, int NV>
-[[gnu::always_inline]] inline void row_block(int64_t kc, const T* a_row, int64_t acs, const T* b, int64_t b_stride,
-                                             bool first, int64_t n, T* c_row, int64_t ccs) {
+// R rows go together so that R·NV independent chains are in flight: one row alone would wait on its
+// adds' latency at every p (4 cycles), with the CPU's two add units mostly idle.
+template <typename T, int NV> constexpr int kRowsTogether = NV <= 3 ? 4 : NV == 4 ? 3 : 2;  // ≤ 12 accumulators
+
+template <typename T, int NV, int R>
+[[gnu::always_inline]] inline void row_block(int64_t kc, const T* a_rows, int64_t ars, int64_t acs, const T* b,
+                                             int64_t b_stride, bool first, int64_t n, T* c_rows, int64_t crs,
+                                             int64_t ccs) {
   using V = typename Vector32<T>::type;
   constexpr int64_t VL = int64_t(sizeof(V) / sizeof(T));
-  V acc[NV] = {};
+  V acc[R][NV] = {};
   for (int64_t p = 0; p < kc; ++p) {
-    const T a = a_row[p * acs];
     const T* b_row = b + p * b_stride;
-    for (int v = 0; v < NV; ++v) {
-      V bv;
-      __builtin_memcpy(&bv, b_row + v * VL, sizeof(V));
-      acc[v] = acc[v] + bv * a;
+    V bv[NV];
+    for (int v = 0; v < NV; ++v) __builtin_memcpy(&bv[v], b_row + v * VL, sizeof(V));
+    for (int r = 0; r < R; ++r) {
+      const T a = a_rows[r * ars + p * acs];
+      for (int v = 0; v < NV; ++v) acc[r][v] = acc[r][v] + bv[v] * a;
     }
   }
-  if (first && ccs == 1) {  // the common case: whole vectors straight into a contiguous row of C
-    const int64_t full = n / VL;
-    for (int64_t v = 0; v < full; ++v) __builtin_memcpy(c_row + v * VL, &acc[v], sizeof(V));
-    if (full < NV) {
-      T last[VL];
-      __builtin_memcpy(last, &acc[full], sizeof(V));
-      for (int64_t col = full * VL; col < n; ++col) c_row[col] = last[col - full * VL];
+  for (int r = 0; r < R; ++r) {
+    T* c_row = c_rows + r * crs;
+    if (first && ccs == 1) {  // the common case: whole vectors straight into a contiguous row of C
+      const int64_t full = n / VL;
+      for (int64_t v = 0; v < full; ++v) __builtin_memcpy(c_row + v * VL, &acc[r][v], sizeof(V));
+      if (full < NV) {
+        T last[VL];
+        __builtin_memcpy(last, &acc[r][full], sizeof(V));
+        for (int64_t col = full * VL; col < n; ++col) c_row[col] = last[col - full * VL];
+      }
+      continue;
     }
-    return;
-  }
-  T row[NV * VL];
-  __builtin_memcpy(row, acc, sizeof(acc));
-  for (int64_t col = 0; col < n; ++col) {
-    T& out = c_row[col * ccs];
-    out = first ? row[col] : row[col] + out;
+    T row[NV * VL];
+    __builtin_memcpy(row, acc[r], sizeof(acc[r]));
+    for (int64_t col = 0; col < n; ++col) {
+      T& out = c_row[col * ccs];
+      out = first ? row[col] : row[col] + out;
+    }
   }
 }
 
@@ -213,6 +221,7 @@ template <typename T, int NV>
                                                    int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
                                                    int64_t crs, int64_t ccs) {
   constexpr int64_t VL = int64_t(32 / sizeof(T)), W = NV * VL;
+  constexpr int R = kRowsTogether<T, NV>;
   Packed<T>& buf = packing_buffers<T>();
   const bool in_place = bcs == 1 && n == W;
   if (!in_place) buf.b.resize(size_t(std::min(k, kKc) * W));
@@ -230,8 +239,11 @@ template <typename T, int NV>
       bp = buf.b.data();
       b_stride = W;
     }
-    for (int64_t i = 0; i < m; ++i)
-      row_block<T, NV>(kc, a + i * ars + p0 * acs, acs, bp, b_stride, p0 == 0, n, c + i * crs, ccs);
+    int64_t i = 0;
+    for (; i + R <= m; i += R)
+      row_block<T, NV, R>(kc, a + i * ars + p0 * acs, ars, acs, bp, b_stride, p0 == 0, n, c + i * crs, crs, ccs);
+    for (; i < m; ++i)
+      row_block<T, NV, 1>(kc, a + i * ars + p0 * acs, ars, acs, bp, b_stride, p0 == 0, n, c + i * crs, crs, ccs);
   }
 }
 

@@ -1,0 +1,89 @@
+// test_matmul_kernels.cpp — the product's fast paths against the order they promise.
+//
+// cpu/matmul.cpp has several ways to compute a product (narrow rows a few at a time, register tiles with
+// packed panels, AVX2 / AVX-512 / baseline builds, transposed operands used in place or copied) and all
+// of them must add every output entry in one order: a chain acc = acc + a·b over each block of 256
+// values of p (the product rounded, then the sum), the first block's chain stored, each later block's
+// chain added to what is there. Here a plain scalar loop computes that order, and every path's result
+// must equal it bit for bit, on shapes chosen to reach every branch and every remainder.
+// (Products with a single output row or column follow BLIS's dot-product order instead; ParityKernels
+// covers those against PyTorch.)
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "autograd/autograd.h"
+
+using namespace autograd;
+
+namespace {
+
+template <typename T>
+Tensor reference_product(const Tensor& a, const Tensor& b) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  Tensor out = zeros({m, n}, a.dtype());
+  const Tensor ac = a.contiguous(), bc = b.contiguous();
+  const T* pa = static_cast<const T*>(ac.raw_data());
+  const T* pb = static_cast<const T*>(bc.raw_data());
+  T* c = static_cast<T*>(out.raw_data());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t p0 = 0; p0 < k; p0 += 256) {
+        T acc = 0;
+        for (int64_t p = p0; p < std::min(k, p0 + 256); ++p) {
+          const T product = pa[i * k + p] * pb[p * n + j];
+          acc = acc + product;
+        }
+        c[i * n + j] = p0 == 0 ? acc : acc + c[i * n + j];
+      }
+    }
+  }
+  return out;
+}
+
+// A k x n operand laid out as asked: row-major, or the transpose of a row-major n x k matrix.
+Tensor operand(int64_t rows, int64_t cols, bool transposed, DType dtype) {
+  return transposed ? randn({cols, rows}, dtype).t() : randn({rows, cols}, dtype);
+}
+
+template <typename T>
+void expect_reference_order(int64_t m, int64_t n, int64_t k, bool a_t, bool b_t, DType dtype) {
+  Tensor a = operand(m, k, a_t, dtype), b = operand(k, n, b_t, dtype);
+  Tensor got = matmul(a, b), want = reference_product<T>(a, b);
+  EXPECT_TRUE(equal(got, want)) << fmt::format("[{},{}] @ [{},{}] (A transposed: {}, B transposed: {}, {})", m, k,
+                                               k, n, a_t, b_t, dtype_name(dtype));
+}
+
+TEST(MatmulKernels, EveryPathAddsInTheReferenceOrder) {
+  manual_seed(5);
+  // m: below, at and past the row groups (4, 3, 2 rows) and the 4-row tiles; n: 1 to 6 vectors of 8
+  // floats on the row path (full and partial), then tile widths of 16 (AVX2) and 32 (AVX-512) and
+  // their remainders; k: short, one block, exactly 256, and two blocks.
+  for (const int64_t m : {2, 3, 4, 5, 7, 9, 13}) {
+    for (const int64_t n : {2, 7, 8, 13, 16, 24, 25, 33, 40, 48, 49, 64, 70}) {
+      for (const int64_t k : {1, 5, 24, 256, 300}) {
+        for (const bool a_t : {false, true}) {
+          for (const bool b_t : {false, true}) expect_reference_order<float>(m, n, k, a_t, b_t, DType::Float32);
+        }
+      }
+    }
+  }
+}
+
+TEST(MatmulKernels, DoublesAddInTheReferenceOrder) {
+  manual_seed(6);
+  for (const int64_t m : {2, 5, 9}) {
+    for (const int64_t n : {3, 4, 12, 24, 25, 33}) {
+      for (const int64_t k : {7, 257}) expect_reference_order<double>(m, n, k, false, true, DType::Float64);
+    }
+  }
+}
+
+TEST(MatmulKernels, BatchedProductsAddInTheReferenceOrder) {
+  manual_seed(7);
+  Tensor a = randn({3, 9, 24}), b = randn({3, 24, 13}).transpose(1, 2).contiguous().transpose(1, 2);
+  Tensor got = matmul(a, b);
+  for (int64_t item = 0; item < 3; ++item) EXPECT_TRUE(equal(got[item], reference_product<float>(a[item], b[item])));
+}
+
+}  // namespace
