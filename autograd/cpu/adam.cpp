@@ -15,6 +15,58 @@
 
 namespace autograd::cpu {
 
+// The scalars of one step, each rounded to the parameter's type once, as PyTorch does when a Python
+// float meets a tensor.
+template <typename F> struct AdamScalars {
+  F step_size, bc2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd, decay;
+  explicit AdamScalars(const AdamStep& s) {
+    const double bias_correction1 = 1.0 - std::pow(s.beta1, double(s.step));
+    const double bias_correction2 = 1.0 - std::pow(s.beta2, double(s.step));
+    step_size = F(s.lr / bias_correction1);
+    bc2_sqrt = F(std::sqrt(bias_correction2));
+    beta1 = F(s.beta1), beta2 = F(s.beta2);
+    one_minus_beta1 = F(1.0 - s.beta1), one_minus_beta2 = F(1.0 - s.beta2);
+    eps = F(s.eps), wd = F(s.weight_decay);
+    decay = F(1.0 - s.lr * s.weight_decay);
+  }
+};
+
+// One element's update. Decay says which weight decay applies, chosen once per tensor so the loop
+// below has no branch and the compiler can run it on vectors (sqrt and / are exact in vector form too;
+// this file is built with -fno-math-errno so that std::sqrt needs no errno check).
+enum class Decay { none, l2, decoupled };
+
+template <typename F, Decay decay>
+[[gnu::always_inline]] inline void adam_element(const AdamScalars<F>& c, F& p, F g, F& m, F& v) {
+  if constexpr (decay == Decay::decoupled) p = p * c.decay;
+  if constexpr (decay == Decay::l2) g = g + c.wd * p;                 // grad.add(param, alpha=wd)
+  m = m * c.beta1 + c.one_minus_beta1 * g;                            // exp_avg.mul_(β1).add_(g, alpha=1−β1)
+  v = v * c.beta2 + c.one_minus_beta2 * g * g;                        // .mul_(β2).addcmul_(g, g, value=1−β2)
+  const F denom = std::sqrt(v) / c.bc2_sqrt + c.eps;                  // (sqrt(v) / √bc2).add_(eps)
+  p = p + (-c.step_size) * m / denom;                                 // addcdiv_(m, denom, value=−step_size)
+}
+
+template <typename F, Decay decay>
+void adam_loop(const AdamScalars<F>& c, int64_t n, F* __restrict p, const F* __restrict g, F* __restrict m,
+               F* __restrict v) {
+  for (int64_t i = 0; i < n; ++i) adam_element<F, decay>(c, p[i], g[i], m[i], v[i]);
+}
+
+// AMSGrad keeps the running maximum of v and divides by that instead: a separate, plain loop.
+template <typename F>
+void amsgrad_loop(const AdamStep& s, const AdamScalars<F>& c, int64_t n, F* p, const F* g, F* m, F* v, F* vmax) {
+  for (int64_t i = 0; i < n; ++i) {
+    F gi = g[i];
+    if (s.decoupled_weight_decay) p[i] = p[i] * c.decay;
+    else if (s.weight_decay != 0.0) gi = gi + c.wd * p[i];
+    m[i] = m[i] * c.beta1 + c.one_minus_beta1 * gi;
+    v[i] = v[i] * c.beta2 + c.one_minus_beta2 * gi * gi;
+    const F second = vmax[i] = std::max(vmax[i], v[i]);
+    const F denom = std::sqrt(second) / c.bc2_sqrt + c.eps;
+    p[i] = p[i] + (-c.step_size) * m[i] / denom;
+  }
+}
+
 template <typename F>
 static void adam_update_typed(const AdamStep& s, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                               const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) {
@@ -23,29 +75,11 @@ static void adam_update_typed(const AdamStep& s, const Tensor& param, const Tens
   const F* g = grad.data_ptr<F>();
   F* m = exp_avg.data_ptr<F>();
   F* v = exp_avg_sq.data_ptr<F>();
-  F* vmax = s.amsgrad ? max_exp_avg_sq.data_ptr<F>() : nullptr;
-
-  const double bias_correction1 = 1.0 - std::pow(s.beta1, double(s.step));
-  const double bias_correction2 = 1.0 - std::pow(s.beta2, double(s.step));
-  // scalars are rounded to the parameter's type once, as PyTorch does when a Python float meets a tensor
-  const F step_size = F(s.lr / bias_correction1);
-  const F bc2_sqrt = F(std::sqrt(bias_correction2));
-  const F beta1 = F(s.beta1), beta2 = F(s.beta2);
-  const F one_minus_beta1 = F(1.0 - s.beta1), one_minus_beta2 = F(1.0 - s.beta2);
-  const F eps = F(s.eps), wd = F(s.weight_decay);
-  const F decay = F(1.0 - s.lr * s.weight_decay);
-
-  for (int64_t i = 0; i < n; ++i) {
-    F gi = g[i];
-    if (s.decoupled_weight_decay) p[i] = p[i] * decay;
-    else if (s.weight_decay != 0.0) gi = gi + wd * p[i];                 // grad.add(param, alpha=wd)
-    m[i] = m[i] * beta1 + one_minus_beta1 * gi;                          // exp_avg.mul_(β1).add_(g, alpha=1−β1)
-    v[i] = v[i] * beta2 + one_minus_beta2 * gi * gi;                     // .mul_(β2).addcmul_(g, g, value=1−β2)
-    F second = v[i];
-    if (vmax) second = vmax[i] = std::max(vmax[i], v[i]);
-    const F denom = std::sqrt(second) / bc2_sqrt + eps;                  // (sqrt(v) / √bc2).add_(eps)
-    p[i] = p[i] + (-step_size) * m[i] / denom;                           // addcdiv_(m, denom, value=−step_size)
-  }
+  const AdamScalars<F> c(s);
+  if (s.amsgrad) return amsgrad_loop(s, c, n, p, g, m, v, max_exp_avg_sq.data_ptr<F>());
+  if (s.decoupled_weight_decay) return adam_loop<F, Decay::decoupled>(c, n, p, g, m, v);
+  if (s.weight_decay != 0.0) return adam_loop<F, Decay::l2>(c, n, p, g, m, v);
+  adam_loop<F, Decay::none>(c, n, p, g, m, v);
 }
 
 void adam_update_cpu(const AdamStep& s, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
