@@ -3,17 +3,24 @@
 // the code is our own.
 #include "autograd/random.h"
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numbers>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
+
+#include "autograd/cpu/avx2_mathfun_emulation.h"
 
 // The uniform and normal fills must round after every multiply and add, like PyTorch's portable
 // kernels. Compilers may otherwise fuse `a * b + c` into one FMA instruction when the target has one
 // (-march=native, aarch64), which changes the last bit. CMakeLists.txt passes -ffp-contract=off to
-// the whole build; the pragma keeps this file correct when it is compiled on its own.
+// the whole build; the pragma keeps this file correct when it is compiled on its own. Where the AVX2
+// kernel set needs one rounding, the code says so with an explicit std::fma.
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
@@ -209,6 +216,54 @@ double linear_bias_bound(int64_t fan_in) {
 // Distributions
 // ------------------------------------------------------------------------------------------------
 namespace rng {
+
+// ------------------------------------------------------------------------------------------------
+// Kernel set (CpuKernels): decided once from SCRATCHGRAD_CPU_KERNELS, or by set_cpu_kernels.
+// ------------------------------------------------------------------------------------------------
+namespace {
+
+constexpr const char* kKernelsVariable = "SCRATCHGRAD_CPU_KERNELS";
+constexpr int kUndecided = -1;
+std::atomic<int> g_cpu_kernels{kUndecided};
+
+bool is_kernel_set(CpuKernels k) { return k == CpuKernels::portable || k == CpuKernels::avx2; }
+
+}  // namespace
+
+CpuKernels parse_cpu_kernels(const char* value) {
+  if (value == nullptr || *value == '\0') return CpuKernels::portable;
+  const std::string_view v(value);
+  if (v == "default" || v == "portable") return CpuKernels::portable;  // "default" as in ATEN_CPU_CAPABILITY
+  if (v == "avx2") return CpuKernels::avx2;
+  throw std::invalid_argument(std::string(kKernelsVariable) + "=\"" + value +
+                              "\" is not a kernel set; use \"default\" (or \"portable\") or \"avx2\"");
+}
+
+CpuKernels cpu_kernels_from_environment() { return parse_cpu_kernels(std::getenv(kKernelsVariable)); }
+
+void set_cpu_kernels(CpuKernels kernels) {
+  if (!is_kernel_set(kernels)) {
+    throw std::invalid_argument("rng::set_cpu_kernels: unknown kernel set " +
+                                std::to_string(static_cast<int>(kernels)));
+  }
+  g_cpu_kernels.store(static_cast<int>(kernels));
+}
+
+CpuKernels cpu_kernels() {
+  int k = g_cpu_kernels.load();
+  if (k == kUndecided) {
+    // First use: read the environment (throws on a bad value and stays undecided, so every later
+    // call throws too). A concurrent set_cpu_kernels wins over the environment.
+    int from_env = static_cast<int>(cpu_kernels_from_environment());
+    g_cpu_kernels.compare_exchange_strong(k, from_env);
+    k = g_cpu_kernels.load();
+  }
+  return static_cast<CpuKernels>(k);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Fills
+// ------------------------------------------------------------------------------------------------
 namespace {
 
 void check_count(int64_t n, const char* who) {
@@ -231,7 +286,7 @@ template <> double uniform01<double>(Generator& gen) {
 }
 
 template <typename T>
-void uniform_fill(Generator& gen, T* out, int64_t n, double from_d, double to_d) {
+void uniform_fill(Generator& gen, T* out, int64_t n, double from_d, double to_d, CpuKernels kernels) {
   check_count(n, "uniform");
   if (!(from_d <= to_d)) throw std::invalid_argument("uniform: expected from <= to");
   const T from = static_cast<T>(from_d);
@@ -243,10 +298,24 @@ void uniform_fill(Generator& gen, T* out, int64_t n, double from_d, double to_d)
   // what PyTorch's AVX2 kernel computes) differs in the last bit for about half of the values, and
   // nn.Linear's initial weights come from here. The build compiles with -ffp-contract=off (and the
   // pragma above) so the compiler cannot fuse the two statements back into one FMA.
+  if (kernels == CpuKernels::avx2) {
+    // PyTorch's AVX2 build: the compiler fused the same expression into one FMA (one rounding).
+    for (int64_t i = 0; i < n; ++i) out[i] = std::fma(uniform01<T>(gen), range, from);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const T product = uniform01<T>(gen) * range;
     out[i] = product + from;
   }
+}
+
+// `z * std + mean` as the chosen kernel set rounds it: twice (portable) or once (AVX2, where the
+// compiler fused PyTorch's expression into an FMA).
+template <typename T>
+T scale_shift(T z, T stddev, T mean, CpuKernels kernels) {
+  if (kernels == CpuKernels::avx2) return std::fma(z, stddev, mean);
+  const T scaled = z * stddev;
+  return scaled + mean;
 }
 
 // One standard normal from a Box-Muller pair (PyTorch's normal_distribution<double>): the first
@@ -267,36 +336,66 @@ double cached_standard_normal(Generator& gen) {
 
 // Small (n < 16) tensors: each element is a double sample, scaled in double, then rounded to T.
 template <typename T>
-void normal_small(Generator& gen, T* out, int64_t n, double mean, double stddev) {
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(cached_standard_normal(gen) * stddev + mean);
+void normal_small(Generator& gen, T* out, int64_t n, double mean, double stddev, CpuKernels kernels) {
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = static_cast<T>(scale_shift(cached_standard_normal(gen), stddev, mean, kernels));
+  }
 }
 
 // Box-Muller over one block of 16 uniforms: element j (j < 8) pairs with element j + 8.
 // data[j] supplies the radius, data[j + 8] the angle; cosine lands in j, sine in j + 8.
 template <typename T>
-void box_muller_16(T* data, T mean, T stddev) {
+void box_muller_16(T* data, T mean, T stddev, CpuKernels kernels) {
   for (int j = 0; j < 8; ++j) {
     const T u_radius = T(1) - data[j];  // [0, 1) -> (0, 1] so the log is finite
     const T u_angle = data[j + 8];
     const T radius = std::sqrt(T(-2) * std::log(u_radius));
     // PyTorch forms the angle in double and then rounds it to T.
     const T theta = static_cast<T>(2.0 * std::numbers::pi * static_cast<double>(u_angle));
-    data[j] = radius * std::cos(theta) * stddev + mean;
-    data[j + 8] = radius * std::sin(theta) * stddev + mean;
+    data[j] = scale_shift(radius * std::cos(theta), stddev, mean, kernels);
+    data[j + 8] = scale_shift(radius * std::sin(theta), stddev, mean, kernels);
   }
+}
+
+// PyTorch's AVX2 block of 16 (float only): the same Box-Muller, eight lanes at a time, with the
+// vectorised Cephes log and sin/cos instead of the C library's. Differences from the portable block,
+// all in float: the angle is 2π rounded to float times u (one float multiply, not a double one), and
+// the final `* std + mean` is an explicit fused multiply-add.
+void box_muller_16_avx2(float* data, float mean, float stddev) {
+  const float two_pi = static_cast<float>(2.0 * std::numbers::pi);
+  for (int j = 0; j < 8; ++j) {
+    const float u_radius = 1.0f - data[j];
+    const float u_angle = data[j + 8];
+    const float radius = std::sqrt(-2.0f * cpu::avx2_emulation::log(u_radius));
+    const float theta = two_pi * u_angle;
+    float sin_theta, cos_theta;
+    cpu::avx2_emulation::sincos(theta, sin_theta, cos_theta);
+    const float n1 = radius * cos_theta;
+    const float n2 = radius * sin_theta;
+    data[j] = std::fma(n1, stddev, mean);
+    data[j + 8] = std::fma(n2, stddev, mean);
+  }
+}
+
+template <typename T>
+void transform_block(T* data, T mean, T stddev, CpuKernels kernels) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (kernels == CpuKernels::avx2) return box_muller_16_avx2(data, mean, stddev);
+  }
+  box_muller_16(data, mean, stddev, kernels);
 }
 
 // Large (n >= 16) contiguous tensors: draw n uniforms, transform whole blocks of 16, and if n is not
 // a multiple of 16 draw 16 fresh uniforms for the last 16 slots (overlapping the previous block) and
 // transform those. The overlap overwrites already-finished values, exactly as PyTorch does.
 template <typename T>
-void normal_fill(Generator& gen, T* out, int64_t n, T mean, T stddev) {
+void normal_fill(Generator& gen, T* out, int64_t n, T mean, T stddev, CpuKernels kernels) {
   for (int64_t i = 0; i < n; ++i) out[i] = uniform01<T>(gen);
-  for (int64_t i = 0; i + 16 <= n; i += 16) box_muller_16(out + i, mean, stddev);
+  for (int64_t i = 0; i + 16 <= n; i += 16) transform_block(out + i, mean, stddev, kernels);
   if (n % 16 != 0) {
     T* tail = out + (n - 16);
     for (int i = 0; i < 16; ++i) tail[i] = uniform01<T>(gen);
-    box_muller_16(tail, mean, stddev);
+    transform_block(tail, mean, stddev, kernels);
   }
 }
 
@@ -304,10 +403,11 @@ template <typename T>
 void normal_any(Generator& gen, T* out, int64_t n, double mean, double stddev) {
   check_count(n, "normal");
   if (!(stddev >= 0.0)) throw std::invalid_argument("normal: expected std >= 0");
+  const CpuKernels kernels = cpu_kernels();
   if (n >= 16) {
-    normal_fill<T>(gen, out, n, static_cast<T>(mean), static_cast<T>(stddev));
+    normal_fill<T>(gen, out, n, static_cast<T>(mean), static_cast<T>(stddev), kernels);
   } else {
-    normal_small<T>(gen, out, n, mean, stddev);
+    normal_small<T>(gen, out, n, mean, stddev, kernels);
   }
 }
 
@@ -334,8 +434,12 @@ void bernoulli_any(Generator& gen, T* out, int64_t n, double p) {
 
 }  // namespace
 
-void uniform(Generator& gen, float* out, int64_t n, double from, double to) { uniform_fill(gen, out, n, from, to); }
-void uniform(Generator& gen, double* out, int64_t n, double from, double to) { uniform_fill(gen, out, n, from, to); }
+void uniform(Generator& gen, float* out, int64_t n, double from, double to) {
+  uniform_fill(gen, out, n, from, to, cpu_kernels());
+}
+void uniform(Generator& gen, double* out, int64_t n, double from, double to) {
+  uniform_fill(gen, out, n, from, to, cpu_kernels());
+}
 
 void normal(Generator& gen, float* out, int64_t n, double mean, double stddev) { normal_any(gen, out, n, mean, stddev); }
 void normal(Generator& gen, double* out, int64_t n, double mean, double stddev) { normal_any(gen, out, n, mean, stddev); }

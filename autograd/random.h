@@ -76,16 +76,36 @@ double linear_bias_bound(int64_t fan_in);
 // std < 0, low >= high, p outside [0, 1]), mirroring PyTorch's checks.
 namespace rng {
 
+// Which of PyTorch's CPU kernel builds the fills reproduce (PyTorch picks one at startup; its
+// ATEN_CPU_CAPABILITY environment variable overrides the choice).
+//   portable  ATEN_CPU_CAPABILITY=default: the default here, and what the whole project's parity
+//             fixtures are made with.
+//   avx2      ATEN_CPU_CAPABILITY=avx2, what a plain `python3` uses on a recent x86 CPU: uniform
+//             computes x * (to - from) + from with one fused rounding; normal fuses `* std + mean`
+//             and, for float32 with n >= 16, uses re-creations of PyTorch's vectorised log and
+//             sin/cos (autograd/cpu/avx2_mathfun_emulation.h). Both are bit for bit.
+// The draws are the same in both sets, so generators stay in step; randint, bernoulli and randperm
+// do not change. The choice is process-wide. It starts from the environment variable
+// SCRATCHGRAD_CPU_KERNELS (unset, "default" or "portable" -> portable; "avx2" -> avx2), read once at
+// the first fill or cpu_kernels() call; any other value makes that call throw std::invalid_argument.
+// set_cpu_kernels() overrides it at any time (not while another thread is filling).
+enum class CpuKernels { portable, avx2 };
+void set_cpu_kernels(CpuKernels kernels);  // throws std::invalid_argument for a value not listed above
+CpuKernels cpu_kernels();
+// Parses a SCRATCHGRAD_CPU_KERNELS value as described above; the message of the invalid_argument it
+// throws names the variable and the value.
+CpuKernels parse_cpu_kernels(const char* value);
+// Reads and parses SCRATCHGRAD_CPU_KERNELS now (what cpu_kernels() does once); does not change the choice.
+CpuKernels cpu_kernels_from_environment();
+
 // uniform_(from, to) / torch.rand. One 32-bit draw per float (24 bits used), one random64 per
-// double (53 bits used); then x * (to - from) + from with two roundings (the product, then the sum),
-// which is what PyTorch's portable kernel (ATEN_CPU_CAPABILITY=default) computes, bit for bit.
-// PyTorch's AVX2/AVX-512 kernels fuse it into one rounding and land within the product's rounding
-// error of ours; see docs/random.md.
+// double (53 bits used); then x * (to - from) + from. The portable kernels round twice (the product,
+// then the sum); the avx2 set rounds once (a fused multiply-add). Both match PyTorch bit for bit.
 void uniform(Generator& gen, float* out, int64_t n, double from, double to);
 void uniform(Generator& gen, double* out, int64_t n, double from, double to);
 
 // normal_(mean, std) / torch.randn: n < 16 uses cached double Box-Muller pairs; n >= 16 uses
-// PyTorch's portable block-of-16 fill.
+// PyTorch's block-of-16 fill (portable or AVX2, see CpuKernels).
 void normal(Generator& gen, float* out, int64_t n, double mean, double std);
 void normal(Generator& gen, double* out, int64_t n, double mean, double std);
 

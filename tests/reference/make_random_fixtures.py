@@ -183,6 +183,21 @@ def make_normal(w):
     w.case("normal_float32_big_std", 5); do_normal(w, "float32", 40, -3.0, 12.5); w.end()
     w.case("normal_float64_big_std", 5); do_normal(w, "float64", 40, -3.0, 12.5); w.end()
     w.case("normal_float32_zero_std", 5); do_normal(w, "float32", 20, 1.5, 0.0); w.end()
+    # Added with rng::CpuKernels::avx2 (the emulation of PyTorch's AVX2 float normal kernel): more
+    # seeds, means and stds, every tail length kind, and one large fill. Appended so that the cases
+    # above keep their text.
+    for seed in [11, 42]:
+        for mean, std in [(0.0, 1.0), (0.75, 0.3), (-3.0, 12.5), (1000.0, 0.01)]:
+            for n in [16, 17, 37, 1000]:
+                w.case(f"normal_float32_m{mean}_sd{std}_s{seed}_n{n}", seed)
+                do_normal(w, "float32", n, mean, std)
+                w.end()
+    w.case("randn_float32_n20000", 2024); do_randn(w, "float32", 20000); w.end()
+    # With these seeds the first block's angle uniform hits one of the 3 (of 2^24) values, next to
+    # u = 0.75 (theta near 3*pi/2, cos near 0), where the AVX2 kernel's cosine depends on whether the
+    # Cody-Waite reduction steps are fused multiply-adds: they are, and these cases pin that down.
+    for seed in [1385426, 1734153]:
+        w.case(f"randn_float32_fused_reduction_s{seed}", seed); do_randn(w, "float32", 16); w.end()
 
 
 def make_randint(w):
