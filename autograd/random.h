@@ -80,7 +80,7 @@ namespace rng {
 // ATEN_CPU_CAPABILITY environment variable overrides the choice).
 //   portable  ATEN_CPU_CAPABILITY=default: the default here, and what the whole project's parity
 //             fixtures are made with.
-//   avx2      ATEN_CPU_CAPABILITY=avx2, what a plain `python3` uses on a recent x86 CPU: uniform
+//   avx2      ATEN_CPU_CAPABILITY=avx2, what a plain `python3` picks on an AVX2 x86 CPU: uniform
 //             computes x * (to - from) + from with one fused rounding; normal fuses `* std + mean`
 //             and, for float32 with n >= 16, uses re-creations of PyTorch's vectorised log and
 //             sin/cos (autograd/cpu/avx2_mathfun_emulation.h). Both are bit for bit.
