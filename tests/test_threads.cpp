@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "autograd/autograd.h"
+#include "autograd/cpu/loops.h"
 
 using namespace autograd;
 
@@ -34,6 +35,61 @@ TEST(Threads, SetNumThreadsIsRemembered) {
   EXPECT_EQ(get_num_threads(), 2);
   set_num_threads(0);  // below 1 means 1
   EXPECT_EQ(get_num_threads(), 1);
+}
+
+}  // namespace
+
+// ---- elementwise kernels split over threads ----
+
+namespace {
+
+// The element offsets a plan visits, in order, when walking elements [begin, end).
+std::vector<int64_t> visited(const cpu::LoopPlan<1>& plan, int64_t begin, int64_t end) {
+  std::vector<int64_t> offsets;
+  cpu::for_each_run_in(plan, begin, end, [&](const auto& off, int64_t n, const auto& st) {
+    for (int64_t i = 0; i < n; ++i) offsets.push_back(off[0] + i * st[0]);
+  });
+  return offsets;
+}
+
+TEST(Threads, AnyCutOfTheIterationVisitsTheSameElementsInTheSameOrder) {
+  // A transposed, sliced 3-D view: three loop dims survive merging, inner runs of 5.
+  const Shape shape{3, 4, 5};
+  const Shape strides{2, 60, 7};
+  auto plan = cpu::make_plan<1>(shape, {&strides});
+  std::vector<int64_t> naive;
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      for (int64_t k = 0; k < 5; ++k) naive.push_back(i * 2 + j * 60 + k * 7);
+  ASSERT_EQ(visited(plan, 0, 60), naive);
+  for (int64_t a = 0; a <= 60; a += 7) {
+    for (int64_t b = a; b <= 60; b += 11) {
+      std::vector<int64_t> joined = visited(plan, 0, a), middle = visited(plan, a, b), last = visited(plan, b, 60);
+      joined.insert(joined.end(), middle.begin(), middle.end());
+      joined.insert(joined.end(), last.begin(), last.end());
+      EXPECT_EQ(joined, naive) << "cut at " << a << " and " << b;
+    }
+  }
+}
+
+template <typename F> Tensor on_threads(int threads, F f) {
+  ThreadCount scope(threads);
+  return f();
+}
+
+TEST(Threads, BigElementwiseAndSoftmaxAreBitIdenticalOnOneAndTwoThreads) {
+  manual_seed(12);
+  Tensor x = randn({70, 33, 40}), y = randn({40, 33}).t();  // y broadcasts along dim 0 of x
+  Tensor sliced = x.slice(2, 1, 39).transpose(0, 1);        // non-contiguous, inner runs of 38
+  auto elementwise = [&] { return (x * y + x / 3.0).exp().slice(2, 1, 39).transpose(0, 1) - sliced; };
+  EXPECT_TRUE(equal(on_threads(1, elementwise), on_threads(2, elementwise)));
+  Tensor mask = randn({33, 40}) > 0.5;
+  auto masked = [&] { return x.masked_fill(mask, -1e9).contiguous(); };
+  EXPECT_TRUE(equal(on_threads(1, masked), on_threads(2, masked)));
+  for (int64_t dim : {0, 1, 2}) {
+    auto soft = [&] { return softmax(sliced, dim); };
+    EXPECT_TRUE(equal(on_threads(1, soft), on_threads(2, soft))) << "softmax over dim " << dim;
+  }
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ template <typename In, typename Out, typename F> void map1(const Tensor& in, con
   auto plan = make_plan<2>(out.shape(), {&out.strides(), &in.strides()});
   Out* po = ptr<Out>(out);
   const In* pi = ptr<In>(in);
-  for_each_run(plan, out.numel(), [&](const auto& off, int64_t n, const auto& st) {
+  parallel_for_each_run(plan, out.numel(), [&](const auto& off, int64_t n, const auto& st) {
     Out* o = po + off[0];
     const In* a = pi + off[1];
     if (st[0] == 1 && st[1] == 1) {
@@ -40,7 +40,7 @@ template <typename T, typename Out, typename F> void map2(const Tensor& a, const
   Out* po = ptr<Out>(out);
   const T* pa = ptr<T>(a);
   const T* pb = ptr<T>(b);
-  for_each_run(plan, out.numel(), [&](const auto& off, int64_t n, const auto& st) {
+  parallel_for_each_run(plan, out.numel(), [&](const auto& off, int64_t n, const auto& st) {
     Out* o = po + off[0];
     const T* x = pa + off[1];
     const T* y = pb + off[2];
@@ -116,9 +116,10 @@ template <typename Row> void for_each_row(const Tensor& in, const Tensor& out, i
   Shape outer = in.shape();
   outer[size_t(dim)] = 1;
   auto plan = make_plan<2>(outer, {&in.strides(), &out.strides()});
-  for_each_run(plan, shape_numel(outer), [&](const auto& off, int64_t n, const auto& st) {
+  auto rows = [&](const auto& off, int64_t n, const auto& st) {
     for (int64_t i = 0; i < n; ++i) row(off[0] + i * st[0], off[1] + i * st[1]);
-  });
+  };
+  parallel_for_each_run(plan, shape_numel(outer), rows, in.shape()[size_t(dim)]);  // rows never share outputs
 }
 
 // ---------------------------------------------------------------- softmax, in PyTorch's order
@@ -461,7 +462,7 @@ class CpuBackend final : public Backend {
       // write-only: the old contents may be uninitialised (and, for bool, not even a valid bool)
       auto plan = make_plan<1>(dst.shape(), {&dst.strides()});
       T* p = ptr<T>(dst);
-      for_each_run(plan, dst.numel(), [&](const auto& off, int64_t n, const auto& st) {
+      parallel_for_each_run(plan, dst.numel(), [&](const auto& off, int64_t n, const auto& st) {
         for (int64_t i = 0; i < n; ++i) p[off[0] + i * st[0]] = v;
       });
     });
@@ -483,9 +484,24 @@ class CpuBackend final : public Backend {
       const bool* pc = ptr<bool>(cond);
       const T* pa = ptr<T>(a);
       const T* pb = ptr<T>(b);
-      for_each_run(plan, out.numel(), [&](const auto& off, int64_t n, const auto& st) {
-        for (int64_t i = 0; i < n; ++i)
-          po[off[0] + i * st[0]] = pc[off[1] + i * st[1]] ? pa[off[2] + i * st[2]] : pb[off[3] + i * st[3]];
+      parallel_for_each_run(plan, out.numel(), [&](const auto& off, int64_t n, const auto& st) {
+        T* o = po + off[0];
+        const bool* c = pc + off[1];
+        const T* x = pa + off[2];
+        const T* y = pb + off[3];
+        // masked_fill is where(mask, value, x) with the value a stride-0 scalar: give the compiler a
+        // plain loop for that and for all-contiguous operands, so it can use vectors
+        if (st[0] == 1 && st[1] == 1 && st[2] == 0 && st[3] == 1) {
+          const T value = *x;
+          for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? value : y[i];
+        } else if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 0) {  // where(cond, x, scalar)
+          const T value = *y;
+          for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : value;
+        } else if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
+          for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : y[i];
+        } else {
+          for (int64_t i = 0; i < n; ++i) o[i * st[0]] = c[i * st[1]] ? x[i * st[2]] : y[i * st[3]];
+        }
       });
     });
   }

@@ -6,12 +6,14 @@
 // is called once per innermost run with the run length and each operand's inner stride; a kernel tests
 // for stride 1 and gives the compiler a plain loop it can vectorise.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
 #include "autograd/dtype.h"
+#include "autograd/runtime.h"
 #include "autograd/tensor.h"
 
 namespace autograd::cpu {
@@ -63,10 +65,13 @@ template <size_t K> LoopPlan<K> make_plan(const Shape& shape, const std::array<c
   return plan;
 }
 
-// Calls run(offsets, n, inner_strides) for every innermost run; offsets are element offsets per operand.
-template <size_t K, typename Run> void for_each_run(const LoopPlan<K>& plan, int64_t numel, Run&& run) {
+// Calls run(offsets, n, inner_strides) for the innermost runs that cover elements [begin, end) of the
+// iteration (element e is the e-th visited, outermost dim slowest); offsets are element offsets per
+// operand. A run may be cut short at `begin` or `end`.
+template <size_t K, typename Run>
+void for_each_run_in(const LoopPlan<K>& plan, int64_t begin, int64_t end, Run&& run) {
   std::array<int64_t, K> offsets{};
-  if (numel == 0) return;
+  if (begin >= end) return;
   if (plan.sizes.empty()) {  // every dim has size 1: a single element
     std::array<int64_t, K> ones;
     ones.fill(1);
@@ -74,10 +79,19 @@ template <size_t K, typename Run> void for_each_run(const LoopPlan<K>& plan, int
     return;
   }
   const size_t inner = plan.sizes.size() - 1;
-  const int64_t n = plan.sizes[inner];
-  std::array<int64_t, kMaxLoopDims> counter{};
-  while (true) {
+  std::array<int64_t, kMaxLoopDims> counter{};  // the odometer: index along each dim
+  for (int64_t rest = begin, d = int64_t(inner); d >= 0 && rest > 0; --d) {
+    counter[size_t(d)] = rest % plan.sizes[size_t(d)];
+    rest /= plan.sizes[size_t(d)];
+    for (size_t k = 0; k < K; ++k) offsets[k] += counter[size_t(d)] * plan.strides[size_t(d)][k];
+  }
+  for (int64_t e = begin;;) {
+    const int64_t n = std::min(plan.sizes[inner] - counter[inner], end - e);
     run(offsets, n, plan.strides[inner]);
+    e += n;
+    if (e >= end) return;
+    for (size_t k = 0; k < K; ++k) offsets[k] -= counter[inner] * plan.strides[inner][k];  // back to the run's start
+    counter[inner] = 0;
     size_t d = inner;  // advance the odometer over the outer dims
     while (d > 0) {
       --d;
@@ -87,10 +101,28 @@ template <size_t K, typename Run> void for_each_run(const LoopPlan<K>& plan, int
       }
       for (size_t k = 0; k < K; ++k) offsets[k] -= plan.strides[d][k] * (plan.sizes[d] - 1);
       counter[d] = 0;
-      if (d == 0) return;
     }
-    if (inner == 0) return;
   }
+}
+
+// Every innermost run, in order.
+template <size_t K, typename Run> void for_each_run(const LoopPlan<K>& plan, int64_t numel, Run&& run) {
+  for_each_run_in(plan, 0, numel, run);
+}
+
+// Below this many elements a kernel stays on one thread: starting threads costs a few microseconds.
+inline constexpr int64_t kParallelElements = int64_t(1) << 15;
+
+// Like for_each_run, with the elements split into one contiguous range per thread (get_num_threads())
+// when there are enough of them. Only for kernels whose runs write disjoint outputs — elementwise maps,
+// row-wise softmax — so that who computes an element can never change its value.
+// `cost` is how many elements' worth of work one element is (a softmax row: its length).
+template <size_t K, typename Run>
+void parallel_for_each_run(const LoopPlan<K>& plan, int64_t numel, Run&& run, int64_t cost = 1) {
+  const int threads = numel * cost < kParallelElements ? 1 : int(std::min<int64_t>(get_num_threads(), numel));
+  if (threads <= 1) return for_each_run(plan, numel, run);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int t = 0; t < threads; ++t) for_each_run_in(plan, numel * t / threads, numel * (t + 1) / threads, run);
 }
 
 }  // namespace autograd::cpu
