@@ -63,6 +63,14 @@ bool equal(const Tensor& a, const Tensor& b);  // same shape and exactly the sam
 // ---- linear algebra (ops/matmul.cpp) ----
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// ---- causal attention without the masked half (ops/attention.cpp) ----
+// The same bits as the dense ops, with the masked half of the products (forward and backward) skipped
+// on the CPU: causal_scores(q, k, s) == (q @ kᵀ / s).masked_fill(above the diagonal, -inf) for q, k
+// [..., T, d]; tril_matmul(p, v) == tril(p) @ v for p [..., T, T], v [..., T, d] (== p @ v for the
+// softmax of causal scores).
+Tensor causal_scores(const Tensor& q, const Tensor& k, double scale_divisor);
+Tensor tril_matmul(const Tensor& p, const Tensor& v);
+
 // ---- shapes (ops/shape.cpp) ----
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);

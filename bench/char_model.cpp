@@ -3,7 +3,7 @@
 // same seed, same batches, same optimizer, same output format.
 //
 //   build/bin/bench_char_model [--dim 24] [--context 8] [--batch 16] [--heads 1] [--threads 1]
-//                              [--steps 300] [--warmup 20] [--device cpu|cuda]
+//                              [--steps 300] [--warmup 20] [--device cpu|cuda] [--attention blocked|dense]
 //
 // One timed step is everything a training loop does: draw the batch, forward, cross_entropy, zero_grad,
 // backward, Adam step. The last line is machine-readable:
@@ -31,13 +31,14 @@ namespace {
 struct Options {
   int64_t dim = 24, context = 8, batch = 16, heads = 1, threads = 1, steps = 300, warmup = 20;
   std::string device = "cpu";
+  std::string attention = "blocked";  // dense: the workshop's ops even past one block (for before/after figures)
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "bench_char_model: %s\n"
                "usage: bench_char_model [--dim D] [--context T] [--batch B] [--heads H] [--threads N]\n"
-               "                        [--steps N] [--warmup N] [--device cpu|cuda]\n",
+               "                        [--steps N] [--warmup N] [--device cpu|cuda] [--attention blocked|dense]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -65,10 +66,12 @@ Options parse(int argc, char** argv) {
       value = argv[++i];
     }
     if (flag == "--device") o.device = value;
+    else if (flag == "--attention") o.attention = value;
     else if (auto it = ints.find(flag); it != ints.end()) *it->second = parse_int(flag, value, flag == "--warmup" ? 0 : 1);
     else usage("unknown flag " + flag);
   }
   if (o.dim % o.heads != 0) usage("--heads must divide --dim");
+  if (o.attention != "blocked" && o.attention != "dense") usage("--attention must be blocked or dense");
   return o;
 }
 
@@ -109,6 +112,7 @@ int main(int argc, char** argv) {
   manual_seed(7);
   nn::MiniSelfAttention model({.vocab = V, .dim = o.dim, .context = T, .heads = o.heads});
   model.to(device);
+  model.skip_masked_half = o.attention == "blocked";
   optim::Adam opt(model.parameters(), {.lr = 0.01});
 
   auto batch = [&] {  // the workshop's batch() (nn::random_windows), moved to the device

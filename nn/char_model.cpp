@@ -36,6 +36,7 @@ Tensor MiniSelfAttention::forward(const Tensor& idx) const {
   // Each line's label (the workshop's Python) goes with the nodes it records: traces, graphs, anomaly errors.
   CallSite line("x = tok(idx) + pos(arange(t))");
   Tensor x = (*tok)(idx) + (*pos)(arange(t).to(idx.device()));
+  if (skip_masked_half && t > kSkipMaskedHalfAbove && x.device().is_cpu()) return attend_skipping_masked_half(x);
   Tensor blocked = mask.slice(0, 0, t).slice(1, 0, t) == 0.0;
   if (H == 1) {
     line.set("att = (q(x) @ k(x).transpose(-2, -1)) / D**0.5");
@@ -56,6 +57,25 @@ Tensor MiniSelfAttention::forward(const Tensor& idx) const {
   att = att.masked_fill(blocked, neg_inf);
   line.set("ctx = (softmax(att, dim=-1) @ split(v(x))).transpose(1, 2).view(B, t, D)");
   Tensor ctx = softmax(att, -1).matmul(split((*v)(x))).transpose(1, 2).contiguous().view({B, t, D});
+  line.set("return head(ctx)");
+  return (*head)(ctx);
+}
+
+// The same steps as forward() from the attention on, through causal_scores and tril_matmul: the same
+// bits, with the masked half of both products (and of their gradients) skipped — see
+// autograd/ops/attention.cpp. Layers are called in forward()'s order (q, k, then v after the softmax),
+// so the graph's nodes, and the order backward adds gradients in, are the same as there.
+Tensor MiniSelfAttention::attend_skipping_masked_half(const Tensor& x) const {
+  const int64_t B = x.size(0), t = x.size(1), D = config.dim, H = config.heads, hd = D / H;
+  auto split = [&](const Tensor& y) { return H == 1 ? y : y.view({B, t, H, hd}).transpose(1, 2); };
+  CallSite line("att = causal_scores(q(x), k(x), hd**0.5)");
+  Tensor qx = split((*q)(x));
+  Tensor kx = split((*k)(x));
+  Tensor att = causal_scores(qx, kx, std::pow(double(hd), 0.5));
+  line.set("ctx = tril_matmul(softmax(att, dim=-1), v(x))");
+  Tensor weights = softmax(att, -1);
+  Tensor ctx = tril_matmul(weights, split((*v)(x)));
+  if (H > 1) ctx = ctx.transpose(1, 2).contiguous().view({B, t, D});
   line.set("return head(ctx)");
   return (*head)(ctx);
 }

@@ -21,9 +21,18 @@ class MiniSelfAttention : public Module {
   Tensor operator()(const Tensor& idx) const { return forward(idx); }
 
   CharModelConfig config;
+  // Above kSkipMaskedHalfAbove positions (CPU), forward() skips the masked half of the attention products
+  // with causal_scores / tril_matmul; false runs the workshop's dense ops at every length. The results
+  // are the same bits either way. (Short contexts keep the workshop's ops: nothing to gain there, and
+  // their graphs and traces read like the Python.)
+  static constexpr int64_t kSkipMaskedHalfAbove = 32;
+  bool skip_masked_half = true;
   std::shared_ptr<Embedding> tok, pos;
   std::shared_ptr<Linear> q, k, v, head;
   Tensor mask;  // buffer: tril(ones(T, T)), 1 = allowed
+
+ private:
+  Tensor attend_skipping_masked_half(const Tensor& x) const;  // the rest of forward(), for long contexts
 };
 
 // The workshop's batch(): `batch` random windows of `context` token ids from the 1-D `data`, and the same

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/dot.h"
 #include "nn/nn.h"
 #include "test_helpers.h"
 
@@ -185,6 +186,47 @@ TEST(CausalMask, CharModelPredictsFromThePastOnly) {
     EXPECT_TRUE(equal(a.slice(1, 0, 4), b.slice(1, 0, 4)));
     EXPECT_FALSE(equal(a.slice(1, 4, std::nullopt), b.slice(1, 4, std::nullopt)));
   }
+}
+
+// Past kSkipMaskedHalfAbove positions the char model skips the masked half of its attention products
+// (causal_scores / tril_matmul): the logits, the loss and every parameter's gradient must be the same
+// bits as with the workshop's dense ops, for one head and for several.
+TEST(CausalMask, CharModelSkippingTheMaskedHalfGivesTheDenseBits) {
+  for (int64_t heads : {1, 4}) {
+    SCOPED_TRACE(std::to_string(heads) + " head(s)");
+    manual_seed(8);
+    nn::MiniSelfAttention model({.vocab = 13, .dim = 32, .context = 100, .heads = heads});
+    Tensor xb = randint(0, 13, {3, 100}), yb = randint(0, 13, {3, 100});
+    auto run = [&](bool skip) {
+      model.skip_masked_half = skip;
+      model.zero_grad();
+      Tensor logits = model(xb);
+      cross_entropy(logits.view({-1, 13}), yb.view({-1})).backward();
+      std::vector<Tensor> results{logits.detach()};
+      for (const Tensor& p : model.parameters()) results.push_back(p.grad().clone());
+      return results;
+    };
+    std::vector<Tensor> dense = run(false), skipping = run(true);
+    ASSERT_EQ(dense.size(), skipping.size());
+    EXPECT_TRUE(equal(skipping[0], dense[0])) << "logits";
+    for (size_t i = 1; i < dense.size(); ++i) EXPECT_TRUE(equal(skipping[i], dense[i])) << "gradient " << i;
+    // and the fast path really ran: its nodes are in the graph, the dense path's are not
+    model.skip_masked_half = true;
+    const std::string graph = to_dot(model(xb));
+    EXPECT_NE(graph.find("CausalScoresBackward"), std::string::npos);
+    EXPECT_EQ(graph.find("MaskedFillBackward0"), std::string::npos);
+  }
+}
+
+TEST(CausalMask, CharModelWithALongContextPredictsFromThePastOnly) {
+  manual_seed(9);
+  nn::MiniSelfAttention model({.vocab = 13, .dim = 16, .context = 70, .heads = 2});
+  Tensor idx = randint(0, 13, {1, 70});
+  Tensor changed = idx.clone();
+  changed.slice(1, 50, std::nullopt).fill_(12.0);
+  Tensor a = model(idx), b = model(changed);
+  EXPECT_TRUE(equal(a.slice(1, 0, 50), b.slice(1, 0, 50)));
+  EXPECT_FALSE(equal(a.slice(1, 50, std::nullopt), b.slice(1, 50, std::nullopt)));
 }
 
 TEST(CausalMask, WithoutAMaskTheFutureIsSeen) {

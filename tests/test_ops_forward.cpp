@@ -291,6 +291,8 @@ const std::map<std::string, OpFn>& engine_ops() {
            Tensor causal = ones({4, 4}, DType::Bool).triu(1);
            return {matmul(scores.masked_fill(causal, -kInf).softmax(-1), in["v"])};
          }},
+        {"causal_scores", [](const In& in) -> Outs { return {causal_scores(in["q"], in["k"], std::sqrt(3.0))}; }},
+        {"tril_matmul", [](const In& in) -> Outs { return {tril_matmul(in["p"], in["v"])}; }},
         {"masked_fill", [](const In& in) -> Outs { return {in["x"].masked_fill(in["m"], 0.5)}; }},
         {"masked_fill_broadcast", [](const In& in) -> Outs { return {in["x"].masked_fill(in["m"], -kInf)}; }},
         {"masked_fill_broadcast_col", [](const In& in) -> Outs { return {in["x"].masked_fill(in["m"], -1e9)}; }},

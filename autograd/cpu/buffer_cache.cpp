@@ -1,11 +1,15 @@
 // cpu/buffer_cache.cpp — size-classed free lists over aligned_alloc (see buffer_cache.h).
 #include "autograd/cpu/buffer_cache.h"
 
+#include <atomic>
+#include <cstring>
+
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -47,7 +51,18 @@ Cache& cache() {
 
 }  // namespace
 
+static std::atomic<bool> poison_new_buffers{false};
+void set_poison_allocations(bool on) { poison_new_buffers = on; }
+
+static void* allocate_unpoisoned(size_t nbytes);
+
 void* cached_allocate(size_t nbytes) {
+  void* p = allocate_unpoisoned(nbytes);
+  if (poison_new_buffers) std::memset(p, 0xFF, nbytes);  // all-ones bytes: NaN as float or double
+  return p;
+}
+
+static void* allocate_unpoisoned(size_t nbytes) {
   if (nbytes > kLargest) {
     void* p = std::aligned_alloc(kAlignment, (nbytes + kAlignment - 1) / kAlignment * kAlignment);
     if (!p) throw std::bad_alloc();

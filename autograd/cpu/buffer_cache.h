@@ -14,5 +14,8 @@ void cached_deallocate(void* ptr, size_t nbytes);
 // Bytes held in free lists right now, and a way to give them back to the system.
 size_t cached_free_bytes();
 void release_cached_buffers();
+// Tests: fill every new buffer with NaN bytes, so a kernel that reads an output entry it never wrote
+// (instead of the zero a fresh page happens to hold) gives NaN rather than passing by luck.
+void set_poison_allocations(bool on);
 
 }  // namespace autograd::cpu

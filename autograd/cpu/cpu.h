@@ -6,9 +6,20 @@ namespace autograd::cpu {
 
 Backend& cpu_backend();
 
+// What a product may take for granted about where its zeros are, to skip work that cannot change a bit
+// (causal attention, ops/attention.cpp). The exact kernels use it; BLIS and the narrow-row path compute
+// the full product, which gives the same entries when the promised zeros are there.
+enum class MatmulStructure {
+  dense,    // nothing
+  lower_c,  // only C[i, j] with j <= i is wanted: tiles wholly above the diagonal are not computed
+  lower_a,  // A is square and A[i, p] == 0 for p > i (a causal softmax, tril)
+  upper_a,  // A is square and A[i, p] == 0 for p < i (the transpose of one)
+};
+
 // out[..., M, N] = a[..., M, K] @ b[..., K, N]; batch dims identical (expanded views allowed).
-// Tiny products go to a register-blocked loop, the rest to BLIS with the operands' own strides.
-void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out);
+// Products are added in PyTorch's order by the exact kernels (or BLIS when SCRATCHGRAD_MATMUL=blis).
+void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out,
+                    MatmulStructure structure = MatmulStructure::dense);
 
 void adam_update_cpu(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                      const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq);

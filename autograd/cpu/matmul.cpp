@@ -17,9 +17,9 @@
 // This file also owns the process-wide CPU settings that BLIS reads once: kernel family, thread
 // count, denormal flushing.
 #include <blis.h>
+#include <fmt/format.h>
 #include <xmmintrin.h>
 
-#include <algorithm>
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -98,6 +98,13 @@ constexpr int64_t kKc = 256;  // BLIS's KC for the reference kernels (float and 
 // is loaded once per MR rows. NR fills two vectors of VB bytes: 256-bit (16 floats) with AVX2, 512-bit
 // (32 floats) with AVX-512 — the width changes how many entries run side by side, never an entry's order.
 constexpr int64_t kMr = 4;
+
+// Which zeros a product may skip, and where the rows it is given start in the whole matrix (a thread
+// may get rows r0.. of it): see tile_work below.
+struct Skip {
+  MatmulStructure structure = MatmulStructure::dense;
+  int64_t row0 = 0;
+};
 template <typename T, int VB = 32> constexpr int64_t kNr = 2 * VB / int64_t(sizeof(T));
 
 // Packed operands for one block of at most kKc values of p:
@@ -247,11 +254,36 @@ template <typename T, int NV>
   }
 }
 
+// ---- products that know where their zeros are (MatmulStructure in cpu.h; used by ops/attention.cpp)
+// What one tile of rows [i, i + mr) (rows of the whole matrix) computes within the block [p0, p0 + kc):
+// a chain may skip terms that are products with an exact zero at its end (lower_a) or its start
+// (upper_a) without changing a bit, and lower_c skips column panels that lie wholly above the diagonal.
+struct TileWork {
+  int64_t p_begin, p_end;  // the terms of this block that can be nonzero for these rows
+  bool first;              // the first block these rows add up: stored, not added to C
+  int64_t panels;          // column panels to compute
+};
+
+inline TileWork tile_work(MatmulStructure structure, int64_t i, int64_t mr, int64_t p0, int64_t kc,
+                          int64_t n_panels, int64_t nr) {
+  TileWork w{p0, p0 + kc, p0 == 0, n_panels};
+  switch (structure) {
+    case MatmulStructure::dense: break;
+    case MatmulStructure::lower_c: w.panels = std::min(n_panels, (i + mr - 1) / nr + 1); break;
+    case MatmulStructure::lower_a: w.p_end = std::min(w.p_end, i + mr); break;  // A[r, p] = 0 for p > r
+    case MatmulStructure::upper_a:  // A[r, p] = 0 for p < r: blocks before the one holding i are all zeros
+      w.p_begin = std::max(p0, i);
+      w.first = p0 == i / kKc * kKc;
+      break;
+  }
+  return w;
+}
+
 // C (m x n) = A (m x k) @ B (k x n), any strides, in PyTorch's order (see the top of the file).
 template <typename T, int VB = 32>
 [[gnu::always_inline]] inline void exact_gemm_impl(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
                                                    int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
-                                                   int64_t crs, int64_t ccs) {
+                                                   int64_t crs, int64_t ccs, Skip skip) {
   constexpr int64_t NR = kNr<T, VB>, VL = int64_t(32 / sizeof(T));
   switch ((n + VL - 1) / VL) {  // narrow products: row by row (same order, see exact_gemm_rows)
     case 1: return exact_gemm_rows<T, 1>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
@@ -271,11 +303,14 @@ template <typename T, int VB = 32>
     pack_b<T, VB>(kc, n, b + p0 * brs, brs, bcs, buf.b.data());
     for (int64_t i0 = 0; i0 < m; i0 += kMr) {
       const int64_t mr = std::min(kMr, m - i0);
-      pack_a(kc, mr, a + i0 * ars + p0 * acs, ars, acs, buf.a.data());
-      for (int64_t jp = 0; jp < n_panels; ++jp) {
+      const TileWork w = tile_work(skip.structure, skip.row0 + i0, mr, p0, kc, n_panels, NR);
+      if (w.p_begin >= w.p_end) continue;  // nothing but zeros for these rows in this block
+      const int64_t kw = w.p_end - w.p_begin;
+      pack_a(kw, mr, a + i0 * ars + w.p_begin * acs, ars, acs, buf.a.data());
+      for (int64_t jp = 0; jp < w.panels; ++jp) {
         const int64_t j0 = jp * NR;
-        tile<T, VB>(kc, buf.a.data(), buf.b.data() + jp * kc * NR, p0 == 0, mr, std::min(NR, n - j0),
-             c + i0 * crs + j0 * ccs, crs, ccs);
+        tile<T, VB>(kw, buf.a.data(), buf.b.data() + jp * kc * NR + (w.p_begin - p0) * NR, w.first, mr,
+                    std::min(NR, n - j0), c + i0 * crs + j0 * ccs, crs, ccs);
       }
     }
   }
@@ -287,15 +322,16 @@ template <typename T, int VB = 32>
 // -ffp-contract=off).
 template <typename T>
 void exact_gemm_baseline(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b,
-                         int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs) {
-  exact_gemm_impl(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+                         int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs, Skip skip) {
+  exact_gemm_impl(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, skip);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 template <typename T>
 [[gnu::target("avx2")]] void exact_gemm_avx2(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs,
-                                             const T* b, int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs) {
-  exact_gemm_impl(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+                                             const T* b, int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs,
+                                             Skip skip) {
+  exact_gemm_impl(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, skip);
 }
 bool has_avx2() {
   static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx2"));
@@ -306,8 +342,8 @@ bool has_avx2() {
 template <typename T>
 [[gnu::target("avx512f")]] void exact_gemm_avx512(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
                                                   int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
-                                                  int64_t crs, int64_t ccs) {
-  exact_gemm_impl<T, 64>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+                                                  int64_t crs, int64_t ccs, Skip skip) {
+  exact_gemm_impl<T, 64>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, skip);
 }
 bool has_avx512() {
   static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f")) &&
@@ -318,12 +354,12 @@ bool has_avx512() {
 
 template <typename T>
 void exact_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
-                int64_t bcs, T* c, int64_t crs, int64_t ccs) {
+                int64_t bcs, T* c, int64_t crs, int64_t ccs, Skip skip) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (has_avx512()) return exact_gemm_avx512(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
-  if (has_avx2()) return exact_gemm_avx2(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+  if (has_avx512()) return exact_gemm_avx512(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, skip);
+  if (has_avx2()) return exact_gemm_avx2(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, skip);
 #endif
-  exact_gemm_baseline(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+  exact_gemm_baseline(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, skip);
 }
 
 // ---------------------------------------------------------------- products with one output row or column
@@ -393,7 +429,7 @@ void blis_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t
 
 }  // namespace
 
-void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
+void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulStructure structure) {
   init_cpu_runtime();
   const bool blis = use_blis_for_large_products();
   // A stride of 0 inside a matrix (an expanded row/column) is legal for us but not for BLIS: copy those.
@@ -408,6 +444,9 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
   const int64_t ars = a.strides()[size_t(nd - 2)], acs = a.strides()[size_t(nd - 1)];
   const int64_t brs = b.strides()[size_t(nd - 2)], bcs = b.strides()[size_t(nd - 1)];
   const int64_t crs = out.strides()[size_t(nd - 2)], ccs = out.strides()[size_t(nd - 1)];
+  if (structure == MatmulStructure::lower_a || structure == MatmulStructure::upper_a) {
+    if (m != k) throw std::logic_error(fmt::format("matmul: a triangular A must be square, got {} x {}", m, k));
+  }
   const bool large = m * n * k > kSmallMatmulFlops;
   const bool dots = uses_blis_dot(!batch.empty(), m, n, k, acs, brs);
   dispatch_floating(out.dtype(), "matmul", [&](auto tag) {
@@ -431,7 +470,7 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out) {
         for (int64_t r = 0; r < mr; ++r)
           for (int64_t c = 0; c < n; ++c) ci[r * crs + c * ccs] = blis_dot(k, ai + r * ars, acs, bi + c * bcs, brs);
       } else {
-        exact_gemm(mr, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs);
+        exact_gemm(mr, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs, Skip{structure, r0});
       }
     };
     // Element offsets of (C, A, B) for each batch item; the buffer is kept between calls.

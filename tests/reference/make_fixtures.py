@@ -239,6 +239,11 @@ case(N, "softmax_inf_values", {"x": fixed([[1.0, INF, 0.0], [-INF, -INF, -INF], 
      lambda x: (x.softmax(-1), x.log_softmax(-1)))
 case(N, "causal_attention", {"q": u(2, 4, 3), "k": u(2, 4, 3), "v": u(2, 4, 3)},
      lambda q, k, v: (q @ k.mT / math.sqrt(3)).masked_fill(torch.ones(4, 4, dtype=B).triu(1), -INF).softmax(-1) @ v)
+# the blocked causal ops (ops/attention.cpp) against the dense ops they stand for; T > 32 so blocks are used
+CAUSAL_40 = torch.ones(40, 40, dtype=B).triu(1)
+case(N, "causal_scores", {"q": u(2, 40, 3), "k": u(2, 40, 3)},
+     lambda q, k: (q @ k.mT / math.sqrt(3)).masked_fill(CAUSAL_40, -INF))
+case(N, "tril_matmul", {"p": u(2, 40, 40), "v": u(2, 40, 5)}, lambda p, v: p.tril() @ v)
 case(N, "masked_fill", {"x": u(3, 4), "m": mask(3, 4)}, lambda x, m: x.masked_fill(m, 0.5))
 case(N, "masked_fill_broadcast", {"x": u(2, 3, 4), "m": mask(4)}, lambda x, m: x.masked_fill(m, -INF))
 case(N, "masked_fill_broadcast_col", {"x": u(3, 4), "m": mask(3, 1)}, lambda x, m: x.masked_fill(m, -1e9))

@@ -1,0 +1,137 @@
+// test_attention_ops.cpp — causal_scores and tril_matmul (autograd/ops/attention.cpp): the products that
+// skip the masked half of causal attention (cpu::MatmulStructure) must give exactly the dense ops' bits,
+// forward and backward, on any number of threads, and their gradients must be right on their own.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/autograd.h"
+#include "autograd/cpu/buffer_cache.h"
+#include "autograd/gradcheck.h"
+
+using namespace autograd;
+
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+Tensor above_diagonal(int64_t t) { return ones({t, t}, DType::Bool).triu(1); }
+
+// The dense attention the two ops stand for, and the one through them.
+Tensor dense_attention(const Tensor& q, const Tensor& k, const Tensor& v, double s) {
+  Tensor scores = (matmul(q, k.mT()) / s).masked_fill(above_diagonal(q.size(-2)), -kInf);
+  return matmul(softmax(scores, -1), v);
+}
+Tensor blocked_attention(const Tensor& q, const Tensor& k, const Tensor& v, double s) {
+  return tril_matmul(softmax(causal_scores(q, k, s), -1), v);
+}
+
+struct Grads3 {
+  Tensor out, dq, dk, dv;
+};
+
+template <typename F> Grads3 run(F attention, const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& g) {
+  Tensor q = q0.detach().requires_grad_(), k = k0.detach().requires_grad_(), v = v0.detach().requires_grad_();
+  Tensor out = attention(q, k, v, std::sqrt(double(q.size(-1))));
+  out.backward(g);
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+void expect_same_bits(const Shape& qkv_shape, DType dtype) {
+  Tensor q = randn(qkv_shape, dtype), k = randn(qkv_shape, dtype), v = randn(qkv_shape, dtype);
+  Tensor g = randn(qkv_shape, dtype);
+  Grads3 dense = run(dense_attention, q, k, v, g), blocked = run(blocked_attention, q, k, v, g);
+  const std::string what = shape_to_string(qkv_shape) + " " + std::string(dtype_name(dtype));
+  EXPECT_TRUE(equal(blocked.out, dense.out)) << what << ": output";
+  EXPECT_TRUE(equal(blocked.dq, dense.dq)) << what << ": dq";
+  EXPECT_TRUE(equal(blocked.dk, dense.dk)) << what << ": dk";
+  EXPECT_TRUE(equal(blocked.dv, dense.dv)) << what << ": dv";
+}
+
+// Outputs start as NaN here: an entry the skipping kernels should have written but did not shows.
+struct PoisonedBuffers {
+  PoisonedBuffers() { cpu::set_poison_allocations(true); }
+  ~PoisonedBuffers() { cpu::set_poison_allocations(false); }
+};
+
+TEST(CausalAttentionOps, SameBitsAsTheDenseOpsForwardAndBackward) {
+  PoisonedBuffers poison;
+  manual_seed(21);
+  // T: within one 4-row tile, row tiles straddling the diagonal's column panels (16 / 32 wide), narrow
+  // products (the row path, which computes everything), and T past one 256-deep chain block; d: narrow
+  // and wide enough for the tile path
+  for (int64_t t : {2, 5, 8, 33, 65, 100, 300}) {
+    for (int64_t d : {3, 8, 64}) expect_same_bits({2, t, d}, DType::Float32);
+  }
+  expect_same_bits({2, 3, 70, 4}, DType::Float32);  // heads
+  expect_same_bits({70, 5}, DType::Float64);
+}
+
+TEST(CausalAttentionOps, SameBitsOnTwoThreads) {
+  PoisonedBuffers poison;
+  manual_seed(26);
+  const int previous = get_num_threads();
+  set_num_threads(2);  // big enough to be split by rows and by batch items
+  expect_same_bits({2, 200, 64}, DType::Float32);
+  expect_same_bits({8, 130, 64}, DType::Float32);
+  set_num_threads(previous);
+}
+
+TEST(CausalAttentionOps, SameBitsOnNonContiguousInputs) {
+  manual_seed(22);
+  Tensor q = randn({2, 6, 50}).transpose(1, 2), k = randn({2, 50, 12}).slice(2, 2, 8), v = randn({2, 50, 6});
+  Tensor g = randn({2, 50, 6});
+  Grads3 dense = run(dense_attention, q, k, v, g), blocked = run(blocked_attention, q, k, v, g);
+  EXPECT_TRUE(equal(blocked.out, dense.out));
+  EXPECT_TRUE(equal(blocked.dq, dense.dq));
+  EXPECT_TRUE(equal(blocked.dk, dense.dk));
+  EXPECT_TRUE(equal(blocked.dv, dense.dv));
+}
+
+TEST(CausalAttentionOps, ScoresAreMinusInfinityAboveTheDiagonal) {
+  manual_seed(23);
+  const std::vector<float> s = causal_scores(randn({40, 3}), randn({40, 3}), 2.0).to_vector<float>();
+  for (int64_t i = 0; i < 40; ++i)
+    for (int64_t j = 0; j < 40; ++j) EXPECT_EQ(s[size_t(i * 40 + j)] == -kInf, j > i) << i << ", " << j;
+}
+
+TEST(CausalAttentionOps, TrilMatmulIgnoresEntriesAboveTheDiagonal) {
+  manual_seed(24);
+  Tensor p = randn({45, 45}), v = randn({45, 3});
+  EXPECT_TRUE(equal(tril_matmul(p, v), matmul(p.tril(), v)));
+  Tensor leaf = p.detach().requires_grad_();
+  tril_matmul(leaf, v).sum().backward();
+  EXPECT_TRUE(equal(leaf.grad().triu(1), zeros({45, 45})));  // no gradient where tril(p) has none
+}
+
+TEST(CausalAttentionOps, Gradcheck) {
+  manual_seed(25);
+  const DType f64 = DType::Float64;
+  // causal_scores ends in -inf, so its check goes through the softmax.
+  Tensor q = randn({36, 2}, f64).requires_grad_(), k = randn({2, 36}, f64).t().requires_grad_();
+  auto scores = [](const std::vector<Tensor>& in) { return softmax(causal_scores(in[0], in[1], 1.5), -1); };
+  EXPECT_TRUE(gradcheck(scores, {q, k}).ok) << gradcheck(scores, {q, k}).message;
+  Tensor p = randn({36, 36}, f64).requires_grad_(), v = randn({3, 36}, f64).t().requires_grad_();
+  auto product = [](const std::vector<Tensor>& in) { return tril_matmul(in[0], in[1]); };
+  EXPECT_TRUE(gradcheck(product, {p, v}).ok) << gradcheck(product, {p, v}).message;
+}
+
+TEST(CausalAttentionOps, BadInputsAreNamedErrors) {
+  auto message = [](auto f) {
+    try {
+      f();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] { causal_scores(randn({40, 3}), randn({41, 3}), 1.0); }).find("causal_scores"), std::string::npos);
+  EXPECT_NE(message([] { causal_scores(randn({40, 3}), randn({40, 4}), 1.0); }).find("[40, 4]"), std::string::npos);
+  EXPECT_NE(message([] { causal_scores(randn({40, 3}), randn({40, 3}, DType::Float64), 1.0); }).find("float64"),
+            std::string::npos);
+  EXPECT_NE(message([] { tril_matmul(randn({40, 39}), randn({40, 3})); }).find("tril_matmul"), std::string::npos);
+  EXPECT_NE(message([] { tril_matmul(randn({2, 40, 40}), randn({3, 40, 3})); }).find("[3, 40, 3]"), std::string::npos);
+}
+
+}  // namespace
