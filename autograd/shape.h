@@ -32,10 +32,10 @@ class Shape {
   Shape(std::initializer_list<int64_t> values) { assign(values.begin(), values.end()); }
   template <std::input_iterator It> Shape(It first, It last) { assign(first, last); }
   Shape(const std::vector<int64_t>& values) { assign(values.begin(), values.end()); }  // NOLINT: implicit on purpose
-  Shape(const Shape& other) { assign(other.begin(), other.end()); }
+  Shape(const Shape& other) { copy_from(other); }
   Shape(Shape&& other) noexcept { take(other); }
   Shape& operator=(const Shape& other) {
-    if (this != &other) assign(other.begin(), other.end());
+    if (this != &other) copy_from(other);
     return *this;
   }
   Shape& operator=(Shape&& other) noexcept {
@@ -101,7 +101,12 @@ class Shape {
     for (; first != last; ++first) push_back(int64_t(*first));
   }
 
-  friend bool operator==(const Shape& a, const Shape& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+  friend bool operator==(const Shape& a, const Shape& b) {
+    if (a.size_ != b.size_) return false;
+    for (size_t i = 0; i < a.size_; ++i)  // a plain loop: std::equal would call memcmp for a handful of values
+      if (a.data_[i] != b.data_[i]) return false;
+    return true;
+  }
 
  private:
   bool on_heap() const { return data_ != inline_; }
@@ -119,10 +124,21 @@ class Shape {
       other.data_ = other.inline_;
       other.capacity_ = kInline;
     } else {
-      std::copy(other.begin(), other.end(), inline_);
+      __builtin_memcpy(inline_, other.inline_, sizeof(inline_));  // a fixed size: a few moves, no memmove call
     }
     size_ = other.size_;
     other.size_ = 0;
+  }
+  // Copies `other`'s values. Up to kInline of them are copied as one fixed-size block (every buffer a
+  // Shape points to holds at least kInline values), which compiles to a few moves instead of a call.
+  void copy_from(const Shape& other) {
+    if (other.size_ <= kInline) {
+      release();
+      __builtin_memcpy(inline_, other.data_, sizeof(inline_));
+      size_ = other.size_;
+    } else {
+      assign(other.begin(), other.end());
+    }
   }
 
   int64_t inline_[kInline] = {};
