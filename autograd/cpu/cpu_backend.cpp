@@ -186,13 +186,21 @@ void softmax_typed(const Tensor& in, int64_t dim, bool log, const Tensor& out) {
     const T* x = pi + oi;
     T* y = po + oo;
     const T m = row_max(n, x, si);  // an all -inf row gives -inf - -inf = NaN everywhere, as in PyTorch
+    // A trailing run of -inf (causal attention's masked scores) gives exp(-inf - m) = +0 exactly when m
+    // is not -inf itself: found once per row, those entries skip the exp call.
+    const T neg_inf = -std::numeric_limits<T>::infinity();
+    int64_t live = n;
+    if (m != neg_inf)
+      while (live > 0 && x[(live - 1) * si] == neg_inf) --live;
+    auto exp_shifted = [&](int64_t j) { return j < live ? T(std::exp(T(x[j * si] - m))) : T(0); };
     if (log) {
-      const T sum = softmax_row_sum<T>(last, n, [&](int64_t j) { return T(std::exp(T(x[j * si] - m))); });
+      const T sum = softmax_row_sum<T>(last, n, exp_shifted);
       const T log_sum = std::log(sum);
       for (int64_t j = 0; j < n; ++j) y[j * so] = T(x[j * si] - m) - log_sum;  // (x − max) − log Σ, that order
       return;
     }
-    for (int64_t j = 0; j < n; ++j) y[j * so] = std::exp(T(x[j * si] - m));
+    for (int64_t j = 0; j < live; ++j) y[j * so] = std::exp(T(x[j * si] - m));
+    for (int64_t j = live; j < n; ++j) y[j * so] = T(0);
     const T sum = softmax_row_sum<T>(last, n, [&](int64_t j) { return y[j * so]; });
     if (last) {
       const T inv = T(1) / sum;

@@ -77,8 +77,10 @@ void scale_lower(const Tensor& dst, const Tensor& src, double s, double above) {
     using T = decltype(tag);
     const T scale = T(s), fill = T(above);
     for_each_square<T>(dst, src, [&](T* d, const T* x) {
-      for (int64_t i = 0; i < t; ++i)
-        for (int64_t j = 0; j < t; ++j) d[i * t + j] = j <= i ? T(x[i * t + j] / scale) : fill;
+      for (int64_t i = 0; i < t; ++i) {  // two plain loops per row, so both run on vectors
+        for (int64_t j = 0; j <= i; ++j) d[i * t + j] = x[i * t + j] / scale;
+        for (int64_t j = i + 1; j < t; ++j) d[i * t + j] = fill;
+      }
     });
   });
 }
