@@ -97,7 +97,9 @@ constexpr int64_t kKc = 256;  // BLIS's KC for the reference kernels (float and 
 // Register tile: MR rows by NR columns of C are accumulated together, so each packed value of B
 // is loaded once per MR rows. NR fills two vectors of VB bytes: 256-bit (16 floats) with AVX2, 512-bit
 // (32 floats) with AVX-512 — the width changes how many entries run side by side, never an entry's order.
-constexpr int64_t kMr = 4;
+// Rows per register tile: kMr<VB> x 2 vectors of accumulators (8 x 2 of the 32 registers with AVX-512,
+// 4 x 2 of 16 with AVX2 and SSE).
+template <int VB> constexpr int64_t kMr = VB == 64 ? 8 : 4;  // 8: measured best of 4..12 at D 256
 
 // Which zeros a product may skip, and where the rows it is given start in the whole matrix (a thread
 // may get rows r0.. of it): see tile_work below.
@@ -108,7 +110,7 @@ struct Skip {
 template <typename T, int VB = 32> constexpr int64_t kNr = 2 * VB / int64_t(sizeof(T));
 
 // Packed operands for one block of at most kKc values of p:
-//   A panel: kMr rows, laid out p-major  (ap[p * kMr + r] = a[i0 + r, p0 + p]), zero past the last row;
+//   A panel: MR = kMr<VB> rows, laid out p-major  (ap[p * MR + r] = a[i0 + r, p0 + p]), zero past the last row;
 //   B panels: kNr columns each, p-major  (bp[p * kNr + c] = b[p0 + p, j0 + c]), zero past the last column.
 // The padding only feeds tile entries that are never written back, so it cannot change a result.
 template <typename T> struct Packed {
@@ -134,10 +136,11 @@ void pack_b(int64_t kc, int64_t n, const T* b, int64_t brs, int64_t bcs, T* out)
   }
 }
 
-template <typename T> void pack_a(int64_t kc, int64_t mr, const T* a, int64_t ars, int64_t acs, T* out) {
+template <typename T, int64_t MR>
+void pack_a(int64_t kc, int64_t mr, const T* a, int64_t ars, int64_t acs, T* out) {
   for (int64_t p = 0; p < kc; ++p) {
-    for (int64_t r = 0; r < mr; ++r) out[p * kMr + r] = a[r * ars + p * acs];
-    for (int64_t r = mr; r < kMr; ++r) out[p * kMr + r] = T(0);
+    for (int64_t r = 0; r < mr; ++r) out[p * MR + r] = a[r * ars + p * acs];
+    for (int64_t r = mr; r < MR; ++r) out[p * MR + r] = T(0);
   }
 }
 
@@ -147,7 +150,7 @@ template <typename T, int VB = 32> struct Vector32;  // VB bytes of T as one GCC
 template <int VB> struct Vector32<float, VB> { typedef float type __attribute__((vector_size(VB))); };
 template <int VB> struct Vector32<double, VB> { typedef double type __attribute__((vector_size(VB))); };
 
-// One kMr x kNr tile over one block: each entry is its own chain acc = acc + a * b, in p order (the
+// One MR x NR tile over one block: each entry is its own chain acc = acc + a * b, in p order (the
 // vector lanes are different entries, so nothing is reordered). Then C = acc (first block) or acc + C.
 template <typename T, int VB>
 [[gnu::always_inline]] inline void tile(int64_t kc, const T* ap, const T* bp, bool first, int64_t mr, int64_t nr,
@@ -155,13 +158,14 @@ template <typename T, int VB>
   using V = typename Vector32<T, VB>::type;
   constexpr int64_t NR = kNr<T, VB>, VL = int64_t(sizeof(V) / sizeof(T));
   static_assert(NR == 2 * VL);
-  V acc[kMr][2] = {};
+  constexpr int64_t MR = kMr<VB>;
+  V acc[MR][2] = {};
   for (int64_t p = 0; p < kc; ++p) {
     V b0, b1;
     __builtin_memcpy(&b0, bp + p * NR, sizeof(V));
     __builtin_memcpy(&b1, bp + p * NR + VL, sizeof(V));
-    for (int64_t r = 0; r < kMr; ++r) {
-      const T a = ap[p * kMr + r];
+    for (int64_t r = 0; r < MR; ++r) {
+      const T a = ap[p * MR + r];
       acc[r][0] = acc[r][0] + b0 * a;
       acc[r][1] = acc[r][1] + b1 * a;
     }
@@ -297,16 +301,17 @@ template <typename T, int VB = 32>
   Packed<T>& buf = packing_buffers<T>();
   const int64_t n_panels = (n + NR - 1) / NR;
   buf.b.resize(size_t(std::min(k, kKc) * n_panels * NR));
-  buf.a.resize(size_t(std::min(k, kKc) * kMr));
+  constexpr int64_t MR = kMr<VB>;
+  buf.a.resize(size_t(std::min(k, kKc) * MR));
   for (int64_t p0 = 0; p0 < k; p0 += kKc) {
     const int64_t kc = std::min(kKc, k - p0);
     pack_b<T, VB>(kc, n, b + p0 * brs, brs, bcs, buf.b.data());
-    for (int64_t i0 = 0; i0 < m; i0 += kMr) {
-      const int64_t mr = std::min(kMr, m - i0);
+    for (int64_t i0 = 0; i0 < m; i0 += MR) {
+      const int64_t mr = std::min(MR, m - i0);
       const TileWork w = tile_work(skip.structure, skip.row0 + i0, mr, p0, kc, n_panels, NR);
       if (w.p_begin >= w.p_end) continue;  // nothing but zeros for these rows in this block
       const int64_t kw = w.p_end - w.p_begin;
-      pack_a(kw, mr, a + i0 * ars + w.p_begin * acs, ars, acs, buf.a.data());
+      pack_a<T, MR>(kw, mr, a + i0 * ars + w.p_begin * acs, ars, acs, buf.a.data());
       for (int64_t jp = 0; jp < w.panels; ++jp) {
         const int64_t j0 = jp * NR;
         tile<T, VB>(kw, buf.a.data(), buf.b.data() + jp * kc * NR + (w.p_begin - p0) * NR, w.first, mr,
