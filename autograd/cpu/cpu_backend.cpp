@@ -587,8 +587,11 @@ class CpuBackend final : public Backend {
       T* o = ptr<T>(out);
       for (int64_t i = 0; i < n; ++i) {
         const T* row = w + idx[i] * r;
-        if (c == 1) std::memcpy(o + i * d, row, size_t(d) * sizeof(T));
-        else for (int64_t j = 0; j < d; ++j) o[i * d + j] = row[j * c];
+        if (c == 1) {  // a plain loop: rows are short, and a memcpy call per row costs more than the copy
+          for (int64_t j = 0; j < d; ++j) o[i * d + j] = row[j];
+        } else {
+          for (int64_t j = 0; j < d; ++j) o[i * d + j] = row[j * c];
+        }
       }
     });
   }
