@@ -53,7 +53,7 @@ std::string called_from(const Node& node) {
 bool is_anomaly_enabled() { return anomaly_enabled; }
 void set_anomaly_enabled(bool enabled) { anomaly_enabled = enabled; }
 
-void check_anomaly_forward(const Tensor& out, const std::vector<Tensor>& inputs) {
+void check_anomaly_forward(const Tensor& out, std::span<const Tensor> inputs) {
   if (!anomaly_enabled) return;
   NonFinite o = scan(out);
   if (o.nan_at < 0 && o.inf_at < 0) return;
@@ -64,7 +64,8 @@ void check_anomaly_forward(const Tensor& out, const std::vector<Tensor>& inputs)
     input_inf = input_inf || i.inf_at >= 0;
   }
   const Node& node = *out.grad_fn();
-  const bool fills = std::string_view(node.name).starts_with("MaskedFill");  // -inf by request: a mask
+  const std::string_view op = node.name;  // -inf by request: a mask (masked_fill, causal_scores)
+  const bool fills = op.starts_with("MaskedFill") || op.starts_with("CausalScores");
   std::string what;
   int64_t at = -1;
   if (o.nan_at >= 0 && !input_nan) {

@@ -1,6 +1,7 @@
 // debug.h — instruments for looking inside the engine: anomaly mode, call-site labels, and the text that
 // says where a node came from. The backward trace is in trace.h, graph pictures in dot.h, SVG in svg.h.
 #pragma once
+#include <span>
 #include <source_location>
 #include <string>
 #include <string_view>
@@ -32,7 +33,7 @@ class DetectAnomalyGuard {
   bool previous_;
 };
 // Called by the engine: `out` was just recorded (it has its grad_fn) from `inputs`.
-void check_anomaly_forward(const Tensor& out, const std::vector<Tensor>& inputs);
+void check_anomaly_forward(const Tensor& out, std::span<const Tensor> inputs);
 void check_anomaly_backward(const Node& node, const Grads& grads);
 
 // ---- call sites ----

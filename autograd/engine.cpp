@@ -67,7 +67,7 @@ static Edge edge_to(const Tensor& t) {
   return e;
 }
 
-Tensor record(const char* name, Tensor out, const std::vector<Tensor>& inputs, const std::vector<Tensor>& saved,
+Tensor record(const char* name, Tensor out, std::span<const Tensor> inputs, std::span<const Tensor> saved,
               BackwardFn backward, std::source_location where) {
   if (!grad_enabled) return out;
   bool any = false;
@@ -92,12 +92,6 @@ Tensor record(const char* name, Tensor out, const std::vector<Tensor>& inputs, c
   out.impl().requires_grad = true;
   check_anomaly_forward(out, inputs);
   return out;
-}
-
-Tensor record(const char* name, Tensor out, std::initializer_list<Tensor> inputs, std::initializer_list<Tensor> saved,
-              BackwardFn backward, std::source_location where) {
-  return record(name, std::move(out), std::vector<Tensor>(inputs), std::vector<Tensor>(saved), std::move(backward),
-                where);
 }
 
 // For every node reachable from the root: how many edges point into it, i.e. how many gradients it

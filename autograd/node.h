@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <source_location>
+#include <span>
 #include <string_view>
 #include <string>
 #include <vector>
@@ -52,12 +53,15 @@ struct Node {
 // Records `out` as produced by a differentiable op. Does nothing (returns `out` unchanged) in no-grad
 // mode or when no input requires grad. `saved` lists the tensors the closure captured, so modifying one
 // of them in place before backward is detected.
-Tensor record(const char* name, Tensor out, std::initializer_list<Tensor> inputs,
-              std::initializer_list<Tensor> saved, BackwardFn backward,
-              std::source_location where = std::source_location::current());
-Tensor record(const char* name, Tensor out, const std::vector<Tensor>& inputs,
-              const std::vector<Tensor>& saved, BackwardFn backward,
-              std::source_location where = std::source_location::current());
+Tensor record(const char* name, Tensor out, std::span<const Tensor> inputs, std::span<const Tensor> saved,
+              BackwardFn backward, std::source_location where = std::source_location::current());
+// The usual call, with braced lists: record("MulBackward0", out, {a, b}, {a, b}, closure).
+inline Tensor record(const char* name, Tensor out, std::initializer_list<Tensor> inputs,
+                     std::initializer_list<Tensor> saved, BackwardFn backward,
+                     std::source_location where = std::source_location::current()) {
+  return record(name, std::move(out), std::span<const Tensor>(inputs.begin(), inputs.size()),
+                std::span<const Tensor>(saved.begin(), saved.size()), std::move(backward), where);
+}
 
 // True when a new op with these inputs would be recorded.
 bool needs_grad(std::initializer_list<Tensor> inputs);

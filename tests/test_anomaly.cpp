@@ -105,6 +105,14 @@ TEST(Anomaly, MaskedFillInfinityIsACausalMaskNotAnAnomaly) {
   EXPECT_TRUE(std::isfinite(scores.grad().abs().sum().item()));
 }
 
+TEST(Anomaly, CausalScoresInfinityIsACausalMaskNotAnAnomaly) {
+  DetectAnomalyGuard guard;
+  Tensor q = testing_helpers::leaf({40, 3}, 3), k = testing_helpers::leaf({40, 3}, 4);
+  Tensor v = testing_helpers::leaf({40, 3}, 5);
+  EXPECT_NO_THROW(tril_matmul(softmax(causal_scores(q, k, 2.0), -1), v).sum().backward());
+  EXPECT_TRUE(std::isfinite(q.grad().abs().sum().item()));
+}
+
 TEST(Anomaly, NanFromAnInfiniteInputIsStillCaught) {
   DetectAnomalyGuard guard;
   Tensor scores = testing_helpers::leaf({2, 2}, 2);
