@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/small_vector.h"
 #include "autograd/tensor.h"
 
 namespace autograd {
@@ -34,9 +35,9 @@ struct SavedVersion {
 
 struct Node {
   const char* name;             // PyTorch's grad_fn name: "MulBackward0", "MmBackward0", ...
-  std::vector<Edge> inputs;     // parallel to the Grads the closure returns
+  SmallVector<Edge, 3> inputs;  // parallel to the Grads the closure returns
   BackwardFn backward;          // empty once released
-  std::vector<SavedVersion> saved;
+  SmallVector<SavedVersion, 3> saved;
   Shape output_shape;           // the shape the incoming gradient must have
   DType output_dtype = DType::Float32;
   uint64_t sequence_nr = 0;     // creation order: among ready nodes, the engine runs the newest first
