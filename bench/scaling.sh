@@ -5,7 +5,9 @@
 #   bench/scaling.sh               T = 64 128 256 512 1024 at D 256, then D = 64 128 256 512 1024 at T 128
 #
 # Needs build/bin/bench_char_model (bench/compare.sh builds it). Knobs: BUILD, THREADS (1), BATCH (32),
-# HEADS (1), T_LIST, D_LIST (empty skips that sweep), FIXED_D (256), FIXED_T (128), STEPS (5), WARMUP (1).
+# HEADS (1), T_LIST, D_LIST (empty skips that sweep), FIXED_D (256), FIXED_T (128), STEPS (5), WARMUP (1),
+# ATTENTION (blocked: the model's default, the masked half of the attention products skipped past 32
+# positions; dense: the workshop's ops at every length).
 # GFLOP is the arithmetic of the step's matrix products: each forward product plus the two backward
 # products that give its inputs' gradients, 2 flops per multiply-add, so 6·B·T·D·(3D + V) for the four
 # linears (q, k, v, head) and 6·B·T²·D·2 for the two attention products (the masked half included, as a
@@ -20,16 +22,16 @@ bin=$build/bin/bench_char_model
 threads=${THREADS:-1} B=${BATCH:-32} heads=${HEADS:-1}
 t_list=${T_LIST-64 128 256 512 1024} d_list=${D_LIST-64 128 256 512 1024}
 fixed_d=${FIXED_D:-256} fixed_t=${FIXED_T:-128}
-steps=${STEPS:-5} warmup=${WARMUP:-1}
+steps=${STEPS:-5} warmup=${WARMUP:-1} attention=${ATTENTION:-blocked}
 V=13  # the workshop text's vocabulary
 
 field() { local v; v=$(tail -n 1 <<<"$2" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1); echo "${v:-na}"; }
 
-echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $threads thread(s), B $B, heads $heads"
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $threads thread(s), B $B, heads $heads, attention $attention"
 printf '%-6s %6s %6s | %10s %10s %8s %9s\n' sweep T D ms_per_step GFLOP GFLOP/s rss_MB
 sweep() {  # sweep NAME T D
   local out ms rss gflop
-  out=$("$bin" --dim "$3" --context "$2" --batch "$B" --heads "$heads" --threads "$threads" --steps "$steps" --warmup "$warmup" 2>&1) || {
+  out=$("$bin" --dim "$3" --context "$2" --batch "$B" --heads "$heads" --threads "$threads" --steps "$steps" --warmup "$warmup" --attention "$attention" 2>&1) || {
     echo "  T $2 D $3 failed: $(tail -n 2 <<<"$out" | tr '\n' ' ')"; return; }
   ms=$(field ms_per_step "$out") rss=$(field rss_mb "$out")
   gflop=$(awk -v B="$B" -v T="$2" -v D="$3" -v V="$V" 'BEGIN { printf "%.3f", 6 * B * T * D * (3 * D + V + 2 * T) / 1e9 }')
