@@ -366,6 +366,8 @@ TEST(ParityKernels, Matmul) {
   expect_probe("bmm", matmul(input("bmm.a"), input("bmm.b")));
   expect_probe("bmm_small", matmul(input("bmm_small.a"), input("bmm_small.b")));
   expect_probe("linear", linear(input("linear.x"), input("linear.w"), input("linear.bias")));
+  // K = 300: the bias is where the sum starts, (bias + chain₀) + chain₁, not added at the end
+  expect_probe("linear_k300", linear(input("linear_k300.x"), input("linear_k300.w"), input("linear_k300.bias")));
   // one output row or column
   expect_probe("dot", matmul(input("dot.x"), input("dot.y")));
   expect_probe("mv", matmul(input("mv.a"), input("mv.v")));

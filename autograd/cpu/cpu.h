@@ -18,8 +18,10 @@ enum class MatmulStructure {
 
 // out[..., M, N] = a[..., M, K] @ b[..., K, N]; batch dims identical (expanded views allowed).
 // Products are added in PyTorch's order by the exact kernels (or BLIS when SCRATCHGRAD_MATMUL=blis).
+// add_to_out: out holds the sum's starting value and every block of the sum is added to it, as BLIS
+// does for addmm (beta = 1): (bias + chain₀) + chain₁ + ...
 void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out,
-                    MatmulStructure structure = MatmulStructure::dense);
+                    MatmulStructure structure = MatmulStructure::dense, bool add_to_out = false);
 
 void adam_update_cpu(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                      const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq);

@@ -101,11 +101,13 @@ constexpr int64_t kKc = 256;  // BLIS's KC for the reference kernels (float and 
 // 4 x 2 of 16 with AVX2 and SSE).
 template <int VB> constexpr int64_t kMr = VB == 64 ? 8 : 4;  // 8: measured best of 4..12 at D 256
 
-// Which zeros a product may skip, and where the rows it is given start in the whole matrix (a thread
-// may get rows r0.. of it): see tile_work below.
-struct Skip {
+// How one call computes its product: which zeros it may skip and where the rows it is given start in
+// the whole matrix (a thread may get rows r0.. of it; see tile_work below), and whether C already holds
+// the sum's starting value (addmm's bias: every block's chain is then added to C, the first one too).
+struct ProductOptions {
   MatmulStructure structure = MatmulStructure::dense;
   int64_t row0 = 0;
+  bool add_to_c = false;
 };
 template <typename T, int VB = 32> constexpr int64_t kNr = 2 * VB / int64_t(sizeof(T));
 
@@ -230,7 +232,7 @@ template <typename T, int NV, int R>
 template <typename T, int NV>
 [[gnu::always_inline]] inline void exact_gemm_rows(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
                                                    int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
-                                                   int64_t crs, int64_t ccs) {
+                                                   int64_t crs, int64_t ccs, bool add_to_c) {
   constexpr int64_t VL = int64_t(32 / sizeof(T)), W = NV * VL;
   constexpr int R = kRowsTogether<T, NV>;
   Packed<T>& buf = packing_buffers<T>();
@@ -250,11 +252,12 @@ template <typename T, int NV>
       bp = buf.b.data();
       b_stride = W;
     }
+    const bool first = p0 == 0 && !add_to_c;  // store this block's chains, or add them to C
     int64_t i = 0;
     for (; i + R <= m; i += R)
-      row_block<T, NV, R>(kc, a + i * ars + p0 * acs, ars, acs, bp, b_stride, p0 == 0, n, c + i * crs, crs, ccs);
+      row_block<T, NV, R>(kc, a + i * ars + p0 * acs, ars, acs, bp, b_stride, first, n, c + i * crs, crs, ccs);
     for (; i < m; ++i)
-      row_block<T, NV, 1>(kc, a + i * ars + p0 * acs, ars, acs, bp, b_stride, p0 == 0, n, c + i * crs, crs, ccs);
+      row_block<T, NV, 1>(kc, a + i * ars + p0 * acs, ars, acs, bp, b_stride, first, n, c + i * crs, crs, ccs);
   }
 }
 
@@ -287,15 +290,15 @@ inline TileWork tile_work(MatmulStructure structure, int64_t i, int64_t mr, int6
 template <typename T, int VB = 32>
 [[gnu::always_inline]] inline void exact_gemm_impl(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
                                                    int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
-                                                   int64_t crs, int64_t ccs, Skip skip) {
+                                                   int64_t crs, int64_t ccs, ProductOptions options) {
   constexpr int64_t NR = kNr<T, VB>, VL = int64_t(32 / sizeof(T));
   switch ((n + VL - 1) / VL) {  // narrow products: row by row (same order, see exact_gemm_rows)
-    case 1: return exact_gemm_rows<T, 1>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
-    case 2: return exact_gemm_rows<T, 2>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
-    case 3: return exact_gemm_rows<T, 3>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
-    case 4: return exact_gemm_rows<T, 4>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
-    case 5: return exact_gemm_rows<T, 5>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
-    case 6: return exact_gemm_rows<T, 6>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs);
+    case 1: return exact_gemm_rows<T, 1>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c);
+    case 2: return exact_gemm_rows<T, 2>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c);
+    case 3: return exact_gemm_rows<T, 3>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c);
+    case 4: return exact_gemm_rows<T, 4>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c);
+    case 5: return exact_gemm_rows<T, 5>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c);
+    case 6: return exact_gemm_rows<T, 6>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c);
     default: break;
   }
   Packed<T>& buf = packing_buffers<T>();
@@ -308,7 +311,8 @@ template <typename T, int VB = 32>
     pack_b<T, VB>(kc, n, b + p0 * brs, brs, bcs, buf.b.data());
     for (int64_t i0 = 0; i0 < m; i0 += MR) {
       const int64_t mr = std::min(MR, m - i0);
-      const TileWork w = tile_work(skip.structure, skip.row0 + i0, mr, p0, kc, n_panels, NR);
+      TileWork w = tile_work(options.structure, options.row0 + i0, mr, p0, kc, n_panels, NR);
+      if (options.add_to_c) w.first = false;
       if (w.p_begin >= w.p_end) continue;  // nothing but zeros for these rows in this block
       const int64_t kw = w.p_end - w.p_begin;
       pack_a<T, MR>(kw, mr, a + i0 * ars + w.p_begin * acs, ars, acs, buf.a.data());
@@ -327,16 +331,16 @@ template <typename T, int VB = 32>
 // -ffp-contract=off).
 template <typename T>
 void exact_gemm_baseline(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b,
-                         int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs, Skip skip) {
-  exact_gemm_impl(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, skip);
+                         int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs, ProductOptions options) {
+  exact_gemm_impl(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 template <typename T>
 [[gnu::target("avx2")]] void exact_gemm_avx2(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs,
                                              const T* b, int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs,
-                                             Skip skip) {
-  exact_gemm_impl(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, skip);
+                                             ProductOptions options) {
+  exact_gemm_impl(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 }
 bool has_avx2() {
   static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx2"));
@@ -347,8 +351,8 @@ bool has_avx2() {
 template <typename T>
 [[gnu::target("avx512f")]] void exact_gemm_avx512(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
                                                   int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
-                                                  int64_t crs, int64_t ccs, Skip skip) {
-  exact_gemm_impl<T, 64>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, skip);
+                                                  int64_t crs, int64_t ccs, ProductOptions options) {
+  exact_gemm_impl<T, 64>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 }
 bool has_avx512() {
   static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f")) &&
@@ -359,12 +363,12 @@ bool has_avx512() {
 
 template <typename T>
 void exact_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
-                int64_t bcs, T* c, int64_t crs, int64_t ccs, Skip skip) {
+                int64_t bcs, T* c, int64_t crs, int64_t ccs, ProductOptions options) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (has_avx512()) return exact_gemm_avx512(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, skip);
-  if (has_avx2()) return exact_gemm_avx2(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, skip);
+  if (has_avx512()) return exact_gemm_avx512(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+  if (has_avx2()) return exact_gemm_avx2(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 #endif
-  exact_gemm_baseline(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, skip);
+  exact_gemm_baseline(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 }
 
 // ---------------------------------------------------------------- products with one output row or column
@@ -419,22 +423,23 @@ void normalise_strides(int64_t rows, int64_t cols, int64_t& rs, int64_t& cs) {
 
 template <typename T>
 void blis_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
-               int64_t bcs, T* c, int64_t crs, int64_t ccs) {
+               int64_t bcs, T* c, int64_t crs, int64_t ccs, bool add_to_c) {
   normalise_strides(m, k, ars, acs);
   normalise_strides(k, n, brs, bcs);
   normalise_strides(m, n, crs, ccs);
-  T one = 1, zero = 0;
+  T one = 1, beta = add_to_c ? 1 : 0;
   if constexpr (std::is_same_v<T, float>)
     bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &one, const_cast<T*>(a), ars, acs, const_cast<T*>(b),
-              brs, bcs, &zero, c, crs, ccs);
+              brs, bcs, &beta, c, crs, ccs);
   else
     bli_dgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &one, const_cast<T*>(a), ars, acs, const_cast<T*>(b),
-              brs, bcs, &zero, c, crs, ccs);
+              brs, bcs, &beta, c, crs, ccs);
 }
 
 }  // namespace
 
-void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulStructure structure) {
+void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulStructure structure,
+                    bool add_to_out) {
   init_cpu_runtime();
   const bool blis = use_blis_for_large_products();
   // A stride of 0 inside a matrix (an expanded row/column) is legal for us but not for BLIS: copy those.
@@ -466,16 +471,21 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
       const int64_t mr = r1 - r0;
       ai += r0 * ars;
       ci += r0 * crs;
-      if (k == 0) {  // an empty sum is zero
-        for (int64_t r = 0; r < mr; ++r)
-          for (int64_t c = 0; c < n; ++c) ci[r * crs + c * ccs] = T(0);
+      if (k == 0) {  // an empty sum is zero (or leaves the starting value)
+        if (!add_to_out)
+          for (int64_t r = 0; r < mr; ++r)
+            for (int64_t c = 0; c < n; ++c) ci[r * crs + c * ccs] = T(0);
       } else if (blis && large) {
-        blis_gemm(mr, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs);
+        blis_gemm(mr, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs, add_to_out);
       } else if (dots) {
         for (int64_t r = 0; r < mr; ++r)
-          for (int64_t c = 0; c < n; ++c) ci[r * crs + c * ccs] = blis_dot(k, ai + r * ars, acs, bi + c * bcs, brs);
+          for (int64_t c = 0; c < n; ++c) {
+            T& entry = ci[r * crs + c * ccs];
+            const T dot = blis_dot(k, ai + r * ars, acs, bi + c * bcs, brs);
+            entry = add_to_out ? entry + dot : dot;
+          }
       } else {
-        exact_gemm(mr, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs, Skip{structure, r0});
+        exact_gemm(mr, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs, ProductOptions{structure, r0, add_to_out});
       }
     };
     // Element offsets of (C, A, B) for each batch item; the buffer is kept between calls.

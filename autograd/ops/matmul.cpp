@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "autograd/backend.h"
+#include "autograd/cpu/cpu.h"
 #include "autograd/ops.h"
 
 namespace autograd {
@@ -88,17 +89,26 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor Tensor::matmul(const Tensor& other) const { return autograd::matmul(*this, other); }
 
 // out = bias + x2d @ w, as one node (PyTorch's addmm: the bias is the starting value of the sum).
+// On the CPU the bias rows are copied into the output and the product is added onto them, block by
+// block, as BLIS does with beta = 1: (bias + chain₀) + chain₁ — one pass, and PyTorch's bits for any K.
 static Tensor addmm(const Tensor& bias, const Tensor& x2d, const Tensor& w) {
-  Tensor product;
+  Tensor out;
   {
     NoGradGuard no_grad;
-    product = matmul(x2d, w);
+    const bool same_dtype = bias.dtype() == x2d.dtype() && x2d.dtype() == w.dtype() && is_floating(x2d.dtype());
+    if (x2d.device().is_cpu() && bias.device().is_cpu() && w.device().is_cpu() && same_dtype &&
+        x2d.size(-1) == w.size(0)) {
+      out = empty({x2d.size(0), w.size(1)}, x2d.dtype(), x2d.device());
+      backend(out.device()).copy(bias.expand(out.shape()), out);
+      cpu::batched_matmul(x2d, w, out, cpu::MatmulStructure::dense, /*add_to_out=*/true);
+    } else {  // other devices, and inputs matmul will refuse with its own message
+      out = bias + matmul(x2d, w);  // the bias row broadcast over the batch rows
+    }
   }
-  Tensor out = bias + product;  // the bias row broadcast over the batch rows
-  if (!needs_grad({bias, x2d, w})) return out.detach();
+  if (!needs_grad({bias, x2d, w})) return out;
   const Tensor& x = x2d;
   const Tensor& y = w;
-  return record("AddmmBackward0", out.detach(), {bias, x2d, w}, {x, y}, [x, y, bshape = bias.shape()](const Tensor& g) {
+  return record("AddmmBackward0", out, {bias, x2d, w}, {x, y}, [x, y, bshape = bias.shape()](const Tensor& g) {
     return Grads{g.sum_to(bshape), matmul(g, y.mT()), matmul(x.mT(), g)};
   });
 }

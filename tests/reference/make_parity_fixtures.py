@@ -277,6 +277,9 @@ def kernel_probes():
     F.embedding(idx, w).backward(g)
     lines.extend([tensor_line("embedding_backward.idx", idx), tensor_line("embedding_backward.g", g),
                   tensor_line("embedding_backward.grad", w.grad)])
+    # addmm past one 256-deep block: BLIS starts the sum from the bias, (bias + chain0) + chain1
+    x, w, bias = randn(10, 300), randn(7, 300), randn(7)
+    probe("linear_k300", F.linear(x, w, bias), x=x, w=w, bias=bias)
     with open(KERNELS_OUT, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("wrote", os.path.relpath(KERNELS_OUT), f"({len(lines)} lines)", file=sys.stderr)
