@@ -13,15 +13,17 @@
 #include <fmt/format.h>
 
 #include "autograd/autograd.h"
+#include "autograd/cpu/cpu.h"
 
 using namespace autograd;
 
 namespace {
 
+// The reference order; with `start`, the sum starts from it (addmm: every block is added to C).
 template <typename T>
-Tensor reference_product(const Tensor& a, const Tensor& b) {
+Tensor reference_product(const Tensor& a, const Tensor& b, const Tensor& start = Tensor()) {
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  Tensor out = zeros({m, n}, a.dtype());
+  Tensor out = start.defined() ? start.contiguous().clone() : zeros({m, n}, a.dtype());
   const Tensor ac = a.contiguous(), bc = b.contiguous();
   const T* pa = static_cast<const T*>(ac.raw_data());
   const T* pb = static_cast<const T*>(bc.raw_data());
@@ -34,7 +36,7 @@ Tensor reference_product(const Tensor& a, const Tensor& b) {
           const T product = pa[i * k + p] * pb[p * n + j];
           acc = acc + product;
         }
-        c[i * n + j] = p0 == 0 ? acc : acc + c[i * n + j];
+        c[i * n + j] = p0 == 0 && !start.defined() ? acc : acc + c[i * n + j];
       }
     }
   }
@@ -75,6 +77,20 @@ TEST(MatmulKernels, DoublesAddInTheReferenceOrder) {
   for (const int64_t m : {2, 5, 9}) {
     for (const int64_t n : {3, 4, 12, 24, 25, 33}) {
       for (const int64_t k : {7, 257}) expect_reference_order<double>(m, n, k, false, true, DType::Float64);
+    }
+  }
+}
+
+TEST(MatmulKernels, AddingOntoAStartingValueFollowsTheReferenceOrder) {
+  manual_seed(8);
+  for (const int64_t m : {2, 3, 9}) {  // (one output row or column is a dot product: another order)
+    for (const int64_t n : {2, 13, 24, 70}) {
+      for (const int64_t k : {5, 300}) {
+        Tensor a = randn({m, k}), b = randn({n, k}).t(), start = randn({m, n});
+        Tensor out = start.clone();
+        cpu::batched_matmul(a, b, out, cpu::MatmulStructure::dense, /*add_to_out=*/true);
+        EXPECT_TRUE(equal(out, reference_product<float>(a, b, start))) << m << " x " << k << " @ " << k << " x " << n;
+      }
     }
   }
 }
