@@ -4,6 +4,7 @@
 //
 //   build/bin/bench_char_model [--dim 24] [--context 8] [--batch 16] [--heads 1] [--threads 1]
 //                              [--steps 300] [--warmup 20] [--device cpu|cuda] [--attention blocked|dense]
+//                              [--phases]
 //
 // One timed step is everything a training loop does: draw the batch, forward, cross_entropy, zero_grad,
 // backward, Adam step. The last line is machine-readable:
@@ -32,13 +33,14 @@ struct Options {
   int64_t dim = 24, context = 8, batch = 16, heads = 1, threads = 1, steps = 300, warmup = 20;
   std::string device = "cpu";
   std::string attention = "blocked";  // dense: the workshop's ops even past one block (for before/after figures)
+  bool phases = false;                // print the mean time of each phase of a step
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "bench_char_model: %s\n"
                "usage: bench_char_model [--dim D] [--context T] [--batch B] [--heads H] [--threads N]\n"
-               "                        [--steps N] [--warmup N] [--device cpu|cuda] [--attention blocked|dense]\n",
+               "                        [--steps N] [--warmup N] [--device cpu|cuda] [--attention blocked|dense] [--phases]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -58,6 +60,10 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i], value;
     if (flag == "-h" || flag == "--help") usage("help");
+    if (flag == "--phases") {
+      o.phases = true;
+      continue;
+    }
     if (auto eq = flag.find('='); eq != std::string::npos) {
       value = flag.substr(eq + 1);
       flag = flag.substr(0, eq);
@@ -127,21 +133,43 @@ int main(int argc, char** argv) {
               std::getenv("SCRATCHGRAD_MATMUL") ? std::getenv("SCRATCHGRAD_MATMUL") : "(unset)");
   std::printf("blis_kernel=%s\n", blis_kernel_name());
 
+  // --phases: where a step's time goes. Each phase ends with a clock reading (on CUDA the work may
+  // still be queued then, so the split is only meaningful on the CPU).
+  const char* phase_names[] = {"batch", "forward", "loss", "zero_grad", "backward", "step", "free"};
+  constexpr int kPhases = 7;
+  double phase_ms[kPhases] = {};
+  using Clock = std::chrono::steady_clock;
+  auto ms_between = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+
   std::vector<double> ms;
   double first_loss = 0, last_loss = 0;
-  for (int64_t step = 0; step < o.warmup + o.steps; ++step) {
-    const auto start = std::chrono::steady_clock::now();
-    auto [xb, yb] = batch();
-    Tensor logits = model(xb);
-    Tensor loss = cross_entropy(logits.view({-1, V}), yb.view({-1}));
-    opt.zero_grad();
-    loss.backward();
-    opt.step();
-    if (device.is_cuda()) (void)loss.item();  // waits for the queued kernels, Adam's included
-    const auto stop = std::chrono::steady_clock::now();
-    if (step >= o.warmup) ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
-    if (step == 0) first_loss = loss.item();
-    if (step == o.warmup + o.steps - 1) last_loss = loss.item();
+  const int64_t last_step = o.warmup + o.steps - 1;
+  for (int64_t step = 0; step <= last_step; ++step) {
+    Clock::time_point at[kPhases + 1];
+    at[0] = Clock::now();
+    {  // the whole step, freeing its tensors and graph included
+      auto [xb, yb] = batch();
+      at[1] = Clock::now();
+      Tensor logits = model(xb);
+      at[2] = Clock::now();
+      Tensor loss = cross_entropy(logits.view({-1, V}), yb.view({-1}));
+      at[3] = Clock::now();
+      opt.zero_grad();
+      at[4] = Clock::now();
+      loss.backward();
+      at[5] = Clock::now();
+      opt.step();
+      if (device.is_cuda()) (void)loss.item();  // waits for the queued kernels, Adam's included
+      if (step == 0) first_loss = loss.item();
+      if (step == last_step) last_loss = loss.item();
+      at[6] = Clock::now();
+    }
+    at[7] = Clock::now();
+    if (step < o.warmup) continue;
+    ms.push_back(ms_between(at[0], at[7]));
+    for (int p = 0; p < kPhases; ++p) phase_ms[p] += ms_between(at[p], at[p + 1]);
   }
 
   std::vector<double> sorted = ms;
@@ -152,5 +180,10 @@ int main(int argc, char** argv) {
   std::printf("loss: step 0 %.4f, step %lld %.4f\n", first_loss, (long long)(o.warmup + o.steps - 1), last_loss);
   std::printf("%lld timed steps after %lld warm-up: median %.4f ms, mean %.4f ms, min %.4f ms, max %.4f ms\n",
               (long long)n, (long long)o.warmup, median, mean, sorted.front(), sorted.back());
+  if (o.phases) {
+    std::printf("mean ms per phase:");
+    for (int p = 0; p < kPhases; ++p) std::printf(" %s %.4f", phase_names[p], phase_ms[p] / double(n));
+    std::printf("\n");
+  }
   std::printf("ms_per_step=%.4f ms_mean=%.4f rss_mb=%.1f rss_base_mb=%.1f\n", median, mean, peak_rss_mb(), rss_base);
 }
