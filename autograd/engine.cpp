@@ -121,13 +121,22 @@ static void check_saved_versions(const Node& node) {
           node.name, s.storage->version, s.version));
 }
 
+// Whether nothing but this handle refers to `t` or its memory, and it fills its buffer densely: then
+// .grad can take it over instead of copying it (PyTorch's AccumulateGrad steals such gradients too).
+static bool sole_owner_of_dense_buffer(const Tensor& t) {
+  const std::shared_ptr<TensorImpl>& impl = t.impl_ptr();
+  return impl.use_count() == 1 && impl->storage.use_count() == 1 && impl->offset == 0 && t.is_contiguous() &&
+         impl->storage->nbytes == size_t(t.numel()) * dtype_size(t.dtype()) && !impl->grad_fn;
+}
+
 static void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
   if (grad.shape() != leaf.shape)
     throw std::logic_error(fmt::format("backward: gradient of shape {} for a leaf of shape {}",
                                        shape_to_string(grad.shape()), shape_to_string(leaf.shape)));
   if (!leaf.grad) {
-    // Own a fresh buffer: the incoming gradient may alias another tensor (for example an expanded view).
-    leaf.grad = grad.clone().impl_ptr();
+    // Own the buffer: the incoming gradient may alias another tensor (for example an expanded view),
+    // unless it is a fresh tensor no one else holds.
+    leaf.grad = sole_owner_of_dense_buffer(grad) ? grad.impl_ptr() : grad.clone().impl_ptr();
   } else {
     Tensor(leaf.grad).add_(grad);
   }

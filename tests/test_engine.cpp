@@ -126,6 +126,21 @@ TEST(Engine, AccumulatedGradientOwnsItsBuffer) {
   expect_values(b.grad(), {1, 3}, {4, 4, 4});
 }
 
+TEST(Engine, AFreshGradientIsTakenOverOthersAreCopied) {
+  // mul's backward makes a fresh tensor (g * y) that nothing else holds: .grad takes it over, and two
+  // leaves never end up sharing one buffer — even when one backward hands the same tensor to both.
+  Tensor x = leaf64({1.0, 2.0}), y = leaf64({3.0, 4.0});
+  (x * y).sum().backward();
+  expect_values(x.grad(), {2}, {3, 4});
+  expect_values(y.grad(), {2}, {1, 2});
+  EXPECT_NE(x.grad().raw_data(), y.grad().raw_data());
+  Tensor a = leaf64({1.0, 2.0}), b = leaf64({5.0, 6.0});
+  (a + b).sum().backward();  // add's backward returns the incoming gradient for both inputs
+  EXPECT_NE(a.grad().raw_data(), b.grad().raw_data());
+  a.grad().add_(ones({2}, DType::Float64));
+  expect_values(b.grad(), {2}, {1, 1});  // b's gradient did not move with a's
+}
+
 TEST(Engine, BackwardOnALeaf) {
   Tensor x = leaf64(2.5);
   x.backward();
