@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -175,6 +176,37 @@ template <typename T> T row_max(int64_t n, const T* x, int64_t stride) {
   return m;
 }
 
+// A row's stride: any, or 1 known at compile time — contiguous rows (attention scores, logits) then
+// get plain loops the compiler can unroll and vectorise, which matters for rows of 8 or 13 values.
+using Contiguous = std::integral_constant<int64_t, 1>;
+
+template <typename T, typename Stride>
+void softmax_row(const T* x, Stride si, T* y, Stride so, int64_t n, bool last, bool log) {
+  const T m = row_max(n, x, int64_t(si));  // an all -inf row gives -inf - -inf = NaN everywhere, as in PyTorch
+  // A trailing run of -inf (causal attention's masked scores) gives exp(-inf - m) = +0 exactly when m
+  // is not -inf itself: found once per row, those entries skip the exp call.
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  int64_t live = n;
+  if (m != neg_inf)
+    while (live > 0 && x[(live - 1) * si] == neg_inf) --live;
+  auto exp_shifted = [&](int64_t j) { return j < live ? T(std::exp(T(x[j * si] - m))) : T(0); };
+  if (log) {
+    const T sum = softmax_row_sum<T>(last, n, exp_shifted);
+    const T log_sum = std::log(sum);
+    for (int64_t j = 0; j < n; ++j) y[j * so] = T(x[j * si] - m) - log_sum;  // (x − max) − log Σ, that order
+    return;
+  }
+  for (int64_t j = 0; j < live; ++j) y[j * so] = std::exp(T(x[j * si] - m));
+  for (int64_t j = live; j < n; ++j) y[j * so] = T(0);
+  const T sum = softmax_row_sum<T>(last, n, [&](int64_t j) { return y[j * so]; });
+  if (last) {
+    const T inv = T(1) / sum;
+    for (int64_t j = 0; j < n; ++j) y[j * so] = y[j * so] * inv;
+  } else {
+    for (int64_t j = 0; j < n; ++j) y[j * so] = y[j * so] / sum;
+  }
+}
+
 template <typename T>
 void softmax_typed(const Tensor& in, int64_t dim, bool log, const Tensor& out) {
   const int64_t n = in.shape()[size_t(dim)];
@@ -182,33 +214,24 @@ void softmax_typed(const Tensor& in, int64_t dim, bool log, const Tensor& out) {
   const bool last = dim == in.dim() - 1;
   const T* pi = ptr<T>(in);
   T* po = ptr<T>(out);
-  for_each_row(in, out, dim, [&](int64_t oi, int64_t oo) {
-    const T* x = pi + oi;
-    T* y = po + oo;
-    const T m = row_max(n, x, si);  // an all -inf row gives -inf - -inf = NaN everywhere, as in PyTorch
-    // A trailing run of -inf (causal attention's masked scores) gives exp(-inf - m) = +0 exactly when m
-    // is not -inf itself: found once per row, those entries skip the exp call.
-    const T neg_inf = -std::numeric_limits<T>::infinity();
-    int64_t live = n;
-    if (m != neg_inf)
-      while (live > 0 && x[(live - 1) * si] == neg_inf) --live;
-    auto exp_shifted = [&](int64_t j) { return j < live ? T(std::exp(T(x[j * si] - m))) : T(0); };
-    if (log) {
-      const T sum = softmax_row_sum<T>(last, n, exp_shifted);
-      const T log_sum = std::log(sum);
-      for (int64_t j = 0; j < n; ++j) y[j * so] = T(x[j * si] - m) - log_sum;  // (x − max) − log Σ, that order
-      return;
-    }
-    for (int64_t j = 0; j < live; ++j) y[j * so] = std::exp(T(x[j * si] - m));
-    for (int64_t j = live; j < n; ++j) y[j * so] = T(0);
-    const T sum = softmax_row_sum<T>(last, n, [&](int64_t j) { return y[j * so]; });
-    if (last) {
-      const T inv = T(1) / sum;
-      for (int64_t j = 0; j < n; ++j) y[j * so] = y[j * so] * inv;
-    } else {
-      for (int64_t j = 0; j < n; ++j) y[j * so] = y[j * so] / sum;
-    }
-  });
+  if (si == 1 && so == 1) {
+    for_each_row(in, out, dim, [&](int64_t oi, int64_t oo) {
+      softmax_row<T>(pi + oi, Contiguous{}, po + oo, Contiguous{}, n, last, log);
+    });
+  } else {
+    for_each_row(in, out, dim, [&](int64_t oi, int64_t oo) { softmax_row<T>(pi + oi, si, po + oo, so, n, last, log); });
+  }
+}
+
+template <typename T, typename Stride>
+void softmax_backward_row(const T* yr, const T* gr, T* xr, Stride s, int64_t n, bool last, bool log) {
+  if (log) {  // dx = g − exp(y) · Σ g
+    const T sum = softmax_row_sum<T>(last, n, [&](int64_t j) { return gr[j * s]; });
+    for (int64_t j = 0; j < n; ++j) xr[j * s] = gr[j * s] - T(std::exp(yr[j * s]) * sum);
+  } else {  // dx = (g − Σ g·y) · y
+    const T dot = softmax_row_sum<T>(last, n, [&](int64_t j) { return T(gr[j * s] * yr[j * s]); });
+    for (int64_t j = 0; j < n; ++j) xr[j * s] = T(gr[j * s] - dot) * yr[j * s];
+  }
 }
 
 template <typename T>
@@ -219,18 +242,13 @@ void softmax_backward_typed(const Tensor& y, const Tensor& g, int64_t dim, bool 
   const T* py = ptr<T>(y);
   const T* pg = ptr<T>(g);
   T* px = ptr<T>(gx);
-  for_each_row(y, gx, dim, [&](int64_t o, int64_t) {
-    const T* yr = py + o;
-    const T* gr = pg + o;
-    T* xr = px + o;
-    if (log) {  // dx = g − exp(y) · Σ g
-      const T sum = softmax_row_sum<T>(last, n, [&](int64_t j) { return gr[j * s]; });
-      for (int64_t j = 0; j < n; ++j) xr[j * s] = gr[j * s] - T(std::exp(yr[j * s]) * sum);
-    } else {  // dx = (g − Σ g·y) · y
-      const T dot = softmax_row_sum<T>(last, n, [&](int64_t j) { return T(gr[j * s] * yr[j * s]); });
-      for (int64_t j = 0; j < n; ++j) xr[j * s] = T(gr[j * s] - dot) * yr[j * s];
-    }
-  });
+  if (s == 1) {
+    for_each_row(y, gx, dim, [&](int64_t o, int64_t) {
+      softmax_backward_row<T>(py + o, pg + o, px + o, Contiguous{}, n, last, log);
+    });
+  } else {
+    for_each_row(y, gx, dim, [&](int64_t o, int64_t) { softmax_backward_row<T>(py + o, pg + o, px + o, s, n, last, log); });
+  }
 }
 
 // ---------------------------------------------------------------- sums, in PyTorch's order
