@@ -33,8 +33,13 @@ AdamW::AdamW(std::vector<Tensor> params, Options o)
 
 void Adam::step() {
   NoGradGuard no_grad;
+  const Tensor scalar = scalar_tensor(0, DType::Float64);  // the shape and dtype of a new `step` entry
   size_t index = 0;
   for (ParamGroup& group : groups_) {
+    // the group's options, read once per step (each is a map lookup)
+    const bool amsgrad = group.get("amsgrad") != 0;
+    AdamStep s{group.get("lr"), group.get("beta1"), group.get("beta2"), group.get("eps"),
+               group.get("weight_decay"), amsgrad, decoupled_, 0};
     for (Tensor& param : group.params) {
       const size_t i = index++;
       Tensor grad = param.grad();
@@ -42,15 +47,13 @@ void Adam::step() {
       if (grad.device() != param.device() || grad.shape() != param.shape())
         throw std::logic_error(fmt::format("Adam: gradient {} on {} for parameter {} on {}", grad.shape_str(),
                                            grad.device().str(), param.shape_str(), param.device().str()));
-      const bool amsgrad = group.get("amsgrad") != 0;
       // `step` is kept as a tensor (as PyTorch does) so it round-trips through state_dict
-      Tensor& step = state(i, "step", scalar_tensor(0, DType::Float64));
+      Tensor& step = state(i, "step", scalar);
       Tensor& exp_avg = state(i, "exp_avg", param);
       Tensor& exp_avg_sq = state(i, "exp_avg_sq", param);
       Tensor max_exp_avg_sq = amsgrad ? state(i, "max_exp_avg_sq", param) : Tensor();
-      step.fill_(step.item() + 1);
-      AdamStep s{group.get("lr"),  group.get("beta1"),        group.get("beta2"), group.get("eps"),
-                 group.get("weight_decay"), amsgrad, decoupled_, int64_t(step.item())};
+      s.step = int64_t(step.item()) + 1;
+      step.fill_(double(s.step));
       backend(param.device()).adam_update(s, param.contiguous(), grad.contiguous(), exp_avg, exp_avg_sq,
                                           max_exp_avg_sq);
       ++param.impl().storage->version;
