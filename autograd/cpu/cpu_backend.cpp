@@ -471,6 +471,10 @@ class CpuBackend final : public Backend {
   void deallocate(void* p, size_t nbytes) override { cached_deallocate(p, nbytes); }
 
   void copy(const Tensor& src, const Tensor& dst) override {
+    if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {  // one block of bytes
+      if (src.numel() > 0) std::memcpy(dst.raw_data(), src.raw_data(), size_t(src.numel()) * dtype_size(src.dtype()));
+      return;
+    }
     dispatch(src.dtype(), [&](auto s) {
       using S = decltype(s);
       dispatch(dst.dtype(), [&](auto d) {
