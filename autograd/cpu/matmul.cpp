@@ -190,7 +190,7 @@ template <typename T, int VB>
 // B is used in place when its rows are already contiguous and a whole number of vectors wide.
 // R rows go together so that R·NV independent chains are in flight: one row alone would wait on its
 // adds' latency at every p (4 cycles), with the CPU's two add units mostly idle.
-template <typename T, int NV> constexpr int kRowsTogether = NV <= 3 ? 4 : NV == 4 ? 3 : 2;  // ≤ 12 accumulators
+template <typename T, int NV> constexpr int kRowsTogether = NV == 1 ? 8 : NV <= 3 ? 4 : NV == 4 ? 3 : 2;  // ≤ 12 accumulators
 
 template <typename T, int NV, int R>
 [[gnu::always_inline]] inline void row_block(int64_t kc, const T* a_rows, int64_t ars, int64_t acs, const T* b,
