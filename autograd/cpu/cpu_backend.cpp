@@ -465,15 +465,39 @@ template <typename T> void cascade_sum(const Tensor& in, const Tensor& out) {
   }
 }
 
+// dst (contiguous) = src, a matrix with any strides: one loop nest, no iteration plan — the copies
+// training makes most are small matrices.
+template <typename T> void copy_matrix(const Tensor& src, const Tensor& dst) {
+  const int64_t rows = src.size(0), cols = src.size(1);
+  const int64_t rs = src.strides()[0], cs = src.strides()[1];
+  const T* s = ptr<T>(src);
+  T* d = ptr<T>(dst);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = s + r * rs;
+    T* out = d + r * cols;
+    if (cs == 1) {
+      for (int64_t c = 0; c < cols; ++c) out[c] = row[c];
+    } else {
+      for (int64_t c = 0; c < cols; ++c) out[c] = row[c * cs];
+    }
+  }
+}
+
 class CpuBackend final : public Backend {
  public:
   void* allocate(size_t nbytes) override { return cached_allocate(nbytes); }
   void deallocate(void* p, size_t nbytes) override { cached_deallocate(p, nbytes); }
 
   void copy(const Tensor& src, const Tensor& dst) override {
-    if (src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous()) {  // one block of bytes
-      if (src.numel() > 0) std::memcpy(dst.raw_data(), src.raw_data(), size_t(src.numel()) * dtype_size(src.dtype()));
-      return;
+    if (src.dtype() == dst.dtype() && dst.is_contiguous()) {
+      if (src.is_contiguous()) {  // one block of bytes
+        if (src.numel() > 0) std::memcpy(dst.raw_data(), src.raw_data(), size_t(src.numel()) * dtype_size(src.dtype()));
+        return;
+      }
+      if (src.dim() == 2) {  // a bias row broadcast down addmm's output, a transposed gradient made contiguous
+        dispatch(src.dtype(), [&](auto tag) { copy_matrix<decltype(tag)>(src, dst); });
+        return;
+      }
     }
     dispatch(src.dtype(), [&](auto s) {
       using S = decltype(s);
