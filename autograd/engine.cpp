@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <atomic>
 #include <queue>
+#include <memory_resource>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -96,9 +97,15 @@ Tensor record(const char* name, Tensor out, std::span<const Tensor> inputs, std:
 
 // For every node reachable from the root: how many edges point into it, i.e. how many gradients it
 // must wait for before it can run.
-static std::unordered_map<Node*, int> count_dependencies(Node* root) {
-  std::unordered_map<Node*, int> dependencies{{root, 0}};
-  std::vector<Node*> stack{root};
+// The engine's bookkeeping lives in per-pass maps; their memory comes from one arena per backward()
+// (std::pmr), so a pass makes no allocation per node for it.
+using DependencyCounts = std::pmr::unordered_map<Node*, int>;
+using PendingGradients = std::pmr::unordered_map<Node*, Tensor>;
+
+static DependencyCounts count_dependencies(Node* root, std::pmr::memory_resource* arena) {
+  DependencyCounts dependencies(arena);
+  dependencies[root] = 0;
+  std::pmr::vector<Node*> stack({root}, arena);
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();
@@ -142,7 +149,7 @@ static void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
   }
 }
 
-static void run_node(Node& node, const Tensor& grad_output, std::unordered_map<Node*, Tensor>& pending,
+static void run_node(Node& node, const Tensor& grad_output, PendingGradients& pending,
                      size_t position) {
   if (node.released)
     throw std::runtime_error(fmt::format(
@@ -191,15 +198,18 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     accumulate_into_leaf(root.impl(), seed);
     return;
   }
-  std::unordered_map<Node*, Tensor> pending;
+  std::byte arena_buffer[16 * 1024];  // enough for a few hundred nodes; larger graphs spill to the heap
+  std::pmr::monotonic_buffer_resource arena(arena_buffer, sizeof(arena_buffer));
+  PendingGradients pending(&arena);
   Node* root_node = root.grad_fn().get();
   pending[root_node] = seed;
-  std::unordered_map<Node*, int> dependencies = count_dependencies(root_node);
+  DependencyCounts dependencies = count_dependencies(root_node, &arena);
   // A node is ready once every node that feeds it has run. Among ready nodes the newest (highest
   // sequence number) runs first — PyTorch's order, which also fixes the order in which gradients
   // arriving at a shared input are summed, so sums round exactly as they do there.
   auto newer_first = [](const Node* a, const Node* b) { return a->sequence_nr < b->sequence_nr; };
-  std::priority_queue<Node*, std::vector<Node*>, decltype(newer_first)> ready(newer_first);
+  std::priority_queue<Node*, std::pmr::vector<Node*>, decltype(newer_first)> ready(newer_first,
+                                                                                std::pmr::vector<Node*>(&arena));
   ready.push(root_node);
   size_t ran = 0;
   while (!ready.empty()) {
