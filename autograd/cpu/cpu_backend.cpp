@@ -490,8 +490,8 @@ class CpuBackend final : public Backend {
 
   void copy(const Tensor& src, const Tensor& dst) override {
     if (src.dtype() == dst.dtype() && dst.is_contiguous()) {
-      if (src.is_contiguous()) {  // one block of bytes
-        if (src.numel() > 0) std::memcpy(dst.raw_data(), src.raw_data(), size_t(src.numel()) * dtype_size(src.dtype()));
+      if (src.is_contiguous()) {  // one block of bytes (memmove: x.copy_(x) is legal)
+        if (src.numel() > 0) std::memmove(dst.raw_data(), src.raw_data(), size_t(src.numel()) * dtype_size(src.dtype()));
         return;
       }
       if (src.dim() == 2) {  // a bias row broadcast down addmm's output, a transposed gradient made contiguous
