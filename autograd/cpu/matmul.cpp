@@ -8,11 +8,13 @@
 // is added to what is there (C = chain + C). No fused multiply-add anywhere. PyTorch's small batched
 // products (bmm below 400 multiply-adds) use a plain loop with the same chain. Products with a single
 // output row or column are the exception: BLIS computes them as dot products (blis_dot below).
+// addmm starts the sum from the bias: C holds it, and every block's chain is added (add_to_c).
 // These kernels reproduce those orders exactly, whatever the tiling, so results are bit-identical to
-// torch.matmul / mm / bmm / addmm (addmm for K <= 256; docs/parity.md lists what is not covered).
+// torch.matmul / mm / bmm / addmm (docs/parity.md lists what is not covered). They can also skip work
+// known to be zeros (MatmulStructure, for causal attention) without changing a bit.
 //
 // SCRATCHGRAD_MATMUL=blis switches products above kSmallMatmulFlops to BLIS's optimised kernels
-// (AVX-512/AVX2 with FMA): about twice as fast on big matrices, but no longer bit-identical.
+// (AVX-512/AVX2 with FMA): faster on big matrices, but no longer bit-identical.
 //
 // This file also owns the process-wide CPU settings that BLIS reads once: kernel family, thread
 // count, denormal flushing.
