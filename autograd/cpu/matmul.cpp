@@ -28,6 +28,7 @@
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/cpu/cpu.h"
@@ -185,6 +186,60 @@ template <typename T, int VB>
   }
 }
 
+// ---- packing B = Kᵀ (q @ kᵀ, x @ Wᵀ): transposing 8 x 8 tiles in registers
+// Eight rows of K, as eight vectors, become eight rows of B: r[j][i] = K[i][j] afterwards. Three
+// rounds of shuffles (pairs of floats, then pairs of pairs, then halves), the classic AVX transpose
+// written with GCC's portable __builtin_shuffle.
+[[gnu::always_inline]] inline void transpose_8x8(Vector32<float>::type r[8]) {
+  using V = Vector32<float>::type;
+  typedef int M __attribute__((vector_size(32)));
+  const M lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
+  const M lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
+  const M first_halves = {0, 1, 2, 3, 8, 9, 10, 11}, second_halves = {4, 5, 6, 7, 12, 13, 14, 15};
+  V t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shuffle(r[i], r[i + 1], lo);
+    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], hi);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = __builtin_shuffle(t[i], t[i + 2], lo2);
+    u[i + 1] = __builtin_shuffle(t[i], t[i + 2], hi2);
+    u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], lo2);
+    u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], hi2);
+  }
+  for (int j = 0; j < 4; ++j) {
+    r[j] = __builtin_shuffle(u[j], u[j + 4], first_halves);
+    r[j + 4] = __builtin_shuffle(u[j], u[j + 4], second_halves);
+  }
+}
+
+// dst (kc rows of W values, zero past column n) = rows [0, kc) of B, where B[p, col] = b[p + col * bcs]
+// (B is the transpose of a row-major K with row stride bcs). Floats go 8 x 8 tiles at a time; the
+// edges, and doubles, value by value.
+template <typename T, int64_t W>
+[[gnu::always_inline]] inline void pack_transposed(int64_t kc, int64_t n, const T* b, int64_t bcs, T* dst) {
+  int64_t full_cols = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    using V = Vector32<float>::type;
+    full_cols = n / 8 * 8;
+    const int64_t full_rows = kc / 8 * 8;
+    for (int64_t col = 0; col < full_cols; col += 8) {
+      for (int64_t p = 0; p < full_rows; p += 8) {
+        V r[8];
+        for (int i = 0; i < 8; ++i) __builtin_memcpy(&r[i], b + (col + i) * bcs + p, sizeof(V));
+        transpose_8x8(r);
+        for (int j = 0; j < 8; ++j) __builtin_memcpy(dst + (p + j) * W + col, &r[j], sizeof(V));
+      }
+      for (int64_t p = full_rows; p < kc; ++p)
+        for (int64_t i = 0; i < 8; ++i) dst[p * W + col + i] = b[(col + i) * bcs + p];
+    }
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    for (int64_t col = full_cols; col < n; ++col) dst[p * W + col] = b[col * bcs + p];
+    for (int64_t col = n; col < W; ++col) dst[p * W + col] = T(0);
+  }
+}
+
 // ---- narrow products: a few rows of C at a time
 // When a row of C fits in registers (n ≤ 6 vectors), rows are computed directly from A's rows and a
 // row-major copy of B: acc[col] = acc[col] + B[p, col] · a[i, p] for p in order — every entry the same
@@ -245,11 +300,15 @@ template <typename T, int NV>
     const T* bp = b + p0 * brs;
     int64_t b_stride = brs;
     if (!in_place) {  // a zero-padded row-major copy of this block of B
-      T* dst = buf.b.data();
-      for (int64_t p = 0; p < kc; ++p, dst += W) {
-        const T* src = bp + p * brs;
-        for (int64_t col = 0; col < n; ++col) dst[col] = src[col * bcs];
-        for (int64_t col = n; col < W; ++col) dst[col] = T(0);
+      if (brs == 1) {
+        pack_transposed<T, W>(kc, n, bp, bcs, buf.b.data());
+      } else {
+        T* dst = buf.b.data();
+        for (int64_t p = 0; p < kc; ++p, dst += W) {
+          const T* src = bp + p * brs;
+          for (int64_t col = 0; col < n; ++col) dst[col] = src[col * bcs];
+          for (int64_t col = n; col < W; ++col) dst[col] = T(0);
+        }
       }
       bp = buf.b.data();
       b_stride = W;
