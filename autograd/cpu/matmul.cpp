@@ -173,10 +173,9 @@ template <typename T, int VB>
   constexpr int64_t MR = kMr<VB>;
   V acc[MR][2] = {};
   for (int64_t p = 0; p < kc; ++p) {
-    V b0, b1;
-    __builtin_memcpy(&b0, bp + p * NR, sizeof(V));
-    __builtin_memcpy(&b1, bp + p * NR + VL, sizeof(V));
-    for (int64_t r = 0; r < MR; ++r) {
+    const V b0 = load_vector<V>(bp + p * NR), b1 = load_vector<V>(bp + p * NR + VL);
+#pragma GCC unroll 16
+    for (int64_t r = 0; r < MR; ++r) {  // unrolled: the accumulators stay in registers (see row_block)
       const T a = ap[p * MR + r];
       acc[r][0] = acc[r][0] + b0 * a;
       acc[r][1] = acc[r][1] + b1 * a;
