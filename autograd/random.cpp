@@ -4,9 +4,9 @@
 #include "autograd/random.h"
 
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <numbers>
 #include <stdexcept>
 #include <string>
@@ -117,22 +117,6 @@ U get_le(const std::vector<uint8_t>& in, size_t at) {
   return value;
 }
 
-template <typename F, typename U>
-U bits_of(F f) {
-  static_assert(sizeof(F) == sizeof(U));
-  U u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-template <typename F, typename U>
-F from_bits(U u) {
-  static_assert(sizeof(F) == sizeof(U));
-  F f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 [[noreturn]] void bad_state(const std::string& why) {
   throw std::invalid_argument("Generator::set_state: " + why);
 }
@@ -147,11 +131,11 @@ std::vector<uint8_t> Generator::get_state() const {
   put_le<uint64_t>(out, kNextAt, next_);
   for (int i = 0; i < kN; ++i) put_le<uint64_t>(out, kWordsAt + 8 * static_cast<size_t>(i), state_[i]);
   if (next_double_normal_) {
-    put_le<uint64_t>(out, kNormalYAt, bits_of<double, uint64_t>(*next_double_normal_));
+    put_le<uint64_t>(out, kNormalYAt, std::bit_cast<uint64_t>(*next_double_normal_));
     put_le<uint32_t>(out, kNormalValidAt, 1u);
   }
   if (next_float_normal_) {
-    put_le<uint32_t>(out, kFloatSampleAt, bits_of<float, uint32_t>(*next_float_normal_));
+    put_le<uint32_t>(out, kFloatSampleAt, std::bit_cast<uint32_t>(*next_float_normal_));
     out[kFloatValidAt] = 1;
   }
   return out;
@@ -187,8 +171,8 @@ void Generator::set_state(const std::vector<uint8_t>& state) {
   next_ = static_cast<uint32_t>(next);
   next_double_normal_.reset();
   next_float_normal_.reset();
-  if (double_valid) next_double_normal_ = from_bits<double>(get_le<uint64_t>(state, kNormalYAt));
-  if (float_valid) next_float_normal_ = from_bits<float>(get_le<uint32_t>(state, kFloatSampleAt));
+  if (double_valid) next_double_normal_ = std::bit_cast<double>(get_le<uint64_t>(state, kNormalYAt));
+  if (float_valid) next_float_normal_ = std::bit_cast<float>(get_le<uint32_t>(state, kFloatSampleAt));
 }
 
 Generator& default_generator() {
