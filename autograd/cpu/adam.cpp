@@ -8,6 +8,7 @@
 // addcmul_ is v + ((value·g)·g), addcdiv_ is p + ((value·m)/denom) — every product and quotient rounded
 // on its own, no fused multiply-add (the portable build is compiled for baseline x86-64, which has none;
 // PyTorch's AVX2 build fuses a + alpha·b and lands a bit away in about half of the updates).
+#include <algorithm>
 #include <cmath>
 
 #include "autograd/backend.h"
@@ -31,40 +32,37 @@ template <typename F> struct AdamScalars {
   }
 };
 
-// One element's update. Decay says which weight decay applies, chosen once per tensor so the loop
-// below has no branch and the compiler can run it on vectors (sqrt and / are exact in vector form too;
-// this file is built with -fno-math-errno so that std::sqrt needs no errno check).
+// One element's update. Decay says which weight decay applies and AmsGrad whether the running maximum
+// of v is kept (and divided by), chosen once per tensor so the loop below has no branch and the
+// compiler can run it on vectors (sqrt and / are exact in vector form too; this file is built with
+// -fno-math-errno so that std::sqrt needs no errno check).
 enum class Decay { none, l2, decoupled };
 
-template <typename F, Decay decay>
-[[gnu::always_inline]] inline void adam_element(const AdamScalars<F>& c, F& p, F g, F& m, F& v) {
+template <typename F, Decay decay, bool amsgrad>
+[[gnu::always_inline]] inline void adam_element(const AdamScalars<F>& c, F& p, F g, F& m, F& v, F* vmax) {
   if constexpr (decay == Decay::decoupled) p = p * c.decay;
   if constexpr (decay == Decay::l2) g = g + c.wd * p;                 // grad.add(param, alpha=wd)
   m = m * c.beta1 + c.one_minus_beta1 * g;                            // exp_avg.mul_(β1).add_(g, alpha=1−β1)
   v = v * c.beta2 + c.one_minus_beta2 * g * g;                        // .mul_(β2).addcmul_(g, g, value=1−β2)
-  const F denom = std::sqrt(v) / c.bc2_sqrt + c.eps;                  // (sqrt(v) / √bc2).add_(eps)
+  F second = v;
+  if constexpr (amsgrad) second = *vmax = std::max(*vmax, v);         // torch.maximum(max_exp_avg_sq, v)
+  const F denom = std::sqrt(second) / c.bc2_sqrt + c.eps;             // (sqrt(v) / √bc2).add_(eps)
   p = p + (-c.step_size) * m / denom;                                 // addcdiv_(m, denom, value=−step_size)
 }
 
-template <typename F, Decay decay>
+template <typename F, Decay decay, bool amsgrad>
 void adam_loop(const AdamScalars<F>& c, int64_t n, F* __restrict p, const F* __restrict g, F* __restrict m,
-               F* __restrict v) {
-  for (int64_t i = 0; i < n; ++i) adam_element<F, decay>(c, p[i], g[i], m[i], v[i]);
+               F* __restrict v, F* __restrict vmax) {
+  for (int64_t i = 0; i < n; ++i)
+    adam_element<F, decay, amsgrad>(c, p[i], g[i], m[i], v[i], amsgrad ? vmax + i : nullptr);
 }
 
-// AMSGrad keeps the running maximum of v and divides by that instead: a separate, plain loop.
-template <typename F>
-void amsgrad_loop(const AdamStep& s, const AdamScalars<F>& c, int64_t n, F* p, const F* g, F* m, F* v, F* vmax) {
-  for (int64_t i = 0; i < n; ++i) {
-    F gi = g[i];
-    if (s.decoupled_weight_decay) p[i] = p[i] * c.decay;
-    else if (s.weight_decay != 0.0) gi = gi + c.wd * p[i];
-    m[i] = m[i] * c.beta1 + c.one_minus_beta1 * gi;
-    v[i] = v[i] * c.beta2 + c.one_minus_beta2 * gi * gi;
-    const F second = vmax[i] = std::max(vmax[i], v[i]);
-    const F denom = std::sqrt(second) / c.bc2_sqrt + c.eps;
-    p[i] = p[i] + (-c.step_size) * m[i] / denom;
-  }
+template <typename F, bool amsgrad>
+void adam_loop_for_decay(const AdamStep& s, const AdamScalars<F>& c, int64_t n, F* p, const F* g, F* m, F* v,
+                         F* vmax) {
+  if (s.decoupled_weight_decay) return adam_loop<F, Decay::decoupled, amsgrad>(c, n, p, g, m, v, vmax);
+  if (s.weight_decay != 0.0) return adam_loop<F, Decay::l2, amsgrad>(c, n, p, g, m, v, vmax);
+  adam_loop<F, Decay::none, amsgrad>(c, n, p, g, m, v, vmax);
 }
 
 template <typename F>
@@ -76,10 +74,8 @@ static void adam_update_typed(const AdamStep& s, const Tensor& param, const Tens
   F* m = exp_avg.data_ptr<F>();
   F* v = exp_avg_sq.data_ptr<F>();
   const AdamScalars<F> c(s);
-  if (s.amsgrad) return amsgrad_loop(s, c, n, p, g, m, v, max_exp_avg_sq.data_ptr<F>());
-  if (s.decoupled_weight_decay) return adam_loop<F, Decay::decoupled>(c, n, p, g, m, v);
-  if (s.weight_decay != 0.0) return adam_loop<F, Decay::l2>(c, n, p, g, m, v);
-  adam_loop<F, Decay::none>(c, n, p, g, m, v);
+  if (s.amsgrad) return adam_loop_for_decay<F, true>(s, c, n, p, g, m, v, max_exp_avg_sq.data_ptr<F>());
+  adam_loop_for_decay<F, false>(s, c, n, p, g, m, v, nullptr);
 }
 
 void adam_update_cpu(const AdamStep& s, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
