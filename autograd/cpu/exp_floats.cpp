@@ -1,0 +1,147 @@
+// exp_floats.cpp — the C library's expf, 16 lanes at a time, bit for bit.
+//
+// How glibc (2.28 and later, so Debian 12's 2.36) computes expf(x), as its documentation and comments
+// describe the algorithm; every step is done in double precision and the result rounded to float once:
+//
+//   1. x · 32/ln 2 = k + r with k the nearest integer and |r| <= 1/2: adding 1.5 · 2^52 rounds the
+//      product to an integer, which then sits in the low bits of the double (k), and r is what is left.
+//   2. exp(x) = 2^(k/32) · 2^(r/32). Writing k = 32 q + i, 2^(k/32) = 2^q · 2^(i/32): a table holds
+//      2^(i/32) for i = 0..31 as bit patterns with i << 47 already taken away, so adding k << 47 to an
+//      entry adds q to its exponent field and gives the bits of 2^(k/32) directly.
+//   3. 2^(r/32) ≈ 1 + c2 r + c1 r² + c0 r³, a cubic whose coefficients are fixed numbers (below).
+//
+// Which of those multiply-adds are fused matters for the last bit: on a CPU with FMA the library runs
+// its FMA build (__expf_fma), where the compiler fused the rounding step (x · 32/ln 2 + 1.5 · 2^52), the
+// remainder (x · 32/ln 2 − k) and the three multiply-adds of the cubic. With exactly those fusions the
+// code below agreed with this machine's expf on all 2^32 float inputs (FTZ/DAZ on and off); any other
+// choice of fusions differs somewhere. Inputs with |x| >= 88 (overflow, underflow, inf, NaN) leave the
+// fast path in the library too: here they are passed to std::exp one by one, except -inf, whose exp is 0.
+//
+// Because the bits depend on the library build, exp_floats checks itself once against std::exp on a
+// spread of inputs (including the two known to tell the FMA and plain builds apart) and falls back to
+// calling std::exp per element if they disagree, so a different C library can cost speed, never bits.
+#include "autograd/cpu/exp_floats.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SCRATCHGRAD_HAVE_AVX512_EXP 1
+#endif
+
+namespace autograd::cpu {
+
+namespace {
+
+void exp_scalar(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+}
+
+#ifdef SCRATCHGRAD_HAVE_AVX512_EXP
+
+// 2^(i/32) rounded to the nearest double, as bits, minus i << 47 (step 2 above); computed with 60-digit
+// decimal arithmetic (Python's decimal module).
+constexpr uint64_t kExp2Table[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+constexpr double kInvLn2Scaled = 0x1.71547652b82fep+0 * 32;  // 32 / ln 2
+constexpr double kShift = 0x1.8p+52;                          // 1.5 · 2^52: adding it rounds to an integer
+// The cubic's coefficients for r/32, i.e. the library's coefficients for 2^r divided by 32³, 32², 32.
+constexpr double kC0 = 0x1.c6af84b912394p-5 / (32.0 * 32.0 * 32.0);
+constexpr double kC1 = 0x1.ebfce50fac4f3p-3 / (32.0 * 32.0);
+constexpr double kC2 = 0x1.62e42ff0c52d6p-1 / 32.0;
+constexpr uint32_t kBitsOf88 = 0x42b00000;  // |x| >= 88 (in bits, sign cleared) leaves the fast path
+
+// Steps 1-3 on 8 doubles.
+[[gnu::target("avx512f")]] inline __m256 exp8(__m512d x) {
+  const __m512d kd_shifted = _mm512_fmadd_pd(_mm512_set1_pd(kInvLn2Scaled), x, _mm512_set1_pd(kShift));
+  const __m512i k = _mm512_castpd_si512(kd_shifted);  // k in the low bits
+  const __m512d kd = _mm512_sub_pd(kd_shifted, _mm512_set1_pd(kShift));
+  const __m512d r = _mm512_fmsub_pd(_mm512_set1_pd(kInvLn2Scaled), x, kd);
+  // table[k % 32]: two 16-entry lookups, chosen by bit 4 of k
+  const __m512i t0 = _mm512_loadu_si512(kExp2Table), t1 = _mm512_loadu_si512(kExp2Table + 8);
+  const __m512i t2 = _mm512_loadu_si512(kExp2Table + 16), t3 = _mm512_loadu_si512(kExp2Table + 24);
+  const __m512i low_half = _mm512_permutex2var_epi64(t0, k, t1), high_half = _mm512_permutex2var_epi64(t2, k, t3);
+  const __m512i entry = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(k, _mm512_set1_epi64(16)), low_half, high_half);
+  const __m512d scale = _mm512_castsi512_pd(_mm512_add_epi64(entry, _mm512_slli_epi64(k, 47)));  // 2^(k/32)
+  const __m512d cubic_hi = _mm512_fmadd_pd(_mm512_set1_pd(kC0), r, _mm512_set1_pd(kC1));
+  const __m512d r2 = _mm512_mul_pd(r, r);
+  __m512d p = _mm512_fmadd_pd(_mm512_set1_pd(kC2), r, _mm512_set1_pd(1.0));
+  p = _mm512_fmadd_pd(cubic_hi, r2, p);
+  return _mm512_cvtpd_ps(_mm512_mul_pd(p, scale));
+}
+
+// Up to 16 values (the lanes in `lanes`).
+[[gnu::target("avx512f")]] inline void exp16(const float* x, float* y, __mmask16 lanes) {
+  const __m512 v = _mm512_maskz_loadu_ps(lanes, x);
+  const __m512d low = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+  const __m512d high = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  __m512 e = _mm512_castpd_ps(
+      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(exp8(low))), _mm256_castps_pd(exp8(high)), 1));
+  const __m512i magnitude = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+  const __mmask16 big = _mm512_mask_cmpge_epu32_mask(lanes, magnitude, _mm512_set1_epi32(int(kBitsOf88)));
+  const __mmask16 minus_inf = _mm512_mask_cmpeq_ps_mask(big, v, _mm512_set1_ps(-std::numeric_limits<float>::infinity()));
+  e = _mm512_mask_mov_ps(e, minus_inf, _mm512_setzero_ps());
+  _mm512_mask_storeu_ps(y, lanes, e);
+  for (unsigned rest = big & ~minus_inf; rest != 0; rest &= rest - 1) {
+    const int lane = __builtin_ctz(rest);
+    y[lane] = std::exp(x[lane]);
+  }
+}
+
+[[gnu::target("avx512f")]] void exp_avx512(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) exp16(x + i, y + i, 0xffff);
+  if (i < n) exp16(x + i, y + i, __mmask16((1u << (n - i)) - 1));
+}
+
+// The start-up check: a spread of inputs over the whole fast path (every 4099th bit pattern with
+// |x| < 88), the edges around it, and the two inputs where the FMA and plain builds of expf differ.
+bool vector_matches_library() {
+  std::vector<float> inputs = {0x1.04845ep+5f, -0x1.f8cbb2p+5f, 0.0f, -0.0f, 87.99999f, -87.99999f, 88.0f, -88.0f,
+                               -103.0f, -104.0f, 89.0f, std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  for (uint32_t bits = 0; bits < kBitsOf88; bits += 4099) {
+    inputs.push_back(std::bit_cast<float>(bits));
+    inputs.push_back(std::bit_cast<float>(bits | 0x80000000u));
+  }
+  std::vector<float> fast(inputs.size());
+  exp_avx512(inputs.data(), fast.data(), int64_t(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (std::bit_cast<uint32_t>(fast[i]) != std::bit_cast<uint32_t>(std::exp(inputs[i]))) return false;
+  return true;
+}
+
+#endif
+
+}  // namespace
+
+bool exp_floats_vectorised() {
+#ifdef SCRATCHGRAD_HAVE_AVX512_EXP
+  // SCRATCHGRAD_NO_AVX512 turns this off with the AVX-512 matmul kernels (the "AVX2 build" of performance.md)
+  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f")) &&
+                          std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr && vector_matches_library();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+void exp_floats(const float* x, float* y, int64_t n) {
+#ifdef SCRATCHGRAD_HAVE_AVX512_EXP
+  if (exp_floats_vectorised()) return exp_avx512(x, y, n);
+#endif
+  exp_scalar(x, y, n);
+}
+
+}  // namespace autograd::cpu

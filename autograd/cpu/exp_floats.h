@@ -1,0 +1,19 @@
+// exp_floats.h — expf over a whole array, 16 values per instruction, with the C library's bits.
+//
+// Softmax, log_softmax and their gradients need one exp per element, and PyTorch's portable kernels
+// take it from the C library's expf (docs/parity.md). Calling expf once per element was a fifth of a
+// seed-size training step; exp_floats computes the same function on 16 floats at once and gives the
+// same bits (see exp_floats.cpp for how, and tests/test_exp_floats.cpp for the proof).
+#pragma once
+#include <cstdint>
+
+namespace autograd::cpu {
+
+// y[i] = std::exp(x[i]) for 0 <= i < n, bit for bit. x and y may be the same array.
+void exp_floats(const float* x, float* y, int64_t n);
+
+// True when exp_floats runs 16 lanes at a time: the CPU has AVX-512 and a start-up check found the
+// vector code agreeing with this process's expf. False: exp_floats is a loop over std::exp.
+bool exp_floats_vectorised();
+
+}  // namespace autograd::cpu
