@@ -1,16 +1,19 @@
 // cpu/cpu_backend.cpp — the CPU kernels: plain loops over strided memory, nothing about graphs.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "autograd/backend.h"
 #include "autograd/cpu/buffer_cache.h"
 #include "autograd/cpu/cpu.h"
+#include "autograd/cpu/exp_floats.h"
 #include "autograd/cpu/loops.h"
 
 namespace autograd::cpu {
@@ -207,9 +210,58 @@ void softmax_row(const T* x, Stride si, T* y, Stride so, int64_t n, bool last, b
   }
 }
 
+// Float rows laid end to end (contiguous input and output, softmax over the last dim: attention scores,
+// logits). A block of rows goes through each step together, so that its exps are one exp_floats call
+// (16 per instruction) instead of a library call per value; each row's values and order are softmax_row's.
+// (No trailing -inf skip here: exp_floats gives exp(-inf) = 0 at vector speed.)
+void softmax_float_rows(const float* x, float* y, int64_t rows, int64_t n, bool log) {
+  thread_local std::vector<float> exps;
+  const int64_t block_rows = std::max<int64_t>(1, 2048 / n);  // x, y and the exps of a block stay in L1
+  exps.resize(size_t(std::min(rows, block_rows) * n));
+  for (int64_t r0 = 0; r0 < rows; r0 += block_rows) {
+    const int64_t count = std::min(block_rows, rows - r0);
+    const float* xb = x + r0 * n;
+    float* yb = y + r0 * n;
+    for (int64_t r = 0; r < count; ++r) {  // x − max(row); an all -inf row gives NaN, as in PyTorch
+      const float m = row_max(n, xb + r * n, 1);
+      for (int64_t j = 0; j < n; ++j) yb[r * n + j] = xb[r * n + j] - m;
+    }
+    float* e = log ? exps.data() : yb;  // softmax: exp in place; log_softmax keeps x − max for the end
+    exp_floats(yb, e, count * n);
+    for (int64_t r = 0; r < count; ++r) {
+      float* er = e + r * n;
+      float* yr = yb + r * n;
+      const float sum = vector_lane_reduce<float>(n, [&](int64_t j) { return er[j]; }, [](float a, float b) { return a + b; });
+      if (log) {
+        const float log_sum = std::log(sum);
+        for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] - log_sum;  // (x − max) − log Σ
+      } else {
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] * inv;
+      }
+    }
+  }
+}
+
+// Runs `rows_fn(first_input_offset, first_output_offset, count)` over row ranges of a [rows, n] layout,
+// split over threads when the work is big enough (rows never share outputs).
+template <typename Rows> void for_row_ranges(int64_t rows, int64_t n, Rows rows_fn) {
+  const Shape outer{rows}, stride{n};
+  auto plan = make_plan<2>(outer, {&stride, &stride});
+  parallel_for_each_run(plan, rows, [&](const auto& off, int64_t count, const auto&) { rows_fn(off[0], count); }, n);
+}
+
 template <typename T>
 void softmax_typed(const Tensor& in, int64_t dim, bool log, const Tensor& out) {
   const int64_t n = in.shape()[size_t(dim)];
+  if constexpr (std::is_same_v<T, float>) {
+    if (dim == in.dim() - 1 && n > 0 && in.is_contiguous() && out.is_contiguous()) {
+      const float* x = ptr<float>(in);
+      float* y = ptr<float>(out);
+      for_row_ranges(in.numel() / n, n, [&](int64_t offset, int64_t count) { softmax_float_rows(x + offset, y + offset, count, n, log); });
+      return;
+    }
+  }
   const int64_t si = in.strides()[size_t(dim)], so = out.strides()[size_t(dim)];
   const bool last = dim == in.dim() - 1;
   const T* pi = ptr<T>(in);
@@ -234,11 +286,34 @@ void softmax_backward_row(const T* yr, const T* gr, T* xr, Stride s, int64_t n, 
   }
 }
 
+// log_softmax's backward on float rows laid end to end: exp(y) of a block of rows in one exp_floats call,
+// then softmax_backward_row's arithmetic.
+void log_softmax_backward_float_rows(const float* y, const float* g, float* gx, int64_t rows, int64_t n) {
+  exp_floats(y, gx, rows * n);  // gx = softmax(x) first
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gr = g + r * n;
+    float* xr = gx + r * n;
+    const float sum = vector_lane_reduce<float>(n, [&](int64_t j) { return gr[j]; }, [](float a, float b) { return a + b; });
+    for (int64_t j = 0; j < n; ++j) xr[j] = gr[j] - xr[j] * sum;
+  }
+}
+
 template <typename T>
 void softmax_backward_typed(const Tensor& y, const Tensor& g, int64_t dim, bool log, const Tensor& gx) {
   // y, g and gx are contiguous (the op makes sure), so each row shares one offset and one stride.
   const int64_t n = y.shape()[size_t(dim)], s = y.strides()[size_t(dim)];
   const bool last = dim == y.dim() - 1;
+  if constexpr (std::is_same_v<T, float>) {
+    if (log && last && s == 1 && n > 0) {
+      const float* py = ptr<float>(y);
+      const float* pg = ptr<float>(g);
+      float* px = ptr<float>(gx);
+      for_row_ranges(y.numel() / n, n, [&](int64_t offset, int64_t count) {
+        log_softmax_backward_float_rows(py + offset, pg + offset, px + offset, count, n);
+      });
+      return;
+    }
+  }
   const T* py = ptr<T>(y);
   const T* pg = ptr<T>(g);
   T* px = ptr<T>(gx);

@@ -1,0 +1,108 @@
+// The float fast path of softmax / log_softmax (contiguous rows over the last dim, exps 16 at a time
+// through exp_floats) against the general row-by-row path, bit for bit.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "test_helpers.h"
+
+using namespace autograd;
+using testing_helpers::randish;
+
+namespace {
+
+// The same values in a layout the fast path does not take: every row followed by n unused values.
+Tensor strided_copy(const Tensor& x) {
+  const int64_t rows = x.numel() / x.size(-1), n = x.size(-1);
+  Tensor wide = zeros({rows, 2 * n}, DType::Float32);
+  wide.slice(1, 0, n).copy_(x.reshape({rows, n}));
+  return wide.slice(1, 0, n);
+}
+
+void expect_same_bits(const Tensor& got, const Tensor& want, const std::string& what) {
+  std::vector<float> g = got.contiguous().to_vector<float>(), w = want.contiguous().to_vector<float>();
+  ASSERT_EQ(g.size(), w.size()) << what;
+  for (size_t i = 0; i < g.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(w[i]))
+        << what << ": element " << i << " is " << g[i] << ", the general path gives " << w[i];
+}
+
+// Scores with everything softmax meets: masked -inf entries, huge values (exp leaves the fast path),
+// an all -inf row (NaN, as in PyTorch) and a NaN.
+Tensor hard_scores(int64_t rows, int64_t n, uint32_t seed) {
+  std::vector<double> v = testing_helpers::uniform_values(rows * n, seed, -30.0, 30.0);
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double& x = v[size_t(r * n + j)];
+      if (r % 4 == 1 && j > r % n) x = -inf;  // causal-style masking
+      if (r % 7 == 3 && j == 0) x = 120.0;    // exp(x - max) with |x - max| >= 88
+      if (r == 5) x = -inf;                   // a fully masked row
+      if (r == 6 && j == n / 2) x = std::numeric_limits<double>::quiet_NaN();
+    }
+  return from_vector(v, {rows, n}, DType::Float32);
+}
+
+}  // namespace
+
+TEST(SoftmaxRows, FastPathMatchesTheGeneralPathBitForBit) {
+  for (int64_t n : {1, 2, 3, 7, 8, 9, 13, 16, 17, 31, 64, 65, 300}) {
+    for (int64_t rows : {1, 9, 40}) {
+      Tensor x = hard_scores(rows, n, uint32_t(n * 100 + rows));
+      const std::string what = "n " + std::to_string(n) + " rows " + std::to_string(rows);
+      expect_same_bits(softmax(x, -1), softmax(strided_copy(x), -1), "softmax " + what);
+      expect_same_bits(log_softmax(x, -1), log_softmax(strided_copy(x), -1), "log_softmax " + what);
+    }
+  }
+}
+
+// A batch of rows big enough to be split over threads gives the same bits as one thread.
+TEST(SoftmaxRows, ThreadsDoNotChangeBits) {
+  Tensor x = randish({64, 128, 8}, 3, -10, 10, DType::Float32);
+  set_num_threads(1);
+  Tensor one = log_softmax(x, -1), one_sm = softmax(x, -1);
+  set_num_threads(2);
+  Tensor two = log_softmax(x, -1), two_sm = softmax(x, -1);
+  set_num_threads(1);
+  expect_same_bits(two, one, "log_softmax");
+  expect_same_bits(two_sm, one_sm, "softmax");
+}
+
+// log_softmax's backward on float rows: dx = g − exp(y) · Σ g, with Σ in PyTorch's vector-lane order
+// (8 lanes over blocks of 8, leftovers into lanes 0, 1, ..., lanes folded left to right; rows under 8
+// folded left to right), computed here one value at a time.
+TEST(SoftmaxRows, LogSoftmaxBackwardMatchesTheFormula) {
+  for (int64_t n : {1, 5, 8, 13, 16, 21, 100}) {
+    Tensor x = randish({12, n}, uint32_t(n), -5, 5, DType::Float32).requires_grad_();
+    Tensor g = randish({12, n}, uint32_t(n + 1), -1, 1, DType::Float32);
+    Tensor y = log_softmax(x, -1);
+    y.backward(g);
+    std::vector<float> yv = y.detach().to_vector<float>(), gv = g.to_vector<float>(), dx = x.grad().to_vector<float>();
+    for (int64_t r = 0; r < 12; ++r) {
+      const float* gr = gv.data() + r * n;
+      float sum;
+      if (n < 8) {
+        sum = gr[0];
+        for (int64_t j = 1; j < n; ++j) sum = sum + gr[j];
+      } else {
+        float lanes[8];
+        for (int l = 0; l < 8; ++l) lanes[l] = gr[l];
+        int64_t d = 8;
+        for (; d < n - n % 8; d += 8)
+          for (int l = 0; l < 8; ++l) lanes[l] = lanes[l] + gr[d + l];
+        for (int l = 0; d + l < n; ++l) lanes[l] = lanes[l] + gr[d + l];
+        sum = lanes[0];
+        for (int l = 1; l < 8; ++l) sum = sum + lanes[l];
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        const float want = gr[j] - std::exp(yv[size_t(r * n + j)]) * sum;
+        ASSERT_EQ(std::bit_cast<uint32_t>(dx[size_t(r * n + j)]), std::bit_cast<uint32_t>(want))
+            << "n " << n << " row " << r << " col " << j;
+      }
+    }
+  }
+}
