@@ -102,12 +102,16 @@ static void check_indices(const Tensor& indices, int64_t limit, int64_t allowed,
   if (indices.dtype() != DType::Int64)
     throw std::invalid_argument(fmt::format("{}: indices must be int64, got {} (shape {})", op,
                                             dtype_name(indices.dtype()), indices.shape_str()));
-  std::vector<int64_t> values = indices.to_vector<int64_t>();
-  for (size_t i = 0; i < values.size(); ++i)
-    if ((values[i] < 0 || values[i] >= limit) && values[i] != allowed)
-      throw std::out_of_range(fmt::format("{}: index {} (at flat position {} of indices shaped {}) is out of range for "
-                                          "{} {}",
-                                          op, values[i], i, indices.shape_str(), limit, what));
+  auto check = [&](const int64_t* values, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      if ((values[i] < 0 || values[i] >= limit) && values[i] != allowed)
+        throw std::out_of_range(fmt::format("{}: index {} (at flat position {} of indices shaped {}) is out of range "
+                                            "for {} {}",
+                                            op, values[i], i, indices.shape_str(), limit, what));
+  };
+  if (indices.device().is_cpu() && indices.is_contiguous()) return check(indices.data_ptr<int64_t>(), indices.numel());
+  std::vector<int64_t> values = indices.to_vector<int64_t>();  // a copy on the host
+  check(values.data(), int64_t(values.size()));
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
@@ -141,18 +145,19 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 // and emptied; if bits 4..7 are zero too, level 1 into level 2; and so on (4 bits per level, more for
 // batches above 2^32). Ignored rows are skipped before any of this. The result is
 // ((0 + L0) + L1) + ... + L7, divided by the number of rows not ignored (0/0 = NaN if all are).
-template <typename T> T nll_loss_mean(const std::vector<T>& picked, const std::vector<int64_t>& targets, int64_t ignore_index) {
+// picked(b) is log_probs[b, targets[b]]; it is only asked for rows that are not ignored.
+template <typename T, typename Picked>
+T nll_loss_mean(int64_t n, Picked picked, const int64_t* targets, int64_t ignore_index) {
   constexpr int kLevels = 8;
-  const int64_t n = int64_t(picked.size());
   const int64_t ceil_log2 = n <= 2 ? 1 : 64 - __builtin_clzll(uint64_t(n - 1));
   const int64_t level_power = std::max<int64_t>(4, ceil_log2 / kLevels);
   const int64_t level_mask = (int64_t(1) << level_power) - 1;
   T levels[kLevels] = {};
   int64_t count = 0;
   for (int64_t b = 0; b < n; ++b) {
-    if (targets[size_t(b)] == ignore_index) continue;
+    if (targets[b] == ignore_index) continue;
     ++count;
-    levels[0] -= picked[size_t(b)];
+    levels[0] -= picked(b);
     for (int j = 0; j + 1 < kLevels; ++j) {
       if ((b & (level_mask << (j * level_power))) != 0) break;
       levels[j + 1] += levels[j];
@@ -172,27 +177,44 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_i
                                             log_probs.size(0), log_probs.shape_str(), targets.shape_str()));
   check_floating(log_probs, "nll_loss");
   check_indices(targets, log_probs.size(1), ignore_index, "nll_loss", "classes");
-  Tensor lp = log_probs.contiguous().detach();
+  Tensor lp = log_probs.detach().contiguous();
   Tensor tgt = targets.contiguous();
-  std::vector<int64_t> t = tgt.to_vector<int64_t>();
-  const int64_t count = std::count_if(t.begin(), t.end(), [&](int64_t v) { return v != ignore_index; });
-  Tensor picked = empty({lp.size(0)}, lp.dtype(), lp.device());
-  backend(lp.device()).gather_rows(lp, tgt, ignore_index, picked);
+  const int64_t rows = lp.size(0), classes = lp.size(1);
   Tensor out;  // mean of −log p[target]; 0/0 = nan if all are ignored
+  int64_t count = 0;
   if (lp.device().is_cpu()) {
-    // one scalar, added in PyTorch's order on the host (picked is on the CPU already)
-    double value = lp.dtype() == DType::Float64
-                       ? nll_loss_mean(picked.to_vector<double>(), t, ignore_index)
-                       : double(nll_loss_mean(picked.to_vector<float>(), t, ignore_index));
+    // one scalar, added in PyTorch's order straight from the tensors' memory
+    const int64_t* t = tgt.data_ptr<int64_t>();
+    count = std::count_if(t, t + rows, [&](int64_t v) { return v != ignore_index; });
+    double value = dispatch_floating(lp.dtype(), "nll_loss", [&](auto tag) {
+      using T = decltype(tag);
+      const T* p = lp.data_ptr<T>();
+      return double(nll_loss_mean<T>(rows, [&](int64_t b) { return p[b * classes + t[b]]; }, t, ignore_index));
+    });
     out = full({}, value, lp.dtype(), lp.device());
   } else {
+    std::vector<int64_t> t = tgt.to_vector<int64_t>();
+    count = std::count_if(t.begin(), t.end(), [&](int64_t v) { return v != ignore_index; });
+    Tensor picked = empty({rows}, lp.dtype(), lp.device());
+    backend(lp.device()).gather_rows(lp, tgt, ignore_index, picked);
     out = neg(sum(picked) / double(count));
   }
   Shape shape = log_probs.shape();
   return record("NllLossBackward0", out, {log_probs}, {}, [tgt, shape, count, ignore_index](const Tensor& g) {
     // d loss / d logp[i, target_i] = −1/count; every other entry gets 0
-    Tensor coef = (neg(g) / double(count)).reshape({1}).expand({shape[0]}).contiguous();
     Tensor gx = zeros(shape, g.dtype(), g.device());
+    if (g.device().is_cpu()) {  // the same arithmetic as below, without five small tensors
+      dispatch_floating(g.dtype(), "nll_loss backward", [&](auto tag) {
+        using T = decltype(tag);
+        const T coef = T(-g.item<T>()) / T(count);
+        const int64_t* t = tgt.data_ptr<int64_t>();
+        T* out = gx.data_ptr<T>();
+        for (int64_t i = 0; i < shape[0]; ++i)
+          if (t[i] != ignore_index) out[i * shape[1] + t[i]] += coef;
+      });
+      return Grads{gx};
+    }
+    Tensor coef = (neg(g) / double(count)).reshape({1}).expand({shape[0]}).contiguous();
     backend(g.device()).scatter_rows(coef, tgt, ignore_index, gx);
     return Grads{gx};
   });
