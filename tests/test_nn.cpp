@@ -538,3 +538,37 @@ TEST(MultiheadAttention, RefusesBadShapes) {
 }
 
 }  // namespace
+
+// random_windows gathers rows in one copy; it must give exactly the workshop's stack of slices, from the
+// same draw of the generator, and leave the generator where the workshop's batch() leaves it.
+TEST(RandomWindows, SameBatchesAsTheWorkshopsStackOfSlices) {
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 40; ++i) ids.push_back((i * 7) % 13);
+  Tensor data = from_vector(ids, {40});
+  for (uint64_t seed : {0, 1, 7, 1234}) {
+    manual_seed(seed);
+    auto [x, y] = nn::random_windows(data, 16, 8);
+    const double next = rand({1}).item();
+    manual_seed(seed);
+    std::vector<Tensor> xs, ys;
+    for (int64_t j : randint(0, 40 - 8 - 1, {16}).to_vector<int64_t>()) {
+      xs.push_back(data.slice(0, j, j + 8));
+      ys.push_back(data.slice(0, j + 1, j + 9));
+    }
+    EXPECT_EQ(x.to_vector<int64_t>(), stack(xs).to_vector<int64_t>()) << "seed " << seed;
+    EXPECT_EQ(y.to_vector<int64_t>(), stack(ys).to_vector<int64_t>()) << "seed " << seed;
+    EXPECT_EQ(x.shape(), (Shape{16, 8}));
+    EXPECT_TRUE(x.is_contiguous() && y.is_contiguous());
+    EXPECT_EQ(rand({1}).item(), next) << "the generator moved on differently, seed " << seed;
+  }
+  // a slice of a longer tensor (offset, stride) gives the same windows as its contiguous copy
+  Tensor strided = stack({data, data}, 1).select(1, 0);
+  manual_seed(5);
+  auto [a, b] = nn::random_windows(strided, 4, 5);
+  manual_seed(5);
+  auto [c, d] = nn::random_windows(data, 4, 5);
+  EXPECT_EQ(a.to_vector<int64_t>(), c.to_vector<int64_t>());
+  EXPECT_EQ(b.to_vector<int64_t>(), d.to_vector<int64_t>());
+  EXPECT_THROW_WITH(nn::random_windows(data.view({4, 10}), 2, 3), std::invalid_argument, "random_windows", "[4, 10]");
+  EXPECT_THROW_WITH(nn::random_windows(data.slice(0, 0, 9), 2, 8), std::invalid_argument, "random_windows", "10", "[9]");
+}
