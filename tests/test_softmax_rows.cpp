@@ -32,7 +32,7 @@ void expect_same_bits(const Tensor& got, const Tensor& want, const std::string& 
 }
 
 // Scores with everything softmax meets: masked -inf entries, huge values (exp leaves the fast path),
-// an all -inf row (NaN, as in PyTorch) and a NaN.
+// an all -inf row (NaN, as in PyTorch), a NaN, and maxima that are ties of -0 and +0.
 Tensor hard_scores(int64_t rows, int64_t n, uint32_t seed) {
   std::vector<double> v = testing_helpers::uniform_values(rows * n, seed, -30.0, 30.0);
   const double inf = std::numeric_limits<double>::infinity();
@@ -43,6 +43,8 @@ Tensor hard_scores(int64_t rows, int64_t n, uint32_t seed) {
       if (r % 7 == 3 && j == 0) x = 120.0;    // exp(x - max) with |x - max| >= 88
       if (r == 5) x = -inf;                   // a fully masked row
       if (r == 6 && j == n / 2) x = std::numeric_limits<double>::quiet_NaN();
+      if (r == 7) x = j < 2 ? (j == 0 ? -0.0 : 0.0) : -200.0;  // the maximum is a tie of -0 and +0
+      if (r == 8) x = j == n - 1 ? 0.0 : -0.0;
     }
   return from_vector(v, {rows, n}, DType::Float32);
 }
