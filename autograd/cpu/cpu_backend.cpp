@@ -416,7 +416,8 @@ std::vector<IterDim> reduction_iteration_order(const std::vector<IterDim>& dims)
 // Values go into level 0; after every 16 values level 0 is added into level 1 (and emptied), after
 // every 256 level 1 into level 2, and so on (the step grows for counts above 2^19); at the end the
 // levels are added together. Columns are done 64 at a time (each has its own accumulators).
-template <typename T> void cascade_columns(const T* base, int64_t rs, int64_t cs, int64_t count, int64_t cols, T* result) {
+template <typename T, typename ColStride>
+void cascade_columns_with(const T* base, int64_t rs, ColStride cs, int64_t count, int64_t cols, T* result) {
   constexpr int64_t kLevels = 4, kChunk = 64;
   const int64_t ceil_log2 = count <= 2 ? 1 : 64 - __builtin_clzll(uint64_t(count - 1));
   const int64_t level_power = std::max<int64_t>(4, ceil_log2 / kLevels);
@@ -443,6 +444,13 @@ template <typename T> void cascade_columns(const T* base, int64_t rs, int64_t cs
       for (int64_t c = 0; c < nc; ++c) acc[0][c] += acc[lv][c];
     for (int64_t c = 0; c < nc; ++c) result[c0 + c] = acc[0][c];
   }
+}
+
+// Adjacent columns (a bias gradient: the sum over rows of a row-major matrix) get loops over c that the
+// compiler turns into vector adds, one column per lane.
+template <typename T> void cascade_columns(const T* base, int64_t rs, int64_t cs, int64_t count, int64_t cols, T* result) {
+  if (cs == 1) return cascade_columns_with(base, rs, Contiguous{}, count, cols, result);
+  cascade_columns_with(base, rs, cs, count, cols, result);
 }
 
 // row_sum: a column of `size` values seen as rows of 4 (four interleaved partial sums, each a
