@@ -17,7 +17,7 @@
 
 namespace autograd {
 
-using Grads = std::vector<Tensor>;  // one entry per input; an undefined Tensor means "no gradient"
+using Grads = SmallVector<Tensor, 3>;  // one entry per input; an undefined Tensor means "no gradient"
 using BackwardFn = std::function<Grads(const Tensor& grad_output)>;
 
 // Where one input's gradient goes: into another node, or into a leaf tensor's .grad, or nowhere.

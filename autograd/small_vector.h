@@ -3,10 +3,12 @@
 // Every recorded op makes a Node with a list of input edges and a list of saved versions, nearly always
 // one to three entries each. As std::vectors those were two heap allocations per node — a visible share
 // of a small model's step. SmallVector keeps the first N in place and moves everything to a std::vector
-// only when more arrive (cat and stack of many tensors).
+// only when more arrive (cat and stack of many tensors). The gradients a node's backward returns (Grads)
+// are one too: one allocation less per node of every backward pass.
 #pragma once
 #include <array>
 #include <cstddef>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -15,8 +17,22 @@ namespace autograd {
 template <typename T, size_t N> class SmallVector {
  public:
   SmallVector() = default;
+  SmallVector(std::initializer_list<T> values) {
+    reserve(values.size());
+    for (const T& value : values) push_back(value);
+  }
   SmallVector(const SmallVector&) = delete;
   SmallVector& operator=(const SmallVector&) = delete;
+  SmallVector(SmallVector&& other) noexcept { *this = std::move(other); }
+  SmallVector& operator=(SmallVector&& other) noexcept {
+    if (this == &other) return *this;
+    for (size_t i = 0; i < N; ++i) inline_[i] = std::move(other.inline_[i]);
+    heap_ = std::move(other.heap_);
+    size_ = other.size_;
+    on_heap_ = other.on_heap_;
+    other.clear();
+    return *this;
+  }
 
   size_t size() const { return on_heap_ ? heap_.size() : size_; }
   bool empty() const { return size() == 0; }
