@@ -149,8 +149,7 @@ static void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
   }
 }
 
-static void run_node(Node& node, const Tensor& grad_output, PendingGradients& pending,
-                     size_t position) {
+static void run_node(Node& node, Tensor grad_output, PendingGradients& pending, size_t position) {
   if (node.released)
     throw std::runtime_error(fmt::format(
         "backward: the graph through {} has already been freed by an earlier backward(); pass "
@@ -163,6 +162,9 @@ static void run_node(Node& node, const Tensor& grad_output, PendingGradients& pe
                                        node.inputs.size()));
   if (backward_observer) backward_observer({&node, &grad_output, &grads, position});
   check_anomaly_backward(node, grads);
+  // Let go of the incoming gradient: a node that passes it on as a view (TBackward0, ViewBackward0)
+  // then leaves that view the buffer's only holder, and a leaf can keep it without a copy.
+  grad_output = Tensor();
   for (size_t i = 0; i < grads.size(); ++i) {
     const Edge& e = node.inputs[i];
     if (!grads[i].defined() || !e.wants_grad()) continue;
@@ -219,7 +221,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     if (it != pending.end()) {  // else no gradient reached it (only through non-differentiable paths)
       Tensor grad_output = std::move(it->second);
       pending.erase(it);
-      run_node(*node, grad_output, pending, ran++);
+      run_node(*node, std::move(grad_output), pending, ran++);
       if (!retain_graph) {
         node->backward = nullptr;  // frees every tensor the closure captured
         node->saved.clear();

@@ -14,6 +14,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <tuple>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -571,4 +573,23 @@ TEST(RandomWindows, SameBatchesAsTheWorkshopsStackOfSlices) {
   EXPECT_EQ(b.to_vector<int64_t>(), d.to_vector<int64_t>());
   EXPECT_THROW_WITH(nn::random_windows(data.view({4, 10}), 2, 3), std::invalid_argument, "random_windows", "[4, 10]");
   EXPECT_THROW_WITH(nn::random_windows(data.slice(0, 0, 9), 2, 8), std::invalid_argument, "random_windows", "10", "[9]");
+}
+
+// linear's weight gradient is computed as (gᵀ·x)ᵀ so that it arrives in the weight's layout; it must be
+// the same bits as the textbook xᵀ·g, transposed (and land in .grad without a copy: contiguous).
+TEST(LinearWeightGradient, SameBitsAsTheTextbookProduct) {
+  for (auto [rows, in, out] : {std::tuple<int64_t, int64_t, int64_t>{128, 24, 13}, {300, 7, 5}, {9, 1, 4}, {9, 4, 1}, {1, 3, 2}}) {
+    Tensor x = testing_helpers::randish({rows, in}, uint32_t(rows + in), -1, 1, DType::Float32);
+    Tensor w = testing_helpers::randish({out, in}, uint32_t(out), -1, 1, DType::Float32).requires_grad_();
+    Tensor b = testing_helpers::randish({out}, 3, -1, 1, DType::Float32).requires_grad_();
+    Tensor g = testing_helpers::randish({rows, out}, uint32_t(rows * 3 + out), -1, 1, DType::Float32);
+    linear(x, w, b).backward(g);
+    Tensor want = matmul(x.mT(), g).t().contiguous();
+    std::vector<float> got_v = w.grad().to_vector<float>(), want_v = want.to_vector<float>();
+    ASSERT_EQ(got_v.size(), want_v.size());
+    for (size_t i = 0; i < got_v.size(); ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(got_v[i]), std::bit_cast<uint32_t>(want_v[i]))
+          << "rows " << rows << " in " << in << " out " << out << " element " << i;
+    EXPECT_TRUE(w.grad().is_contiguous());
+  }
 }

@@ -91,6 +91,16 @@ Tensor Tensor::matmul(const Tensor& other) const { return autograd::matmul(*this
 // out = bias + x2d @ w, as one node (PyTorch's addmm: the bias is the starting value of the sum).
 // On the CPU the bias rows are copied into the output and the product is added onto them, block by
 // block, as BLIS does with beta = 1: (bias + chain₀) + chain₁ — one pass, and PyTorch's bits for any K.
+// addmm's dW = xᵀ·g ([in, out]), computed as (gᵀ·x)ᵀ: every entry is the same chain Σ_r x[r, i]·g[r, o]
+// in the same order (a·b == b·a exactly), but the numbers land in [out, in] order — the layout of
+// linear's weight, so its TBackward0 hands the leaf a contiguous gradient the leaf can keep instead of
+// copying it. (With a single row or column BLIS would take a dot-product order that differs between
+// the two forms: those keep the plain one.)
+static Tensor weight_gradient(const Tensor& x, const Tensor& g) {
+  if (x.size(1) == 1 || g.size(1) == 1) return matmul(x.mT(), g);
+  return matmul(g.mT(), x).mT();
+}
+
 static Tensor addmm(const Tensor& bias, const Tensor& x2d, const Tensor& w) {
   Tensor out;
   {
@@ -108,7 +118,7 @@ static Tensor addmm(const Tensor& bias, const Tensor& x2d, const Tensor& w) {
   const Tensor& x = x2d;
   const Tensor& y = w;
   return record("AddmmBackward0", out, {bias, x2d, w}, {x, y}, [x, y, bshape = bias.shape()](const Tensor& g) {
-    return Grads{g.sum_to(bshape), matmul(g, y.mT()), matmul(x.mT(), g)};
+    return Grads{g.sum_to(bshape), matmul(g, y.mT()), weight_gradient(x, g)};
   });
 }
 
