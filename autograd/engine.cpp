@@ -20,6 +20,7 @@
 #include "autograd/node.h"
 #include "autograd/debug.h"
 #include "autograd/ops.h"
+#include "autograd/pool.h"
 #include "autograd/trace.h"
 
 namespace autograd {
@@ -75,7 +76,7 @@ Tensor record(const char* name, Tensor out, std::span<const Tensor> inputs, std:
   for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
   if (!any) return out;
 
-  auto node = std::make_shared<Node>();
+  auto node = make_pooled<Node>();
   static std::atomic<uint64_t> next_sequence_nr{0};
   node->name = name;
   node->sequence_nr = next_sequence_nr++;

@@ -10,6 +10,7 @@
 
 #include "autograd/backend.h"
 #include "autograd/ops.h"
+#include "autograd/pool.h"
 
 namespace autograd {
 
@@ -152,7 +153,7 @@ void Tensor::set_grad(const Tensor& g) const {
 }
 
 Tensor Tensor::detach() const {
-  auto out = std::make_shared<TensorImpl>(impl());
+  auto out = make_pooled<TensorImpl>(impl());
   out->requires_grad = false;
   out->grad_fn = nullptr;
   out->grad = nullptr;
@@ -164,8 +165,8 @@ Tensor Tensor::detach() const {
 Tensor empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape)
     if (s < 0) throw std::invalid_argument(fmt::format("empty: negative dimension in shape {}", shape_to_string(shape)));
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), device);
+  auto impl = make_pooled<TensorImpl>();
+  impl->storage = make_pooled<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

@@ -13,11 +13,12 @@
 
 #include "autograd/backend.h"
 #include "autograd/ops.h"
+#include "autograd/pool.h"
 
 namespace autograd {
 
 Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
-  auto out = std::make_shared<TensorImpl>();
+  auto out = make_pooled<TensorImpl>();
   out->storage = impl().storage;
   out->shape = shape;
   out->strides = strides;
