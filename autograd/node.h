@@ -4,7 +4,11 @@
 // closure returns the gradient of each input. That closure sits right next to the forward code in
 // autograd/ops/*.cpp, so a reader sees both halves of the op together.
 #pragma once
+#include <cstddef>
 #include <functional>
+#include <new>
+#include <type_traits>
+#include <utility>
 #include <memory>
 #include <source_location>
 #include <span>
@@ -12,13 +16,64 @@
 #include <string>
 #include <vector>
 
+#include "autograd/pool.h"
 #include "autograd/small_vector.h"
 #include "autograd/tensor.h"
 
 namespace autograd {
 
 using Grads = SmallVector<Tensor, 3>;  // one entry per input; an undefined Tensor means "no gradient"
-using BackwardFn = std::function<Grads(const Tensor& grad_output)>;
+
+// A node's backward closure, called as backward(grad_output). It is std::function<Grads(const Tensor&)>
+// in all but where the captures live: in one block from the pool (autograd/pool.h) rather than a fresh
+// heap allocation for every node of every step.
+class BackwardFn {
+ public:
+  BackwardFn() = default;
+  BackwardFn(std::nullptr_t) {}
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, BackwardFn> &&
+                                                    std::is_invocable_r_v<Grads, F&, const Tensor&>>>
+  BackwardFn(F f) : callable_(new (pool_allocate(sizeof(Closure<F>))) Closure<F>(std::move(f))) {}
+  BackwardFn(BackwardFn&& other) noexcept : callable_(std::exchange(other.callable_, nullptr)) {}
+  BackwardFn& operator=(BackwardFn&& other) noexcept {
+    if (this != &other) {
+      reset();
+      callable_ = std::exchange(other.callable_, nullptr);
+    }
+    return *this;
+  }
+  BackwardFn& operator=(std::nullptr_t) {
+    reset();
+    return *this;
+  }
+  BackwardFn(const BackwardFn&) = delete;
+  BackwardFn& operator=(const BackwardFn&) = delete;
+  ~BackwardFn() { reset(); }
+
+  explicit operator bool() const { return callable_ != nullptr; }
+  Grads operator()(const Tensor& grad_output) const { return callable_->call(grad_output); }
+
+ private:
+  struct Callable {
+    virtual Grads call(const Tensor& grad_output) = 0;
+    virtual size_t bytes() const = 0;
+    virtual ~Callable() = default;
+  };
+  template <typename F> struct Closure final : Callable {
+    F f;
+    explicit Closure(F fn) : f(std::move(fn)) {}
+    Grads call(const Tensor& grad_output) override { return f(grad_output); }
+    size_t bytes() const override { return sizeof(Closure); }
+  };
+  void reset() {
+    if (!callable_) return;
+    const size_t bytes = callable_->bytes();
+    callable_->~Callable();
+    pool_deallocate(callable_, bytes);
+    callable_ = nullptr;
+  }
+  Callable* callable_ = nullptr;
+};
 
 // Where one input's gradient goes: into another node, or into a leaf tensor's .grad, or nowhere.
 struct Edge {
