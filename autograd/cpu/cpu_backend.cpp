@@ -538,6 +538,13 @@ void cascade_sum_2d(const T* in, T* out, int64_t size0, int64_t size1, int64_t i
 // sum of `in` into `out` (zeroed here): the reduced dims are those where `out` has size 1 (or is
 // missing, for leading dims). One thread, as torch.set_num_threads(1) or any sum below 32768 values.
 template <typename T> void cascade_sum(const Tensor& in, const Tensor& out) {
+  // The commonest case, a bias gradient: a contiguous [R, C] summed over its rows. The iteration order
+  // below puts the reduced rows first, making it this one 2-D loop: called directly, without building it.
+  const bool over_rows = (out.dim() == 1 || (out.dim() == 2 && out.size(0) == 1)) && out.size(-1) == in.size(-1);
+  if (in.dim() == 2 && in.is_contiguous() && in.size(0) > 1 && in.size(1) > 1 && over_rows) {
+    cascade_sum_2d(ptr<T>(in), ptr<T>(out), in.size(0), in.size(1), in.size(1), int64_t(1), int64_t(0), int64_t(1));
+    return;
+  }
   const size_t nd = in.shape().size(), lead = nd - out.shape().size();
   std::vector<IterDim> dims(nd);
   for (size_t d = 0; d < nd; ++d) {

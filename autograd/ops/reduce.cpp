@@ -72,6 +72,10 @@ Tensor sum_to(const Tensor& a, const Shape& shape) {
   }
   if (!ok)
     throw std::invalid_argument(fmt::format("sum_to: shape {} is not a broadcast of {}", a.shape_str(), shape_to_string(shape)));
+  if (!needs_grad({a})) {  // backward formulas (bias gradients): the values alone, no node to prepare
+    Shape kept;
+    return sum_values(a, dims, true, kept).reshape(shape);
+  }
   return sum(a, dims, true).reshape(shape);
 }
 
