@@ -43,6 +43,16 @@ TEST(ExpFloats, MatchesTheLibraryBitForBitAcrossAllExponents) {
   }
 }
 
+// The large negative scores softmax meets, which the vector code keeps (down to the underflow threshold)
+// or zeroes (below it): every float from -88 to -112, then every 4099th down to -inf.
+TEST(ExpFloats, LargeNegativeInputs) {
+  std::vector<float> x;
+  for (uint32_t bits = 0xc2b00000u; bits < 0xc2e00000u; ++bits) x.push_back(std::bit_cast<float>(bits));
+  for (uint32_t bits = 0xc2e00000u; bits < 0xff800000u; bits += 4099) x.push_back(std::bit_cast<float>(bits));
+  x.push_back(-std::numeric_limits<float>::infinity());
+  ASSERT_EQ(first_mismatch(x), "");
+}
+
 TEST(ExpFloats, EdgesSpecialValuesAndTheFmaProbes) {
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> x = {0.0f, -0.0f, 1.0f, -1.0f, 88.0f, -88.0f, 88.72283f, 88.72284f, 89.0f, -103.27893f,

@@ -14,8 +14,9 @@
 // its FMA build (__expf_fma), where the compiler fused the rounding step (x · 32/ln 2 + 1.5 · 2^52), the
 // remainder (x · 32/ln 2 − k) and the three multiply-adds of the cubic. With exactly those fusions the
 // code below agreed with this machine's expf on all 2^32 float inputs (FTZ/DAZ on and off); any other
-// choice of fusions differs somewhere. Inputs with |x| >= 88 (overflow, underflow, inf, NaN) leave the
-// fast path in the library too: here they are passed to std::exp one by one, except -inf, whose exp is 0.
+// choice of fusions differs somewhere. Inputs with |x| >= 88 leave the library's fast path for a check:
+// from -103.97 to -88 it then computes the same steps (checked on all of them here too), below that and
+// for -inf it returns +0; x >= 88 (overflow) and NaN are passed to std::exp one by one.
 //
 // Because the bits depend on the library build, exp_floats checks itself once against std::exp on a
 // spread of inputs (including the two known to tell the FMA and plain builds apart) and falls back to
@@ -62,7 +63,8 @@ constexpr double kShift = 0x1.8p+52;                          // 1.5 · 2^52: ad
 constexpr double kC0 = 0x1.c6af84b912394p-5 / (32.0 * 32.0 * 32.0);
 constexpr double kC1 = 0x1.ebfce50fac4f3p-3 / (32.0 * 32.0);
 constexpr double kC2 = 0x1.62e42ff0c52d6p-1 / 32.0;
-constexpr uint32_t kBitsOf88 = 0x42b00000;  // |x| >= 88 (in bits, sign cleared) leaves the fast path
+constexpr uint32_t kBitsOf88 = 0x42b00000;  // |x| >= 88 (in bits, sign cleared) needs a closer look
+constexpr float kUnderflowBelow = -0x1.9fe368p6f;  // ≈ -103.97: below it expf(x) is +0
 
 // Steps 1-3 on 8 doubles.
 [[gnu::target("avx512f")]] inline __m256 exp8(__m512d x) {
@@ -92,9 +94,12 @@ constexpr uint32_t kBitsOf88 = 0x42b00000;  // |x| >= 88 (in bits, sign cleared)
       _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(exp8(low))), _mm256_castps_pd(exp8(high)), 1));
   const __m512i magnitude = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
   const __mmask16 big = _mm512_mask_cmpge_epu32_mask(lanes, magnitude, _mm512_set1_epi32(int(kBitsOf88)));
-  const __mmask16 minus_inf = _mm512_mask_cmpeq_ps_mask(big, v, _mm512_set1_ps(-std::numeric_limits<float>::infinity()));
-  e = _mm512_mask_mov_ps(e, minus_inf, _mm512_setzero_ps());
-  if (const unsigned rest = big & ~minus_inf; rest != 0) {  // rare: patch those lanes (x may be y: use v)
+  // Large negative x (softmax's far-off and masked scores) stay here: down to the underflow threshold the
+  // library computes them with the same steps, below it (and for -inf) its answer is +0.
+  const __mmask16 negative = _mm512_mask_cmp_ps_mask(big, v, _mm512_setzero_ps(), _CMP_LT_OQ);
+  const __mmask16 underflow = _mm512_mask_cmp_ps_mask(big, v, _mm512_set1_ps(kUnderflowBelow), _CMP_LT_OQ);
+  e = _mm512_mask_mov_ps(e, underflow, _mm512_setzero_ps());
+  if (const unsigned rest = big & ~negative; rest != 0) {  // rare: x >= 88 or NaN (x may be y: use v)
     alignas(64) float in[16], out[16];
     _mm512_store_ps(in, v);
     _mm512_store_ps(out, e);
@@ -111,15 +116,17 @@ constexpr uint32_t kBitsOf88 = 0x42b00000;  // |x| >= 88 (in bits, sign cleared)
 }
 
 // The start-up check: a spread of inputs over the whole fast path (every 65521st bit pattern with
-// |x| < 88), the edges around it, and the two inputs where the FMA and plain builds of expf differ.
+// |x| < 88, every 4099th from -88 to -112), the edges around it, and the two inputs where the FMA and
+// plain builds of expf differ.
 bool vector_matches_library() {
   std::vector<float> inputs = {0x1.04845ep+5f, -0x1.f8cbb2p+5f, 0.0f, -0.0f, 87.99999f, -87.99999f, 88.0f, -88.0f,
-                               -103.0f, -104.0f, 89.0f, std::numeric_limits<float>::infinity(),
+                               -103.0f, -103.97f, -103.98f, -104.0f, 89.0f, std::numeric_limits<float>::infinity(),
                                -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
   for (uint32_t bits = 0; bits < kBitsOf88; bits += 65521) {
     inputs.push_back(std::bit_cast<float>(bits));
     inputs.push_back(std::bit_cast<float>(bits | 0x80000000u));
   }
+  for (uint32_t bits = 0xc2b00000u; bits < 0xc2e00000u; bits += 4099) inputs.push_back(std::bit_cast<float>(bits));
   std::vector<float> fast(inputs.size());
   exp_avx512(inputs.data(), fast.data(), int64_t(inputs.size()));
   for (size_t i = 0; i < inputs.size(); ++i)
