@@ -48,12 +48,20 @@ void Adam::step() {
         throw std::logic_error(fmt::format("Adam: gradient {} on {} for parameter {} on {}", grad.shape_str(),
                                            grad.device().str(), param.shape_str(), param.device().str()));
       // `step` is kept as a tensor (as PyTorch does) so it round-trips through state_dict
-      Tensor& step = state(i, "step", scalar);
-      Tensor& exp_avg = state(i, "exp_avg", param);
-      Tensor& exp_avg_sq = state(i, "exp_avg_sq", param);
-      Tensor max_exp_avg_sq = amsgrad ? state(i, "max_exp_avg_sq", param) : Tensor();
-      s.step = int64_t(step.item()) + 1;
-      step.fill_(double(s.step));
+      std::map<std::string, Tensor>& entries = state_[i];
+      Tensor& step = state(entries, "step", scalar);
+      Tensor& exp_avg = state(entries, "exp_avg", param);
+      Tensor& exp_avg_sq = state(entries, "exp_avg_sq", param);
+      Tensor max_exp_avg_sq = amsgrad ? state(entries, "max_exp_avg_sq", param) : Tensor();
+      if (step.device().is_cpu() && step.dtype() == DType::Float64 && step.numel() == 1) {
+        double& count = *step.data_ptr<double>();  // the usual case, without a fill kernel per parameter
+        s.step = int64_t(count) + 1;
+        count = double(s.step);
+        ++step.impl().storage->version;
+      } else {
+        s.step = int64_t(step.item()) + 1;
+        step.fill_(double(s.step));
+      }
       backend(param.device()).adam_update(s, param.contiguous(), grad.contiguous(), exp_avg, exp_avg_sq,
                                           max_exp_avg_sq);
       ++param.impl().storage->version;

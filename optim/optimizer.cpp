@@ -41,7 +41,11 @@ void Optimizer::zero_grad() {
 }
 
 Tensor& Optimizer::state(size_t index, const std::string& name, const Tensor& like) {
-  Tensor& t = state_[index][name];
+  return state(state_[index], name, like);
+}
+
+Tensor& Optimizer::state(std::map<std::string, Tensor>& entries, const std::string& name, const Tensor& like) {
+  Tensor& t = entries[name];
   if (!t.defined()) t = zeros_like(like);
   return t;
 }

@@ -42,6 +42,8 @@ class Optimizer {
   Optimizer(std::vector<Tensor> params, std::map<std::string, double> defaults);
   // Per-parameter state tensors (momentum buffers, moment estimates), created on first use.
   Tensor& state(size_t param_index, const std::string& name, const Tensor& like);
+  // The same for a parameter's entries already looked up (state_[param_index]): one map search per step.
+  static Tensor& state(std::map<std::string, Tensor>& entries, const std::string& name, const Tensor& like);
   std::map<size_t, std::map<std::string, Tensor>> state_;
   std::map<std::string, double> defaults_;
   std::vector<ParamGroup> groups_;

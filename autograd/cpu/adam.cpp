@@ -91,6 +91,11 @@ void adam_loop_for_decay(const AdamStep& s, const AdamScalars<F>& c, int64_t n, 
   adam_loop<F, Decay::none, amsgrad>(c, n, p, g, m, v, vmax);
 }
 
+inline bool same_options_and_step(const AdamStep& a, const AdamStep& b) {
+  return a.lr == b.lr && a.beta1 == b.beta1 && a.beta2 == b.beta2 && a.eps == b.eps &&
+         a.weight_decay == b.weight_decay && a.step == b.step;
+}
+
 template <typename F>
 static void adam_update_typed(const AdamStep& s, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                               const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) {
@@ -99,7 +104,15 @@ static void adam_update_typed(const AdamStep& s, const Tensor& param, const Tens
   const F* g = grad.data_ptr<F>();
   F* m = exp_avg.data_ptr<F>();
   F* v = exp_avg_sq.data_ptr<F>();
-  const AdamScalars<F> c(s);
+  // The scalars depend only on the options and the step: the same for every parameter of a group, so
+  // the last ones are kept rather than recomputed (two pow calls each) for each parameter.
+  thread_local AdamStep last_step{};
+  thread_local AdamScalars<F> last_scalars{last_step};
+  if (!same_options_and_step(s, last_step)) {
+    last_scalars = AdamScalars<F>(s);
+    last_step = s;
+  }
+  const AdamScalars<F>& c = last_scalars;
   if (s.amsgrad) return adam_loop_for_decay<F, true>(s, c, n, p, g, m, v, max_exp_avg_sq.data_ptr<F>());
   adam_loop_for_decay<F, false>(s, c, n, p, g, m, v, nullptr);
 }
