@@ -42,3 +42,27 @@ TEST(FastPaths, SumOverRowsOfAContiguousMatrix) {
       expect_same_bits(x.sum(1), spaced_rows(x).sum(1), "sum(1) " + what);  // not the fast path's: still right
     }
 }
+
+// q @ k.transpose(-2, -1): k's gradient is computed as (dCᵀ·q)ᵀ so that it lands in k's layout
+// (ops/matmul.cpp, gradient_of_b); the bits must be the textbook (qᵀ·dC)ᵀ's.
+TEST(FastPaths, GradientOfATransposedRightOperand) {
+  struct Case {
+    Shape q, k;
+  };
+  for (const Case& c : {Case{{16, 8, 24}, {16, 8, 24}}, Case{{4, 3, 5, 7}, {4, 3, 6, 7}}, Case{{8, 24}, {9, 24}},
+                        Case{{2, 3, 8, 24}, {1, 3, 8, 24}} /* k broadcast over a batch dim: summed, the plain form */,
+                        Case{{5, 1}, {4, 1}}, Case{{1, 6}, {3, 6}}}) {
+    Tensor q = randish(c.q, 11, -1, 1, DType::Float32).requires_grad_();
+    Tensor k = randish(c.k, 12, -1, 1, DType::Float32).requires_grad_();
+    Tensor s = q.matmul(k.transpose(-2, -1));
+    Tensor g = randish(s.shape(), 13, -1, 1, DType::Float32);
+    s.backward(g);
+    Tensor want;
+    {
+      NoGradGuard no_grad;
+      want = matmul(q.mT(), g).sum_to(k.mT().shape()).mT();  // dB = Aᵀ·dC for B = kᵀ, then back to k's shape
+    }
+    expect_same_bits(k.grad(), want, "k " + k.shape_str());
+    EXPECT_TRUE(k.grad().is_contiguous());
+  }
+}

@@ -1,6 +1,7 @@
 // ops/matmul.cpp — matrix products with torch.matmul's rules:
 //   1-D · 1-D → dot product (0-d);  1-D · N-D → the vector is a row (then squeezed);
 //   N-D · 1-D → the vector is a column (then squeezed);  otherwise batched over broadcast batch dims.
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -10,6 +11,19 @@
 #include "autograd/ops.h"
 
 namespace autograd {
+
+// A product's dB = Aᵀ·dC. When B is a transposed view of a contiguous tensor (q @ k.transpose(-2, -1))
+// it is computed as (dCᵀ·A)ᵀ: every entry is the same chain Σ_r A[r, i]·dC[r, j] in the same order
+// (a·b == b·a exactly), but it lands in the layout of k, so the TransposeBackward0 and ViewBackward0
+// after it pass it on as views instead of copying it into place. Not where a single row or column would
+// take BLIS's dot-product order, nor where broadcast batch dims are summed afterwards (a sum's order
+// depends on the layout).
+static Tensor gradient_of_b(const Tensor& a, const Tensor& b, const Tensor& g) {
+  const bool b_transposed = !b.is_contiguous() && b.mT().is_contiguous();
+  const bool summed = g.shape().size() != b.shape().size() || !std::equal(g.shape().begin(), g.shape().end() - 2, b.shape().begin());
+  if (!b_transposed || summed || a.size(-1) == 1 || g.size(-1) == 1) return matmul(a.mT(), g).sum_to(b.shape());
+  return matmul(g.mT(), a).mT();
+}
 
 // The core product for inputs with ≥ 2 dims: one kernel call, one graph node. The node carries the
 // name PyTorch shows for the same call: MmBackward0 for two matrices, UnsafeViewBackward0 for a batch
@@ -43,7 +57,7 @@ static Tensor batched_product(const Tensor& a, const Tensor& b, const char* name
   const Tensor& y = b;
   return record(name, out, {a, b}, {x, y}, [x, y](const Tensor& g) {
     // C = A·B  ⇒  dA = dC·Bᵀ,  dB = Aᵀ·dC   (summed over batch dims that were broadcast)
-    return Grads{matmul(g, y.mT()).sum_to(x.shape()), matmul(x.mT(), g).sum_to(y.shape())};
+    return Grads{matmul(g, y.mT()).sum_to(x.shape()), gradient_of_b(x, y, g)};
   });
 }
 
