@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -405,22 +406,36 @@ template <typename T, int VB = 32>
   }
 }
 
+// Where one product's C, A and B start (element offsets): a batched product runs a list of them through
+// one call of the kernel compiled for this CPU, rather than one call (and one dispatch) per batch item.
+using ItemOffsets = std::array<int64_t, 3>;
+using Items = std::span<const ItemOffsets>;
+inline constexpr ItemOffsets kOneItem[1] = {{0, 0, 0}};
+
+template <typename T, int VB = 32>
+[[gnu::always_inline]] inline void exact_gemm_items(Items items, int64_t m, int64_t n, int64_t k, const T* a,
+                                                    int64_t ars, int64_t acs, const T* b, int64_t brs, int64_t bcs,
+                                                    T* c, int64_t crs, int64_t ccs, ProductOptions options) {
+  for (const auto& [oc, oa, ob] : items)
+    exact_gemm_impl<T, VB>(m, n, k, a + oa, ars, acs, b + ob, brs, bcs, c + oc, crs, ccs, options);
+}
+
 // The same code compiled twice: for the baseline x86-64 target (SSE2) and, chosen at run time, with
 // 256-bit AVX2 vectors. Neither enables FMA instructions, so `acc + a * b` can only be compiled as a
 // multiply and an add, each rounded (the CMake build must not add -mfma/-march=native without
 // -ffp-contract=off).
 template <typename T>
-void exact_gemm_baseline(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b,
+void exact_gemm_baseline(Items items, int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b,
                          int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs, ProductOptions options) {
-  exact_gemm_impl(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+  exact_gemm_items<T>(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 template <typename T>
-[[gnu::target("avx2")]] void exact_gemm_avx2(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs,
+[[gnu::target("avx2")]] void exact_gemm_avx2(Items items, int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs,
                                              const T* b, int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs,
                                              ProductOptions options) {
-  exact_gemm_impl(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+  exact_gemm_items<T>(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 }
 bool has_avx2() {
   static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx2"));
@@ -429,10 +444,10 @@ bool has_avx2() {
 // Wide tiles where the CPU has AVX-512: twice the entries per instruction (still no FMA: the build has
 // -ffp-contract=off, so `acc + b * a` stays a rounded multiply and a rounded add).
 template <typename T>
-[[gnu::target("avx512f")]] void exact_gemm_avx512(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
+[[gnu::target("avx512f")]] void exact_gemm_avx512(Items items, int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
                                                   int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
                                                   int64_t crs, int64_t ccs, ProductOptions options) {
-  exact_gemm_impl<T, 64>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+  exact_gemm_items<T, 64>(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 }
 bool has_avx512() {
   static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f")) &&
@@ -441,14 +456,15 @@ bool has_avx512() {
 }
 #endif
 
+// The product C = A·B of every item in `items` (one item at offsets 0: a plain product).
 template <typename T>
 void exact_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
-                int64_t bcs, T* c, int64_t crs, int64_t ccs, ProductOptions options) {
+                int64_t bcs, T* c, int64_t crs, int64_t ccs, ProductOptions options, Items items = kOneItem) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (has_avx512()) return exact_gemm_avx512(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
-  if (has_avx2()) return exact_gemm_avx2(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+  if (has_avx512()) return exact_gemm_avx512(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+  if (has_avx2()) return exact_gemm_avx2(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 #endif
-  exact_gemm_baseline(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+  exact_gemm_baseline(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 }
 
 // ---------------------------------------------------------------- products with one output row or column
@@ -589,6 +605,10 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
       if (r0 < m) rows(pa + oa, pb + ob, pc + oc, r0, std::min(m, r0 + chunk_rows));
     };
     if (threads == 1) {  // no OpenMP region at all: entering one costs more than a small product
+      if (k > 0 && !(blis && large) && !dots) {  // the exact kernel: every item in one call
+        exact_gemm(m, n, k, pa, ars, acs, pb, brs, bcs, pc, crs, ccs, ProductOptions{structure, 0, add_to_out}, items);
+        return;
+      }
       for (int64_t piece = 0; piece < pieces; ++piece) run_piece(piece);
       return;
     }
