@@ -66,3 +66,31 @@ TEST(FastPaths, GradientOfATransposedRightOperand) {
     EXPECT_TRUE(k.grad().is_contiguous());
   }
 }
+
+// addmm hands its bias to the exact kernel as a start row instead of copying it down the output first
+// (cpu/matmul.cpp, ProductOptions::start_row). The other route — the copy, then adding onto it — is
+// what two threads take on big products; both must give the same bits, and for K <= 256 (one block)
+// they are chain + bias, i.e. matmul(x, wᵀ) + b.
+TEST(FastPaths, LinearBiasAsAStartRow) {
+  struct Case {
+    int64_t rows, in, out;
+  };
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (const Case& c : {Case{128, 24, 24}, Case{128, 24, 13}, Case{50, 40, 100}, Case{64, 300, 13},
+                          Case{70, 300, 70}, Case{300, 600, 64}}) {
+      const std::string what = std::to_string(c.rows) + "x" + std::to_string(c.in) + "->" + std::to_string(c.out);
+      Tensor x = randish({c.rows, c.in}, 21, -1, 1, dtype), w = randish({c.out, c.in}, 22, -1, 1, dtype);
+      Tensor b = randish({c.out}, 23, -1, 1, dtype);
+      set_num_threads(1);
+      Tensor one = linear(x, w, b);
+      set_num_threads(2);
+      Tensor two = linear(x, w, b);
+      set_num_threads(1);
+      std::vector<double> v1 = one.to_vector<double>(), v2 = two.to_vector<double>();
+      ASSERT_EQ(v1, v2) << what;  // (exact: float values convert to double losslessly)
+      if (c.in <= 256) {
+        std::vector<double> want = (matmul(x, w.t()) + b).to_vector<double>();
+        ASSERT_EQ(v1, want) << what;
+      }
+    }
+}

@@ -20,8 +20,11 @@ enum class MatmulStructure {
 // Products are added in PyTorch's order by the exact kernels (or BLIS when SCRATCHGRAD_MATMUL=blis).
 // add_to_out: out holds the sum's starting value and every block of the sum is added to it, as BLIS
 // does for addmm (beta = 1): (bias + chain₀) + chain₁ + ...
+// start_row (optional, [N] contiguous, out's dtype): the starting value is this row on every row of out,
+// as if it had been copied down out and add_to_out set (addmm's bias, without the copy).
 void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out,
-                    MatmulStructure structure = MatmulStructure::dense, bool add_to_out = false);
+                    MatmulStructure structure = MatmulStructure::dense, bool add_to_out = false,
+                    const Tensor& start_row = Tensor());
 
 void adam_update_cpu(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                      const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq);

@@ -112,6 +112,9 @@ struct ProductOptions {
   MatmulStructure structure = MatmulStructure::dense;
   int64_t row0 = 0;
   bool add_to_c = false;
+  // With add_to_c: the sum's starting value is this row (of T, n values), the same for every row of C,
+  // read in place of C by the first block (addmm's bias, without first copying it down C).
+  const void* start_row = nullptr;
 };
 template <typename T, int VB = 32> constexpr int64_t kNr = 2 * VB / int64_t(sizeof(T));
 
@@ -166,8 +169,8 @@ template <typename V, typename T> [[gnu::always_inline]] inline V load_vector(co
 }
 
 template <typename T, int VB>
-[[gnu::always_inline]] inline void tile(int64_t kc, const T* ap, const T* bp, bool first, int64_t mr, int64_t nr,
-                                        T* c, int64_t crs, int64_t ccs) {
+[[gnu::always_inline]] inline void tile(int64_t kc, const T* ap, const T* bp, bool first, const T* start, int64_t mr,
+                                        int64_t nr, T* c, int64_t crs, int64_t ccs) {
   using V = typename Vector32<T, VB>::type;
   constexpr int64_t NR = kNr<T, VB>, VL = int64_t(sizeof(V) / sizeof(T));
   static_assert(NR == 2 * VL);
@@ -190,9 +193,9 @@ template <typename T, int VB>
     T row[NR];
     __builtin_memcpy(row, &acc[r][0], sizeof(V));
     __builtin_memcpy(row + VL, &acc[r][1], sizeof(V));
-    for (int64_t col = 0; col < nr; ++col) {
+    for (int64_t col = 0; col < nr; ++col) {  // store, or add to what C holds (or to the start row)
       T& out = c[r * crs + col * ccs];
-      out = first ? row[col] : row[col] + out;
+      out = first ? row[col] : row[col] + (start ? start[col] : out);
     }
   }
 }
@@ -262,8 +265,8 @@ template <typename T, int NV> constexpr int kRowsTogether = NV == 1 ? 8 : NV <= 
 
 template <typename T, int NV, int R>
 [[gnu::always_inline]] inline void row_block(int64_t kc, const T* a_rows, int64_t ars, int64_t acs, const T* b,
-                                             int64_t b_stride, bool first, int64_t n, T* c_rows, int64_t crs,
-                                             int64_t ccs) {
+                                             int64_t b_stride, bool first, const T* start, int64_t n, T* c_rows,
+                                             int64_t crs, int64_t ccs) {
   using V = typename Vector32<T>::type;
   constexpr int64_t VL = int64_t(sizeof(V) / sizeof(T));
   V acc[R][NV];
@@ -299,9 +302,9 @@ template <typename T, int NV, int R>
     }
     T row[NV * VL];
     __builtin_memcpy(row, acc[r], sizeof(acc[r]));
-    for (int64_t col = 0; col < n; ++col) {
+    for (int64_t col = 0; col < n; ++col) {  // store, or add to what C holds (or to the start row)
       T& out = c_row[col * ccs];
-      out = first ? row[col] : row[col] + out;
+      out = first ? row[col] : row[col] + (start ? start[col] : out);
     }
   }
 }
@@ -309,7 +312,7 @@ template <typename T, int NV, int R>
 template <typename T, int NV>
 [[gnu::always_inline]] inline void exact_gemm_rows(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
                                                    int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
-                                                   int64_t crs, int64_t ccs, bool add_to_c) {
+                                                   int64_t crs, int64_t ccs, bool add_to_c, const T* start_row) {
   constexpr int64_t VL = int64_t(32 / sizeof(T)), W = NV * VL;
   constexpr int R = kRowsTogether<T, NV>;
   Packed<T>& buf = packing_buffers<T>();
@@ -334,11 +337,12 @@ template <typename T, int NV>
       b_stride = W;
     }
     const bool first = p0 == 0 && !add_to_c;  // store this block's chains, or add them to C
+    const T* start = p0 == 0 ? start_row : nullptr;
     int64_t i = 0;
     for (; i + R <= m; i += R)
-      row_block<T, NV, R>(kc, a + i * ars + p0 * acs, ars, acs, bp, b_stride, first, n, c + i * crs, crs, ccs);
+      row_block<T, NV, R>(kc, a + i * ars + p0 * acs, ars, acs, bp, b_stride, first, start, n, c + i * crs, crs, ccs);
     for (; i < m; ++i)
-      row_block<T, NV, 1>(kc, a + i * ars + p0 * acs, ars, acs, bp, b_stride, first, n, c + i * crs, crs, ccs);
+      row_block<T, NV, 1>(kc, a + i * ars + p0 * acs, ars, acs, bp, b_stride, first, start, n, c + i * crs, crs, ccs);
   }
 }
 
@@ -373,13 +377,14 @@ template <typename T, int VB = 32>
                                                    int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
                                                    int64_t crs, int64_t ccs, ProductOptions options) {
   constexpr int64_t NR = kNr<T, VB>, VL = int64_t(32 / sizeof(T));
+  const T* start = static_cast<const T*>(options.start_row);
   switch ((n + VL - 1) / VL) {  // narrow products: row by row (same order, see exact_gemm_rows)
-    case 1: return exact_gemm_rows<T, 1>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c);
-    case 2: return exact_gemm_rows<T, 2>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c);
-    case 3: return exact_gemm_rows<T, 3>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c);
-    case 4: return exact_gemm_rows<T, 4>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c);
-    case 5: return exact_gemm_rows<T, 5>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c);
-    case 6: return exact_gemm_rows<T, 6>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c);
+    case 1: return exact_gemm_rows<T, 1>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
+    case 2: return exact_gemm_rows<T, 2>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
+    case 3: return exact_gemm_rows<T, 3>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
+    case 4: return exact_gemm_rows<T, 4>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
+    case 5: return exact_gemm_rows<T, 5>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
+    case 6: return exact_gemm_rows<T, 6>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
     default: break;
   }
   Packed<T>& buf = packing_buffers<T>();
@@ -399,7 +404,9 @@ template <typename T, int VB = 32>
       pack_a<T, MR>(kw, mr, a + i0 * ars + w.p_begin * acs, ars, acs, buf.a.data());
       for (int64_t jp = 0; jp < w.panels; ++jp) {
         const int64_t j0 = jp * NR;
-        tile<T, VB>(kw, buf.a.data(), buf.b.data() + jp * kc * NR + (w.p_begin - p0) * NR, w.first, mr,
+        // the start row stands in for C in the first block these rows add up
+        const T* start_here = start && p0 == 0 ? start + j0 : nullptr;
+        tile<T, VB>(kw, buf.a.data(), buf.b.data() + jp * kc * NR + (w.p_begin - p0) * NR, w.first, start_here, mr,
                     std::min(NR, n - j0), c + i0 * crs + j0 * ccs, crs, ccs);
       }
     }
@@ -535,7 +542,7 @@ void blis_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t
 }  // namespace
 
 void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulStructure structure,
-                    bool add_to_out) {
+                    bool add_to_out, const Tensor& start_row) {
   init_cpu_runtime();
   const bool blis = use_blis_for_large_products();
   // A stride of 0 inside a matrix (an expanded row/column) is legal for us but not for BLIS: copy those.
@@ -604,11 +611,17 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
       const int64_t r0 = (piece % chunks_per_item) * chunk_rows;
       if (r0 < m) rows(pa + oa, pb + ob, pc + oc, r0, std::min(m, r0 + chunk_rows));
     };
+    if (threads == 1 && k > 0 && !(blis && large) && !dots) {  // the exact kernel: every item in one call
+      const T* start = start_row.defined() ? ptr<T>(start_row) : nullptr;
+      exact_gemm(m, n, k, pa, ars, acs, pb, brs, bcs, pc, crs, ccs, ProductOptions{structure, 0, add_to_out || start, start},
+                 items);
+      return;
+    }
+    if (start_row.defined()) {  // the other paths read the starting value from C: copy it down C first
+      backend(out.device()).copy(start_row.expand(out.shape()), out);
+      add_to_out = true;
+    }
     if (threads == 1) {  // no OpenMP region at all: entering one costs more than a small product
-      if (k > 0 && !(blis && large) && !dots) {  // the exact kernel: every item in one call
-        exact_gemm(m, n, k, pa, ars, acs, pb, brs, bcs, pc, crs, ccs, ProductOptions{structure, 0, add_to_out}, items);
-        return;
-      }
       for (int64_t piece = 0; piece < pieces; ++piece) run_piece(piece);
       return;
     }

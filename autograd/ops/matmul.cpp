@@ -122,8 +122,7 @@ static Tensor addmm(const Tensor& bias, const Tensor& x2d, const Tensor& w) {
     const bool same_dtype = bias.dtype() == x2d.dtype() && x2d.dtype() == w.dtype() && is_floating(x2d.dtype());
     if (x2d.device().is_cpu() && bias.device().is_cpu() && w.device().is_cpu() && same_dtype) {  // linear checked shapes
       out = empty({x2d.size(0), w.size(1)}, x2d.dtype(), x2d.device());
-      backend(out.device()).copy(bias.expand(out.shape()), out);
-      cpu::batched_matmul(x2d, w, out, cpu::MatmulStructure::dense, /*add_to_out=*/true);
+      cpu::batched_matmul(x2d, w, out, cpu::MatmulStructure::dense, /*add_to_out=*/false, bias.contiguous());
     } else {  // other devices, and inputs matmul will refuse with its own message
       out = bias + matmul(x2d, w);  // the bias row broadcast over the batch rows
     }
