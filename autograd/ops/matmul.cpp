@@ -50,7 +50,9 @@ static Tensor batched_product(const Tensor& a, const Tensor& b, const char* name
   Tensor out = empty(with(m, n), a.dtype(), a.device());
   {
     NoGradGuard no_grad;  // the expanded views are kernel arguments, not graph nodes
-    backend(a.device()).matmul(a.expand(with(m, k)), b.expand(with(k, n)), out);
+    const Shape a_full = with(m, k), b_full = with(k, n);
+    backend(a.device()).matmul(a.shape() == a_full ? a : a.expand(a_full), b.shape() == b_full ? b : b.expand(b_full),
+                               out);
   }
   if (!needs_grad({a, b})) return out;
   const Tensor& x = a;  // inputs are saved as they are (see mul in elementwise.cpp)
@@ -103,7 +105,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor Tensor::matmul(const Tensor& other) const { return autograd::matmul(*this, other); }
 
 // out = bias + x2d @ w, as one node (PyTorch's addmm: the bias is the starting value of the sum).
-// On the CPU the bias rows are copied into the output and the product is added onto them, block by
+// On the CPU the kernel starts every row's sum from the bias row and adds the product onto it, block by
 // block, as BLIS does with beta = 1: (bias + chain₀) + chain₁ — one pass, and PyTorch's bits for any K.
 // addmm's dW = xᵀ·g ([in, out]), computed as (gᵀ·x)ᵀ: every entry is the same chain Σ_r x[r, i]·g[r, o]
 // in the same order (a·b == b·a exactly), but the numbers land in [out, in] order — the layout of
