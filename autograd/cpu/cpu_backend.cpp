@@ -1,11 +1,13 @@
 // cpu/cpu_backend.cpp — the CPU kernels: plain loops over strided memory, nothing about graphs.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -236,7 +238,9 @@ void softmax_row(const T* x, Stride si, T* y, Stride so, int64_t n, bool last, b
 // logits). A block of rows goes through each step together, so that its exps are one exp_floats call
 // (16 per instruction) instead of a library call per value; each row's values and order are softmax_row's.
 // (No trailing -inf skip here: exp_floats gives exp(-inf) = 0 at vector speed.)
-void softmax_float_rows(const float* x, float* y, int64_t rows, int64_t n, bool log) {
+// N is the row length when known at compile time (short rows, see softmax_float_rows below), else 0.
+template <int64_t N> void softmax_float_rows_of(const float* x, float* y, int64_t rows, int64_t n_runtime, bool log) {
+  const int64_t n = N > 0 ? N : n_runtime;
   thread_local std::vector<float> exps;
   const int64_t block_rows = std::max<int64_t>(1, 2048 / n);  // x, y and the exps of a block stay in L1
   exps.resize(size_t(std::min(rows, block_rows) * n));
@@ -263,6 +267,18 @@ void softmax_float_rows(const float* x, float* y, int64_t rows, int64_t n, bool 
       }
     }
   }
+}
+
+// Rows of up to 16 values (attention over a short context, a small vocabulary's logits) run a copy of
+// the code compiled for their exact length: every loop above then has a fixed trip count and becomes
+// straight-line code, which for rows this short is most of the cost.
+inline constexpr int64_t kFixedRowLengths = 16;
+template <size_t... Ns> constexpr auto fixed_length_softmax_rows(std::index_sequence<Ns...>) {
+  return std::array{&softmax_float_rows_of<int64_t(Ns)>...};  // entry 0: the general code
+}
+void softmax_float_rows(const float* x, float* y, int64_t rows, int64_t n, bool log) {
+  static constexpr auto by_length = fixed_length_softmax_rows(std::make_index_sequence<kFixedRowLengths + 1>());
+  by_length[n <= kFixedRowLengths ? size_t(n) : 0](x, y, rows, n, log);
 }
 
 // Runs `rows_fn(first_input_offset, first_output_offset, count)` over row ranges of a [rows, n] layout,
@@ -309,8 +325,10 @@ void softmax_backward_row(const T* yr, const T* gr, T* xr, Stride s, int64_t n, 
 }
 
 // log_softmax's backward on float rows laid end to end: exp(y) of a block of rows in one exp_floats call,
-// then softmax_backward_row's arithmetic.
-void log_softmax_backward_float_rows(const float* y, const float* g, float* gx, int64_t rows, int64_t n) {
+// then softmax_backward_row's arithmetic. N: the row length if fixed at compile time (as above), else 0.
+template <int64_t N>
+void log_softmax_backward_float_rows_of(const float* y, const float* g, float* gx, int64_t rows, int64_t n_runtime) {
+  const int64_t n = N > 0 ? N : n_runtime;
   exp_floats(y, gx, rows * n);  // gx = softmax(x) first
   for (int64_t r = 0; r < rows; ++r) {
     const float* gr = g + r * n;
@@ -318,6 +336,14 @@ void log_softmax_backward_float_rows(const float* y, const float* g, float* gx, 
     const float sum = vector_lane_reduce<float>(n, [&](int64_t j) { return gr[j]; }, [](float a, float b) { return a + b; });
     for (int64_t j = 0; j < n; ++j) xr[j] = gr[j] - xr[j] * sum;
   }
+}
+template <size_t... Ns> constexpr auto fixed_length_log_softmax_backward_rows(std::index_sequence<Ns...>) {
+  return std::array{&log_softmax_backward_float_rows_of<int64_t(Ns)>...};
+}
+void log_softmax_backward_float_rows(const float* y, const float* g, float* gx, int64_t rows, int64_t n) {
+  static constexpr auto by_length =
+      fixed_length_log_softmax_backward_rows(std::make_index_sequence<kFixedRowLengths + 1>());
+  by_length[n <= kFixedRowLengths ? size_t(n) : 0](y, g, gx, rows, n);
 }
 
 template <typename T>
