@@ -181,28 +181,6 @@ template <typename T> T row_max(int64_t n, const T* x, int64_t stride) {
   return m;
 }
 
-// The same maximum for a contiguous row, without a branch per value: four running maxima (so their
-// compares overlap) and a NaN flag. Any order gives the same largest value; only which of +0 and -0
-// wins a tie can differ, and x − max then gives the same exp and the same sum either way.
-inline float row_max_contiguous(int64_t n, const float* x) {
-  float m[4] = {x[0], x[0], x[0], x[0]};
-  bool nan = false;
-  int64_t j = 1;
-  for (; j + 4 <= n; j += 4)
-    for (int l = 0; l < 4; ++l) {
-      const float v = x[j + l];
-      nan |= v != v;
-      m[l] = v > m[l] ? v : m[l];
-    }
-  for (; j < n; ++j) {
-    nan |= x[j] != x[j];
-    m[0] = x[j] > m[0] ? x[j] : m[0];
-  }
-  if (nan || x[0] != x[0]) return std::numeric_limits<float>::quiet_NaN();
-  const float m01 = m[1] > m[0] ? m[1] : m[0], m23 = m[3] > m[2] ? m[3] : m[2];
-  return m23 > m01 ? m23 : m01;
-}
-
 // A row's stride: any, or 1 known at compile time — contiguous rows (attention scores, logits) then
 // get plain loops the compiler can unroll and vectorise, which matters for rows of 8 or 13 values.
 using Contiguous = std::integral_constant<int64_t, 1>;
@@ -241,15 +219,17 @@ void softmax_row(const T* x, Stride si, T* y, Stride so, int64_t n, bool last, b
 // N is the row length when known at compile time (short rows, see softmax_float_rows below), else 0.
 template <int64_t N> void softmax_float_rows_of(const float* x, float* y, int64_t rows, int64_t n_runtime, bool log) {
   const int64_t n = N > 0 ? N : n_runtime;
-  thread_local std::vector<float> exps;
+  thread_local std::vector<float> exps, maxima;
   const int64_t block_rows = std::max<int64_t>(1, 2048 / n);  // x, y and the exps of a block stay in L1
   exps.resize(size_t(std::min(rows, block_rows) * n));
+  maxima.resize(size_t(std::min(rows, block_rows)));
   for (int64_t r0 = 0; r0 < rows; r0 += block_rows) {
     const int64_t count = std::min(block_rows, rows - r0);
     const float* xb = x + r0 * n;
     float* yb = y + r0 * n;
+    row_maxima(xb, count, n, maxima.data());
     for (int64_t r = 0; r < count; ++r) {  // x − max(row); an all -inf row gives NaN, as in PyTorch
-      const float m = row_max_contiguous(n, xb + r * n);
+      const float m = maxima[size_t(r)];
       for (int64_t j = 0; j < n; ++j) yb[r * n + j] = xb[r * n + j] - m;
     }
     float* e = log ? exps.data() : yb;  // softmax: exp in place; log_softmax keeps x − max for the end

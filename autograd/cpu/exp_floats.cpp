@@ -45,6 +45,18 @@ void exp_scalar(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
 }
 
+void row_maxima_scalar(const float* x, int64_t rows, int64_t n, float* out) {
+  for (int64_t r = 0; r < rows; ++r, x += n) {
+    float m = x[0];
+    bool nan = false;
+    for (int64_t j = 0; j < n; ++j) {
+      nan |= x[j] != x[j];
+      m = x[j] > m ? x[j] : m;
+    }
+    out[r] = nan ? std::numeric_limits<float>::quiet_NaN() : m;
+  }
+}
+
 #ifdef SCRATCHGRAD_HAVE_AVX512_EXP
 
 // 2^(i/32) rounded to the nearest double, as bits, minus i << 47 (step 2 above); computed with 60-digit
@@ -109,6 +121,22 @@ constexpr float kUnderflowBelow = -0x1.9fe368p6f;  // ≈ -103.97: below it expf
   _mm512_mask_storeu_ps(y, lanes, e);
 }
 
+// 16 values of a row per instruction; lanes past the row's end read as -inf.
+[[gnu::target("avx512f")]] void row_maxima_avx512(const float* x, int64_t rows, int64_t n, float* out) {
+  const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t r = 0; r < rows; ++r, x += n) {
+    __m512 m = minus_inf;
+    __mmask16 nan = 0;
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 lanes = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+      const __m512 v = _mm512_mask_loadu_ps(minus_inf, lanes, x + j);
+      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      m = _mm512_max_ps(m, v);
+    }
+    out[r] = nan ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(m);
+  }
+}
+
 [[gnu::target("avx512f")]] void exp_avx512(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) exp16(x + i, y + i, 0xffff);
@@ -147,6 +175,13 @@ bool exp_floats_vectorised() {
 #else
   return false;
 #endif
+}
+
+void row_maxima(const float* x, int64_t rows, int64_t n, float* out) {
+#ifdef SCRATCHGRAD_HAVE_AVX512_EXP
+  if (exp_floats_vectorised()) return row_maxima_avx512(x, rows, n, out);
+#endif
+  row_maxima_scalar(x, rows, n, out);
 }
 
 void exp_floats(const float* x, float* y, int64_t n) {

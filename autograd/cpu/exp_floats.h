@@ -12,6 +12,11 @@ namespace autograd::cpu {
 // y[i] = std::exp(x[i]) for 0 <= i < n, bit for bit. x and y may be the same array.
 void exp_floats(const float* x, float* y, int64_t n);
 
+// out[r] = the largest of the n values of row r (rows laid end to end: row r at x + r·n), NaN if the row
+// holds a NaN — the maximum softmax subtracts. (Not the library's, but any order gives the same largest
+// value; only which of +0 and -0 wins a tie could differ, and x − max has the same exp either way.)
+void row_maxima(const float* x, int64_t rows, int64_t n, float* out);
+
 // True when exp_floats runs 16 lanes at a time: the CPU has AVX-512 and a start-up check found the
 // vector code agreeing with this process's expf. False: exp_floats is a loop over std::exp.
 bool exp_floats_vectorised();
