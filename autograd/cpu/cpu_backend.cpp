@@ -24,6 +24,27 @@ namespace {
 
 template <typename T> T* ptr(const Tensor& t) { return static_cast<T*>(t.raw_data()); }
 
+// The contiguous inner loops of the elementwise kernels: body(i) for i in [0, n), compiled a second time
+// for AVX-512 (16 floats per instruction instead of baseline SSE's 4) and chosen at run time. Every
+// body here is exact in any vector width (IEEE +, −, ×, ÷, compares, selects, copies; library calls stay
+// calls), so both give the same bits.
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename Body> [[gnu::target("avx512f")]] void contiguous_loop_avx512(int64_t n, Body body) {
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
+inline bool elementwise_avx512() {
+  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f")) &&
+                          std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr;
+  return yes;
+}
+#endif
+template <typename Body> inline void contiguous_loop(int64_t n, Body body) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (n >= 64 && elementwise_avx512()) return contiguous_loop_avx512(n, body);
+#endif
+  for (int64_t i = 0; i < n; ++i) body(i);
+}
+
 // out = f(in), elementwise over same-shaped strided tensors.
 template <typename In, typename Out, typename F> void map1(const Tensor& in, const Tensor& out, F f) {
   auto plan = make_plan<2>(out.shape(), {&out.strides(), &in.strides()});
@@ -33,7 +54,7 @@ template <typename In, typename Out, typename F> void map1(const Tensor& in, con
     Out* o = po + off[0];
     const In* a = pi + off[1];
     if (st[0] == 1 && st[1] == 1) {
-      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+      contiguous_loop(n, [&](int64_t i) { o[i] = f(a[i]); });
     } else {
       for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(a[i * st[1]]);
     }
@@ -51,10 +72,10 @@ template <typename T, typename Out, typename F> void map2(const Tensor& a, const
     const T* x = pa + off[1];
     const T* y = pb + off[2];
     if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+      contiguous_loop(n, [&](int64_t i) { o[i] = f(x[i], y[i]); });
     } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
       const T yv = *y;
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+      contiguous_loop(n, [&](int64_t i) { o[i] = f(x[i], yv); });
     } else {
       for (int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]]);
     }
