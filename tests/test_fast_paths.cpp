@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -93,4 +94,19 @@ TEST(FastPaths, LinearBiasAsAStartRow) {
         ASSERT_EQ(v1, want) << what;
       }
     }
+}
+
+// masked_fill on contiguous floats selects 16 values at a time (cpu/select_floats.cpp): the same bits
+// as the one-at-a-time loop a non-contiguous input takes, for every run length and mask pattern.
+TEST(FastPaths, MaskedFillSelectsTheSameBits) {
+  for (int64_t n : {1, 5, 8, 15, 16, 17, 33, 64, 100}) {
+    Tensor x = randish({3, n, n}, uint32_t(n), -1, 1, DType::Float32);
+    Tensor mask = randish({n, n}, uint32_t(n + 7), -1, 1, DType::Float32) > 0.0;
+    Tensor spaced = zeros({3, n, 2 * n}, DType::Float32);
+    spaced.slice(2, 0, n).copy_(x);
+    for (double value : {-std::numeric_limits<double>::infinity(), 0.0, -0.0, 2.5}) {
+      expect_same_bits(x.masked_fill(mask, value), spaced.slice(2, 0, n).masked_fill(mask, value),
+                       "masked_fill n " + std::to_string(n));
+    }
+  }
 }

@@ -17,6 +17,7 @@
 #include "autograd/cpu/cpu.h"
 #include "autograd/cpu/exp_floats.h"
 #include "autograd/cpu/loops.h"
+#include "autograd/cpu/select_floats.h"
 
 namespace autograd::cpu {
 
@@ -688,7 +689,8 @@ class CpuBackend final : public Backend {
         // plain loop for that and for all-contiguous operands, so it can use vectors
         if (st[0] == 1 && st[1] == 1 && st[2] == 0 && st[3] == 1) {
           const T value = *x;
-          for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? value : y[i];
+          if constexpr (std::is_same_v<T, float>) select_floats(c, value, y, o, n);
+          else for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? value : y[i];
         } else if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 0) {  // where(cond, x, scalar)
           const T value = *y;
           for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : value;

@@ -1,0 +1,46 @@
+// select_floats.cpp — see select_floats.h.
+#include "autograd/cpu/select_floats.h"
+
+#include <cstdlib>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 headers (see exp_floats.cpp)
+#include <immintrin.h>
+#define SCRATCHGRAD_HAVE_AVX512_SELECT 1
+#endif
+
+namespace autograd::cpu {
+
+namespace {
+
+#ifdef SCRATCHGRAD_HAVE_AVX512_SELECT
+[[gnu::target("avx512f,avx512bw,avx512vl")]] void select_avx512(const bool* mask, float value, const float* y, float* out, int64_t n) {
+  const __m512 fill = _mm512_set1_ps(value);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    // 16 bools (one byte each, 0 or 1) → a lane mask of the true ones
+    const __m512i flags = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(lanes, mask + i));
+    const __mmask16 chosen = _mm512_test_epi32_mask(flags, flags);
+    const __m512 kept = _mm512_maskz_loadu_ps(lanes, y + i);
+    _mm512_mask_storeu_ps(out + i, lanes, _mm512_mask_blend_ps(chosen, kept, fill));
+  }
+}
+
+bool has_avx512() {
+  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") &&
+                                                     __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) &&
+                          std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr;
+  return yes;
+}
+#endif
+
+}  // namespace
+
+void select_floats(const bool* mask, float value, const float* y, float* out, int64_t n) {
+#ifdef SCRATCHGRAD_HAVE_AVX512_SELECT
+  if (has_avx512()) return select_avx512(mask, value, y, out, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) out[i] = mask[i] ? value : y[i];
+}
+
+}  // namespace autograd::cpu
