@@ -1,0 +1,89 @@
+// Every AVX-512 kernel (exact matmul tiles, exp_floats, row maxima, elementwise loops, masked_fill's
+// select, bias-gradient sums, Adam) has a baseline twin that SCRATCHGRAD_NO_AVX512=1 selects. Training
+// the character model a few steps touches all of them; this test trains it here and in a second copy
+// of this test program started with SCRATCHGRAD_NO_AVX512=1, and the two must end with the same bits
+// in every parameter.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "nn/nn.h"
+#include "optim/optim.h"
+#include "test_process.h"
+
+using namespace autograd;
+
+namespace {
+
+// A few Adam steps of a MiniSelfAttention; every parameter's bits afterwards, as text.
+std::string train_and_dump(const nn::CharModelConfig& config, int64_t batch, int steps) {
+  manual_seed(3);
+  nn::MiniSelfAttention model(config);
+  optim::Adam opt(model.parameters(), {.lr = 0.01});
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < 4 * config.context + 10; ++i) ids.push_back((i * 7 + i / 3) % config.vocab);
+  Tensor data = from_vector(ids, {int64_t(ids.size())});
+  for (int s = 0; s < steps; ++s) {
+    auto [xb, yb] = nn::random_windows(data, batch, config.context);
+    Tensor loss = cross_entropy(model(xb).view({-1, config.vocab}), yb.view({-1}));
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  std::ostringstream out;
+  for (auto& [name, p] : model.named_parameters()) {
+    out << name;
+    for (float v : p.to_vector<float>()) out << ' ' << std::bit_cast<uint32_t>(v);
+    out << '\n';
+  }
+  return out.str();
+}
+
+// Sums over the rows of contiguous matrices (bias gradients), at row counts that use every level of
+// the cascade, and column counts that leave partial vectors.
+std::string row_sums() {
+  std::ostringstream out;
+  manual_seed(4);
+  for (int64_t rows : {2, 17, 128, 300, 5000, 70000})
+    for (int64_t cols : {3, 7, 24, 33, 100}) {
+      Tensor x = randn({rows, cols});
+      for (float v : x.sum(0).to_vector<float>()) out << std::bit_cast<uint32_t>(v) << ' ';
+      out << '\n';
+    }
+  return out.str();
+}
+
+std::string all_results() {
+  return row_sums() + train_and_dump({.vocab = 13, .dim = 24, .context = 8, .heads = 1}, 16, 4) +      // the seed size
+         train_and_dump({.vocab = 37, .dim = 40, .context = 20, .heads = 2}, 6, 3) +      // wide rows, 2 heads
+         train_and_dump({.vocab = 70, .dim = 72, .context = 40, .heads = 1}, 3, 2);       // past one causal block
+}
+
+}  // namespace
+
+// Run by the test below in a second process (SCRATCHGRAD_NO_AVX512=1): writes the results to a file.
+TEST(Avx512Paths, WriteResultsForTheComparison) {
+  const char* out = std::getenv("SCRATCHGRAD_AVX512_TEST_OUT");
+  if (!out) GTEST_SKIP() << "only run by Avx512Paths.SameBitsAsTheBaselineKernels";
+  std::ofstream(out) << all_results();
+}
+
+TEST(Avx512Paths, SameBitsAsTheBaselineKernels) {
+  if (std::getenv("SCRATCHGRAD_NO_AVX512")) GTEST_SKIP() << "SCRATCHGRAD_NO_AVX512 is set: nothing to compare";
+  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const std::string here = all_results();
+  const auto file = testing_process::scratch("avx512_baseline.txt");
+  const auto run = testing_process::shell("SCRATCHGRAD_NO_AVX512=1 SCRATCHGRAD_AVX512_TEST_OUT=" + file.string() +
+                                          " /proc/" + std::to_string(::getpid()) +
+                                          "/exe --gtest_filter=Avx512Paths.WriteResultsForTheComparison");
+  ASSERT_EQ(run.status, 0) << run.out << run.err;
+  const std::string baseline = testing_process::slurp(file);
+  ASSERT_FALSE(baseline.empty());
+  EXPECT_TRUE(here == baseline) << "the AVX-512 kernels and their baseline twins trained to different bits";
+}
