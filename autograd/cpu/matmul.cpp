@@ -449,15 +449,16 @@ bool has_avx2() {
   return yes;
 }
 // Wide tiles where the CPU has AVX-512: twice the entries per instruction (still no FMA: the build has
-// -ffp-contract=off, so `acc + b * a` stays a rounded multiply and a rounded add).
+// -ffp-contract=off, so `acc + b * a` stays a rounded multiply and a rounded add). AVX-512VL lets the
+// 256-bit narrow kernels fold some broadcasts of A into their multiplies.
 template <typename T>
-[[gnu::target("avx512f")]] void exact_gemm_avx512(Items items, int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
+[[gnu::target("avx512f,avx512vl")]] void exact_gemm_avx512(Items items, int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
                                                   int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
                                                   int64_t crs, int64_t ccs, ProductOptions options) {
   exact_gemm_items<T, 64>(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 }
 bool has_avx512() {
-  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f")) &&
+  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) &&
                           std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr;
   return yes;
 }
