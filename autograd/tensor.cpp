@@ -73,12 +73,14 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
 
 // ---------------------------------------------------------------- metadata
 
-TensorImpl& Tensor::impl() const {
-  if (!impl_) throw std::logic_error("tensor: use of an undefined Tensor (default-constructed, or a missing grad)");
-  return *impl_;
+void Tensor::throw_undefined() {
+  throw std::logic_error("tensor: use of an undefined Tensor (default-constructed, or a missing grad)");
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
+void Tensor::throw_bad_dim(int64_t d) const {
+  if (dim() > 0) wrap_dim(d, dim(), "size");  // throws its usual message for a dim out of range
+  throw std::out_of_range(fmt::format("size: a 0-d tensor has no dimension {}", d));
+}
 int64_t Tensor::numel() const { return shape_numel(shape()); }
 std::string Tensor::shape_str() const { return shape_to_string(shape()); }
 

@@ -77,14 +77,22 @@ class Tensor {
   const Shape& shape() const { return impl().shape; }
   const Shape& strides() const { return impl().strides; }
   int64_t offset() const { return impl().offset; }
-  int64_t size(int64_t dim) const;
+  int64_t size(int64_t dim) const {  // negative dims count from the end
+    const Shape& s = shape();
+    const int64_t n = int64_t(s.size()), d = dim < 0 ? dim + n : dim;
+    if (d < 0 || d >= n) [[unlikely]] throw_bad_dim(dim);
+    return s[size_t(d)];
+  }
   int64_t dim() const { return int64_t(impl().shape.size()); }
   int64_t numel() const;
   DType dtype() const { return impl().dtype; }
   Device device() const { return impl().storage->device; }
   bool is_contiguous() const;
   std::string shape_str() const;  // "[2, 3]" for error messages
-  TensorImpl& impl() const;
+  TensorImpl& impl() const {  // inline: every accessor above goes through it
+    if (!impl_) [[unlikely]] throw_undefined();
+    return *impl_;
+  }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   bool same(const Tensor& other) const { return impl_ == other.impl_; }
 
@@ -167,6 +175,8 @@ class Tensor {
 
  private:
   std::shared_ptr<TensorImpl> impl_;
+  [[noreturn]] static void throw_undefined();
+  [[noreturn]] void throw_bad_dim(int64_t dim) const;
 };
 
 // ---- construction ----

@@ -191,3 +191,14 @@ TEST(Errors, AutogradMisuse) {
 }
 
 }  // namespace
+
+// size(dim) is inline now; its errors still name the op and the dims at fault.
+TEST(Errors, SizeOfADimensionThatDoesNotExist) {
+  Tensor a = zeros({2, 3});
+  EXPECT_EQ(a.size(-1), 3);
+  EXPECT_EQ(a.size(-2), 2);
+  EXPECT_THROW_WITH(a.size(2), std::out_of_range, "size", "dimension 2", "2 dimensions");
+  EXPECT_THROW_WITH(a.size(-3), std::out_of_range, "size", "dimension -3");
+  EXPECT_THROW_WITH(scalar_tensor(1.0).size(0), std::out_of_range, "size", "0-d tensor", "dimension 0");
+  EXPECT_THROW_WITH(Tensor().size(0), std::logic_error, "undefined Tensor");
+}
