@@ -44,12 +44,6 @@ bool has_backend(Device device) {
 
 // ---------------------------------------------------------------- shape helpers
 
-int64_t shape_numel(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  return n;
-}
-
 Shape contiguous_strides(const Shape& shape) {
   Shape strides(shape.size());
   int64_t stride = 1;
@@ -92,10 +86,6 @@ bool Tensor::is_contiguous() const {
     expected *= shape()[i];
   }
   return true;
-}
-
-void* Tensor::raw_data() const {
-  return static_cast<char*>(impl().storage->data) + impl().offset * int64_t(dtype_size(dtype()));
 }
 
 template <typename T> T* Tensor::data_ptr() const {

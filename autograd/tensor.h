@@ -98,7 +98,10 @@ class Tensor {
 
   // ---- raw data (CPU) ----
   template <typename T> T* data_ptr() const;  // pointer to element [0, 0, ...], checks dtype
-  void* raw_data() const;                     // pointer to element [0, ...] as bytes
+  void* raw_data() const {  // pointer to element [0, ...] as bytes
+    const TensorImpl& t = impl();
+    return static_cast<char*>(t.storage->data) + t.offset * int64_t(dtype_size(t.dtype));
+  }
   template <typename T> std::vector<T> to_vector() const;  // row-major copy of the values
   double item() const;                                      // the single value, as double
   template <typename T> T item() const { return T(item()); }
@@ -199,7 +202,11 @@ Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape);
 Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype);
 
 Shape contiguous_strides(const Shape& shape);
-int64_t shape_numel(const Shape& shape);
+inline int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
 std::string shape_to_string(const Shape& shape);  // "[2, 3]"
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);  // -1 → ndim-1, with a clear error
 

@@ -731,6 +731,10 @@ class CpuBackend final : public Backend {
     dispatch(dst.dtype(), [&](auto tag) {
       using T = decltype(tag);
       const T v = T(value);
+      if (v == T(0) && !std::signbit(double(value)) && dst.is_contiguous()) {  // zeros: all-zero bytes
+        std::memset(dst.raw_data(), 0, size_t(dst.numel()) * sizeof(T));
+        return;
+      }
       // write-only: the old contents may be uninitialised (and, for bool, not even a valid bool)
       auto plan = make_plan<1>(dst.shape(), {&dst.strides()});
       T* p = ptr<T>(dst);
