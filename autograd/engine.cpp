@@ -11,6 +11,7 @@
 // and pass on a partial gradient each time; the topological order waits until all uses have reported.
 #include <stdexcept>
 #include <atomic>
+#include <cstdint>
 #include <queue>
 #include <memory_resource>
 #include <unordered_map>
@@ -100,8 +101,50 @@ Tensor record(const char* name, Tensor out, std::span<const Tensor> inputs, std:
 // must wait for before it can run.
 // The engine's bookkeeping lives in per-pass maps; their memory comes from one arena per backward()
 // (std::pmr), so a pass makes no allocation per node for it.
-using DependencyCounts = std::pmr::unordered_map<Node*, int>;
-using PendingGradients = std::pmr::unordered_map<Node*, Tensor>;
+// Both are keyed by node: a small open-addressing table (linear probing, at most half full, never
+// shrinking) in the pass's arena — a few times cheaper per lookup than std::unordered_map here, which
+// allocates a list node per entry and divides by a prime per lookup.
+template <typename V> class NodeTable {
+ public:
+  explicit NodeTable(std::pmr::memory_resource* arena) : slots_(16, arena) {}
+  // The entry for `node`, created (value-initialised) if it is not there yet.
+  V& operator[](Node* node) {
+    if (2 * (used_ + 1) > slots_.size()) grow();
+    Slot& slot = find_slot(node);
+    if (!slot.node) {
+      slot.node = node;
+      ++used_;
+    }
+    return slot.value;
+  }
+  bool contains(Node* node) const { return const_cast<NodeTable*>(this)->find_slot(node).node != nullptr; }
+
+ private:
+  struct Slot {
+    Node* node = nullptr;
+    V value{};
+  };
+  Slot& find_slot(Node* node) {
+    const size_t mask = slots_.size() - 1;
+    size_t i = (reinterpret_cast<uintptr_t>(node) >> 4) * 0x9E3779B97F4A7C15ull >> 32 & mask;
+    while (slots_[i].node && slots_[i].node != node) i = (i + 1) & mask;
+    return slots_[i];
+  }
+  void grow() {
+    std::pmr::vector<Slot> old(slots_.size() * 2, slots_.get_allocator());
+    old.swap(slots_);
+    for (Slot& s : old)
+      if (s.node) {
+        Slot& moved = find_slot(s.node);
+        moved.node = s.node;
+        moved.value = std::move(s.value);
+      }
+  }
+  std::pmr::vector<Slot> slots_;
+  size_t used_ = 0;
+};
+using DependencyCounts = NodeTable<int>;
+using PendingGradients = NodeTable<Tensor>;  // an undefined Tensor: no gradient (yet, or any more)
 
 static DependencyCounts count_dependencies(Node* root, std::pmr::memory_resource* arena) {
   DependencyCounts dependencies(arena);
@@ -113,7 +156,7 @@ static DependencyCounts count_dependencies(Node* root, std::pmr::memory_resource
     for (const Edge& e : node->inputs) {
       Node* child = e.node.get();
       if (!child) continue;
-      if (dependencies.find(child) == dependencies.end()) stack.push_back(child);
+      if (!dependencies.contains(child)) stack.push_back(child);
       ++dependencies[child];
     }
   }
@@ -218,10 +261,10 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
-    auto it = pending.find(node);
-    if (it != pending.end()) {  // else no gradient reached it (only through non-differentiable paths)
-      Tensor grad_output = std::move(it->second);
-      pending.erase(it);
+    Tensor& slot = pending[node];
+    if (slot.defined()) {  // else no gradient reached it (only through non-differentiable paths)
+      Tensor grad_output = std::move(slot);
+      slot = Tensor();
       run_node(*node, std::move(grad_output), pending, ran++);
       if (!retain_graph) {
         node->backward = nullptr;  // frees every tensor the closure captured
