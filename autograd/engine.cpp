@@ -35,7 +35,7 @@ BackwardObserver backward_observer = trace_observer_from_environment();  // SCRA
 // recurse a million frames deep. Instead, take over the inputs of every node we hold the last reference
 // to, so each node dies with no children left to destroy.
 Node::~Node() {
-  std::vector<std::shared_ptr<Node>> orphans;
+  SmallVector<std::shared_ptr<Node>, 8> orphans;  // usually a few at a time: no heap allocation
   for (Edge& e : inputs)
     if (e.node) orphans.push_back(std::move(e.node));
   while (!orphans.empty()) {

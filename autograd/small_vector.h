@@ -56,6 +56,11 @@ template <typename T, size_t N> class SmallVector {
     if (!on_heap_) spill(N + 1);
     heap_.push_back(std::move(value));
   }
+  T& back() { return data()[size() - 1]; }
+  void pop_back() {
+    if (on_heap_) heap_.pop_back();
+    else inline_[--size_] = T{};
+  }
   // Drops every element (releasing what they hold) and goes back to inline storage.
   void clear() {
     for (T& slot : inline_) slot = T{};
