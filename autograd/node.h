@@ -89,7 +89,7 @@ struct SavedVersion {
 };
 
 struct Node {
-  const char* name;             // PyTorch's grad_fn name: "MulBackward0", "MmBackward0", ...
+  const char* name = "";        // PyTorch's grad_fn name: "MulBackward0", "MmBackward0", ...
   SmallVector<Edge, 3> inputs;  // parallel to the Grads the closure returns
   BackwardFn backward;          // empty once released
   SmallVector<SavedVersion, 3> saved;
@@ -100,7 +100,7 @@ struct Node {
   std::string_view call_site;   // the user-level label active when recorded (interned; see CallSite)
   bool released = false;
 
-  Node() = default;
+  Node() {}  // user-provided: make_shared/make_pooled then skip zero-filling all ~400 bytes first
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
   ~Node();  // unlinks long chains iteratively (a recursive destructor would overflow the stack)

@@ -36,6 +36,7 @@ struct Storage {
 };
 
 struct TensorImpl {
+  TensorImpl() {}  // user-provided: make_pooled<TensorImpl>() then skips zero-filling the whole object first
   std::shared_ptr<Storage> storage;
   Shape shape;
   Shape strides;  // in elements, not bytes
