@@ -35,7 +35,7 @@ template <typename T, size_t N> class FixedVector {
   bool empty() const { return size_ == 0; }
 
  private:
-  std::array<T, N> items_{};
+  std::array<T, N> items_;  // only [0, size_) is ever read: not cleared (that was a rep stos per kernel call)
   size_t size_ = 0;
 };
 
