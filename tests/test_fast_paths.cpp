@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/cpu/cpu.h"
 #include "test_helpers.h"
 
 using namespace autograd;
@@ -69,9 +70,9 @@ TEST(FastPaths, GradientOfATransposedRightOperand) {
 }
 
 // addmm hands its bias to the exact kernel as a start row instead of copying it down the output first
-// (cpu/matmul.cpp, ProductOptions::start_row). The other route — the copy, then adding onto it — is
-// what two threads take on big products; both must give the same bits, and for K <= 256 (one block)
-// they are chain + bias, i.e. matmul(x, wᵀ) + b.
+// (cpu/matmul.cpp, ProductOptions::start_row). The other route — the copy, then adding the product onto
+// it (add_to_out) — must give the same bits, on one thread and on two, and for K <= 256 (one block)
+// both are chain + bias, i.e. matmul(x, wᵀ) + b.
 TEST(FastPaths, LinearBiasAsAStartRow) {
   struct Case {
     int64_t rows, in, out;
@@ -87,8 +88,11 @@ TEST(FastPaths, LinearBiasAsAStartRow) {
       set_num_threads(2);
       Tensor two = linear(x, w, b);
       set_num_threads(1);
+      Tensor copied = b.expand({c.rows, c.out}).contiguous();  // the copy route
+      cpu::batched_matmul(x, w.t(), copied, cpu::MatmulStructure::dense, /*add_to_out=*/true);
       std::vector<double> v1 = one.to_vector<double>(), v2 = two.to_vector<double>();
       ASSERT_EQ(v1, v2) << what;  // (exact: float values convert to double losslessly)
+      ASSERT_EQ(v1, copied.to_vector<double>()) << what;
       if (c.in <= 256) {
         std::vector<double> want = (matmul(x, w.t()) + b).to_vector<double>();
         ASSERT_EQ(v1, want) << what;

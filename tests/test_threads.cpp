@@ -93,3 +93,17 @@ TEST(Threads, BigElementwiseAndSoftmaxAreBitIdenticalOnOneAndTwoThreads) {
 }
 
 }  // namespace
+
+// Big sums over rows (a D 256 model's bias gradients) split their columns over threads; each column is
+// still added up in one thread's order, so the bits cannot change.
+TEST(Threads, BigColumnSumsAreBitIdenticalOnOneAndTwoThreads) {
+  manual_seed(13);
+  for (Shape shape : {Shape{4096, 256}, Shape{300, 1000}, Shape{40, 2000}, Shape{5000, 7}}) {
+    Tensor x = randn(shape);
+    auto column_sums = [&] { return x.sum(0); };
+    EXPECT_TRUE(equal(on_threads(1, column_sums), on_threads(2, column_sums))) << shape_to_string(shape);
+    Tensor wide = randn({3, shape[0], shape[1]});
+    auto leading = [&] { return wide.sum_to(shape); };
+    EXPECT_TRUE(equal(on_threads(1, leading), on_threads(2, leading))) << shape_to_string(shape);
+  }
+}

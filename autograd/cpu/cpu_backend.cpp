@@ -610,8 +610,14 @@ void cascade_sum_2d(const T* in, T* out, int64_t size0, int64_t size1, int64_t i
   } else if (in_s1 == 1 && size1 >= W) {
     // "vectorized outer sum": columns in groups of 4 vectors are plain cascades; the rest row_sums
     const int64_t grouped = size1 / (4 * W) * (4 * W);
-    for (int64_t j0 = 0; j0 < size1; j0 += kChunk) {
-      const int64_t nc = std::min(kChunk, size1 - j0);
+    // Chunks of columns never share an output, so big sums (a D 256 model's bias gradients) split them
+    // over threads; each column is added up exactly as on one thread.
+    const int64_t chunks = (size1 + kChunk - 1) / kChunk;
+    const int threads = size0 * size1 < kParallelElements ? 1 : int(std::min<int64_t>(get_num_threads(), chunks));
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      const int64_t j0 = chunk * kChunk, nc = std::min(kChunk, size1 - j0);
+      T sums[kChunk];
       for (int64_t c = 0; c < nc;) {  // split the chunk where the grouped columns end
         const int64_t j = j0 + c;
         const int64_t run = j < grouped ? std::min(nc - c, grouped - j) : nc - c;

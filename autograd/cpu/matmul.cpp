@@ -569,6 +569,17 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
     const T* pb = ptr<T>(b);
     T* pc = ptr<T>(out);
     if (m * n == 0) return;
+    // The exact kernels read a start row in place of C; BLIS, the dot products and an empty sum read
+    // the starting value from C: for those, copy it down C first.
+    const T* start = nullptr;
+    if (start_row.defined()) {
+      if (k > 0 && !(blis && large) && !dots) {
+        start = ptr<T>(start_row);
+      } else {
+        backend(out.device()).copy(start_row.expand(out.shape()), out);
+        add_to_out = true;
+      }
+    }
     // The product of rows r0..r1 of one batch item: every output entry depends only on its row of A
     // and its column of B, so splitting the work by rows (or items) cannot change a single bit.
     auto rows = [&](const T* ai, const T* bi, T* ci, int64_t r0, int64_t r1) {
@@ -589,7 +600,8 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
             entry = add_to_out ? entry + dot : dot;
           }
       } else {
-        exact_gemm(mr, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs, ProductOptions{structure, r0, add_to_out});
+        exact_gemm(mr, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs,
+                   ProductOptions{structure, r0, add_to_out || start, start});
       }
     };
     // Element offsets of (C, A, B) for each batch item; the buffer is kept between calls.
@@ -613,14 +625,9 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
       if (r0 < m) rows(pa + oa, pb + ob, pc + oc, r0, std::min(m, r0 + chunk_rows));
     };
     if (threads == 1 && k > 0 && !(blis && large) && !dots) {  // the exact kernel: every item in one call
-      const T* start = start_row.defined() ? ptr<T>(start_row) : nullptr;
       exact_gemm(m, n, k, pa, ars, acs, pb, brs, bcs, pc, crs, ccs, ProductOptions{structure, 0, add_to_out || start, start},
                  items);
       return;
-    }
-    if (start_row.defined()) {  // the other paths read the starting value from C: copy it down C first
-      backend(out.device()).copy(start_row.expand(out.shape()), out);
-      add_to_out = true;
     }
     if (threads == 1) {  // no OpenMP region at all: entering one costs more than a small product
       for (int64_t piece = 0; piece < pieces; ++piece) run_piece(piece);
