@@ -261,7 +261,10 @@ template <typename T, int64_t W>
 // B is used in place when its rows are already contiguous and a whole number of vectors wide.
 // R rows go together so that R·NV independent chains are in flight: one row alone would wait on its
 // adds' latency at every p (4 cycles), with the CPU's two add units mostly idle.
-template <typename T, int NV> constexpr int kRowsTogether = NV == 1 ? 8 : NV <= 3 ? 4 : NV == 4 ? 3 : 2;  // ≤ 12 accumulators
+// With AVX-512 compiled in there are 32 vector registers instead of 16, so twice the rows (up to 27
+// registers in use): each loaded vector of B then serves twice the rows.
+template <typename T, int NV, int VB> constexpr int kRowsTogether =
+    VB == 64 ? (NV <= 3 ? 8 : NV == 4 ? 6 : 4) : (NV == 1 ? 8 : NV <= 3 ? 4 : NV == 4 ? 3 : 2);
 
 template <typename T, int NV, int R>
 [[gnu::always_inline]] inline void row_block(int64_t kc, const T* a_rows, int64_t ars, int64_t acs, const T* b,
@@ -309,12 +312,12 @@ template <typename T, int NV, int R>
   }
 }
 
-template <typename T, int NV>
+template <typename T, int NV, int VB>
 [[gnu::always_inline]] inline void exact_gemm_rows(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
                                                    int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c,
                                                    int64_t crs, int64_t ccs, bool add_to_c, const T* start_row) {
   constexpr int64_t VL = int64_t(32 / sizeof(T)), W = NV * VL;
-  constexpr int R = kRowsTogether<T, NV>;
+  constexpr int R = kRowsTogether<T, NV, VB>;
   Packed<T>& buf = packing_buffers<T>();
   const bool in_place = bcs == 1 && n == W;
   if (!in_place) buf.b.resize(size_t(std::min(k, kKc) * W));
@@ -341,6 +344,9 @@ template <typename T, int NV>
     int64_t i = 0;
     for (; i + R <= m; i += R)
       row_block<T, NV, R>(kc, a + i * ars + p0 * acs, ars, acs, bp, b_stride, first, start, n, c + i * crs, crs, ccs);
+    if constexpr (R > 4)  // what is left, 4 rows at a time where it can
+      for (; i + 4 <= m; i += 4)
+        row_block<T, NV, 4>(kc, a + i * ars + p0 * acs, ars, acs, bp, b_stride, first, start, n, c + i * crs, crs, ccs);
     for (; i < m; ++i)
       row_block<T, NV, 1>(kc, a + i * ars + p0 * acs, ars, acs, bp, b_stride, first, start, n, c + i * crs, crs, ccs);
   }
@@ -379,12 +385,12 @@ template <typename T, int VB = 32>
   constexpr int64_t NR = kNr<T, VB>, VL = int64_t(32 / sizeof(T));
   const T* start = static_cast<const T*>(options.start_row);
   switch ((n + VL - 1) / VL) {  // narrow products: row by row (same order, see exact_gemm_rows)
-    case 1: return exact_gemm_rows<T, 1>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
-    case 2: return exact_gemm_rows<T, 2>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
-    case 3: return exact_gemm_rows<T, 3>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
-    case 4: return exact_gemm_rows<T, 4>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
-    case 5: return exact_gemm_rows<T, 5>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
-    case 6: return exact_gemm_rows<T, 6>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
+    case 1: return exact_gemm_rows<T, 1, VB>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
+    case 2: return exact_gemm_rows<T, 2, VB>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
+    case 3: return exact_gemm_rows<T, 3, VB>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
+    case 4: return exact_gemm_rows<T, 4, VB>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
+    case 5: return exact_gemm_rows<T, 5, VB>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
+    case 6: return exact_gemm_rows<T, 6, VB>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options.add_to_c, start);
     default: break;
   }
   Packed<T>& buf = packing_buffers<T>();
