@@ -554,8 +554,9 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
   const bool blis = use_blis_for_large_products();
   // A stride of 0 inside a matrix (an expanded row/column) is legal for us but not for BLIS: copy those.
   auto matrix_ok = [](const Tensor& t) { return t.strides()[t.dim() - 1] != 0 && t.strides()[t.dim() - 2] != 0; };
-  const Tensor a = !blis || matrix_ok(a_in) || a_in.numel() == 0 ? a_in : a_in.clone();
-  const Tensor b = !blis || matrix_ok(b_in) || b_in.numel() == 0 ? b_in : b_in.clone();
+  Tensor a_copy, b_copy;  // only when BLIS needs them
+  const Tensor& a = !blis || matrix_ok(a_in) || a_in.numel() == 0 ? a_in : (a_copy = a_in.clone());
+  const Tensor& b = !blis || matrix_ok(b_in) || b_in.numel() == 0 ? b_in : (b_copy = b_in.clone());
   const int64_t nd = out.dim();
   const int64_t m = out.shape()[size_t(nd - 2)], n = out.shape()[size_t(nd - 1)], k = a.shape()[size_t(nd - 1)];
   Shape batch(out.shape().begin(), out.shape().end() - 2);

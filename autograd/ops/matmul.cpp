@@ -33,13 +33,15 @@ static Tensor batched_product(const Tensor& a, const Tensor& b, const char* name
   if (b.size(-2) != k)
     throw std::invalid_argument(fmt::format("matmul: shapes {} and {} cannot be multiplied ({} != {})", a.shape_str(),
                                             b.shape_str(), k, b.size(-2)));
-  Shape a_batch(a.shape().begin(), a.shape().end() - 2), b_batch(b.shape().begin(), b.shape().end() - 2);
-  Shape batch;
-  try {
-    batch = broadcast_shapes(a_batch, b_batch, "matmul");
-  } catch (const std::invalid_argument&) {  // name the operands, not just their batch dims
-    throw std::invalid_argument(fmt::format("matmul: the batch dimensions of shapes {} and {} cannot be broadcast together",
-                                            a.shape_str(), b.shape_str()));
+  Shape batch(a.shape().begin(), a.shape().end() - 2);
+  const bool same_batch = a.dim() == b.dim() && std::equal(batch.begin(), batch.end(), b.shape().begin());
+  if (!same_batch) {
+    try {
+      batch = broadcast_shapes(batch, Shape(b.shape().begin(), b.shape().end() - 2), "matmul");
+    } catch (const std::invalid_argument&) {  // name the operands, not just their batch dims
+      throw std::invalid_argument(fmt::format(
+          "matmul: the batch dimensions of shapes {} and {} cannot be broadcast together", a.shape_str(), b.shape_str()));
+    }
   }
   auto with = [&batch](int64_t r, int64_t c) {
     Shape s = batch;
