@@ -41,10 +41,16 @@ static Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, cons
   check_same_dtype_and_device(a, b, name);
   if (op == BinaryOp::Div && !is_floating(a.dtype()))
     return binary_kernel(op, name, a.to(DType::Float32), b.to(DType::Float32));  // true division, as in PyTorch
+  const DType out_dtype = is_comparison(op) ? DType::Bool : a.dtype();
+  if (a.shape() == b.shape()) {  // nothing to broadcast (the usual case): no views to make
+    Tensor out = empty(a.shape(), out_dtype, a.device());
+    backend(a.device()).binary(op, a, b, out);
+    return out;
+  }
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  Tensor out = empty(shape, is_comparison(op) ? DType::Bool : a.dtype(), a.device());
+  Tensor out = empty(shape, out_dtype, a.device());
   NoGradGuard no_grad;
-  backend(a.device()).binary(op, a.expand(shape), b.expand(shape), out);
+  backend(a.device()).binary(op, a.shape() == shape ? a : a.expand(shape), b.shape() == shape ? b : b.expand(shape), out);
   return out;
 }
 
