@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "autograd/backend.h"
+#include "autograd/cpu/select_floats.h"
 #include "autograd/ops.h"
 
 namespace autograd {
@@ -58,10 +59,28 @@ static Tensor checked_mask(const Tensor& x, const Tensor& mask, const char* op) 
   return mask.expand(x.shape());
 }
 
+// masked_fill's commonest case on the CPU: contiguous floats and a contiguous mask whose shape is the
+// trailing part of x's (the attention mask over a batch of score matrices): one select per repetition
+// of the mask, with no broadcast views or scalar tensor to build.
+static bool fill_by_repeated_mask(const Tensor& x, const Tensor& mask, double value, const Tensor& out) {
+  const size_t nd = size_t(x.dim()), md = size_t(mask.dim());
+  if (!x.device().is_cpu() || x.dtype() != DType::Float32 || mask.dtype() != DType::Bool || !mask.device().is_cpu() ||
+      md > nd || mask.numel() == 0 || !x.is_contiguous() || !mask.is_contiguous() ||
+      !std::equal(mask.shape().begin(), mask.shape().end(), x.shape().begin() + (nd - md)))
+    return false;
+  const int64_t period = mask.numel(), repeats = x.numel() / period;
+  const bool* m = mask.data_ptr<bool>();
+  const float* in = x.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  for (int64_t r = 0; r < repeats; ++r) cpu::select_floats(m, float(value), in + r * period, o + r * period, period);
+  return true;
+}
+
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  Tensor m = checked_mask(x, mask, "masked_fill");
   Tensor out = empty(x.shape(), x.dtype(), x.device());
-  {
+  Tensor m = mask;
+  if (!fill_by_repeated_mask(x, mask, value, out)) {
+    m = checked_mask(x, mask, "masked_fill");
     NoGradGuard no_grad;
     backend(x.device()).where(m, full({}, value, x.dtype(), x.device()).expand(x.shape()), x, out);
   }
