@@ -614,18 +614,23 @@ void cascade_sum_2d(const T* in, T* out, int64_t size0, int64_t size1, int64_t i
     // over threads; each column is added up exactly as on one thread.
     const int64_t chunks = (size1 + kChunk - 1) / kChunk;
     const int threads = size0 * size1 < kParallelElements ? 1 : int(std::min<int64_t>(get_num_threads(), chunks));
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    auto sum_chunk = [&](int64_t chunk) {
       const int64_t j0 = chunk * kChunk, nc = std::min(kChunk, size1 - j0);
-      T sums[kChunk];
+      T chunk_sums[kChunk];
       for (int64_t c = 0; c < nc;) {  // split the chunk where the grouped columns end
         const int64_t j = j0 + c;
         const int64_t run = j < grouped ? std::min(nc - c, grouped - j) : nc - c;
-        if (j < grouped) cascade_columns(in + j, in_s0, 1, size0, run, sums);
-        else row_sum_columns(in + j, in_s0, 1, size0, run, sums);
-        for (int64_t r = 0; r < run; ++r) out[(j + r) * out_s1] += sums[r];
+        if (j < grouped) cascade_columns(in + j, in_s0, 1, size0, run, chunk_sums);
+        else row_sum_columns(in + j, in_s0, 1, size0, run, chunk_sums);
+        for (int64_t r = 0; r < run; ++r) out[(j + r) * out_s1] += chunk_sums[r];
         c += run;
       }
+    };
+    if (threads == 1) {  // no OpenMP region at all (even an if(false) one costs more than a small sum)
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) sum_chunk(chunk);
+    } else {
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) sum_chunk(chunk);
     }
   } else if (in_s0 < in_s1) {
     // "scalar inner sum": one row_sum per output

@@ -65,7 +65,11 @@ template <typename T, typename F> void for_each_square(const Tensor& x, const Te
   T* px = x.data_ptr<T>();
   const T* py = y.data_ptr<T>();
   const int threads = x.numel() < (int64_t(1) << 15) ? 1 : get_num_threads();
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  if (threads == 1) {  // no OpenMP region at all: even an if(false) one has a cost
+    for (int64_t i = 0; i < count; ++i) f(px + i * t * t, py + i * t * t);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t i = 0; i < count; ++i) f(px + i * t * t, py + i * t * t);
 }
 
