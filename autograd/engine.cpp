@@ -35,6 +35,9 @@ BackwardObserver backward_observer = trace_observer_from_environment();  // SCRA
 // recurse a million frames deep. Instead, take over the inputs of every node we hold the last reference
 // to, so each node dies with no children left to destroy.
 Node::~Node() {
+  bool last_owner = false;  // of some input node: only then can destroying it recurse
+  for (const Edge& e : inputs) last_owner = last_owner || (e.node && e.node.use_count() == 1);
+  if (!last_owner) return;
   SmallVector<std::shared_ptr<Node>, 8> orphans;  // usually a few at a time: no heap allocation
   for (Edge& e : inputs)
     if (e.node) orphans.push_back(std::move(e.node));
