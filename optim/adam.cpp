@@ -34,7 +34,13 @@ AdamW::AdamW(std::vector<Tensor> params, Options o)
 void Adam::step() {
   NoGradGuard no_grad;
   const Tensor scalar = scalar_tensor(0, DType::Float64);  // the shape and dtype of a new `step` entry
-  size_t index = 0;
+  size_t index = 0, count = 0;
+  for (const ParamGroup& group : groups_) count += group.params.size();
+  if (slots_generation_ != state_generation_ || slots_owner_ != &state_ || slots_.size() != count) {
+    slots_.assign(count, Slots{});
+    slots_generation_ = state_generation_;
+    slots_owner_ = &state_;
+  }
   for (ParamGroup& group : groups_) {
     // the group's options, read once per step (each is a map lookup)
     const bool amsgrad = group.get("amsgrad") != 0;
@@ -48,11 +54,17 @@ void Adam::step() {
         throw std::logic_error(fmt::format("Adam: gradient {} on {} for parameter {} on {}", grad.shape_str(),
                                            grad.device().str(), param.shape_str(), param.device().str()));
       // `step` is kept as a tensor (as PyTorch does) so it round-trips through state_dict
-      std::map<std::string, Tensor>& entries = state_[i];
-      Tensor& step = state(entries, "step", scalar);
-      Tensor& exp_avg = state(entries, "exp_avg", param);
-      Tensor& exp_avg_sq = state(entries, "exp_avg_sq", param);
-      Tensor max_exp_avg_sq = amsgrad ? state(entries, "max_exp_avg_sq", param) : Tensor();
+      Slots& slots = slots_[i];
+      if (!slots.step) {
+        std::map<std::string, Tensor>& entries = state_[i];
+        slots = {&state(entries, "step", scalar), &state(entries, "exp_avg", param),
+                 &state(entries, "exp_avg_sq", param), nullptr};
+      }
+      if (amsgrad && !slots.max_exp_avg_sq) slots.max_exp_avg_sq = &state(state_[i], "max_exp_avg_sq", param);
+      Tensor& step = *slots.step;
+      Tensor& exp_avg = *slots.exp_avg;
+      Tensor& exp_avg_sq = *slots.exp_avg_sq;
+      Tensor max_exp_avg_sq = amsgrad ? *slots.max_exp_avg_sq : Tensor();
       if (step.device().is_cpu() && step.dtype() == DType::Float64 && step.numel() == 1) {
         double& count = *step.data_ptr<double>();  // the usual case, without a fill kernel per parameter
         s.step = int64_t(count) + 1;

@@ -94,6 +94,7 @@ void Optimizer::load_state_dict(const nn::NamedTensors& state) {
     }
   }
   state_ = std::move(loaded);
+  ++state_generation_;
 }
 
 // ---------------------------------------------------------------- SGD

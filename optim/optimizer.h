@@ -45,6 +45,7 @@ class Optimizer {
   // The same for a parameter's entries already looked up (state_[param_index]): one map search per step.
   static Tensor& state(std::map<std::string, Tensor>& entries, const std::string& name, const Tensor& like);
   std::map<size_t, std::map<std::string, Tensor>> state_;
+  uint64_t state_generation_ = 0;  // bumped whenever state_ is replaced, so caches of its entries know
   std::map<std::string, double> defaults_;
   std::vector<ParamGroup> groups_;
 };
@@ -74,6 +75,17 @@ class Adam : public Optimizer {
  protected:
   Adam(std::vector<Tensor> params, Options options, bool decoupled);
   bool decoupled_;
+  // Each parameter's state tensors, found once (std::map entries stay where they are) instead of three
+  // string-keyed searches per parameter per step; rebuilt when the state is replaced.
+  struct Slots {
+    Tensor* step = nullptr;
+    Tensor* exp_avg = nullptr;
+    Tensor* exp_avg_sq = nullptr;
+    Tensor* max_exp_avg_sq = nullptr;
+  };
+  std::vector<Slots> slots_;
+  uint64_t slots_generation_ = ~uint64_t(0);
+  const void* slots_owner_ = nullptr;  // &state_ when built (a copied optimizer rebuilds its own)
 };
 
 // AdamW: weight decay shrinks the weights directly (θ ← θ·(1 − lr·wd)) instead of entering the moments.
