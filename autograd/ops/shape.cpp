@@ -79,6 +79,7 @@ static std::optional<Shape> view_strides(const Shape& old_shape, const Shape& ol
 
 // Records a view op whose backward is "reshape the gradient back to the input's shape".
 static Tensor record_reshaping(const char* name, const Tensor& in, Tensor out) {
+  if (!is_grad_enabled() || !in.requires_grad()) return out;  // no node: skip building its closure
   Shape in_shape = in.shape();
   return record(name, std::move(out), {in}, {in}, [in_shape](const Tensor& g) {
     return Grads{g.reshape(in_shape)};
@@ -111,6 +112,7 @@ static Tensor transposed(const Tensor& t, int64_t d0, int64_t d1, const char* na
   Shape shape = t.shape(), strides = t.strides();
   std::swap(shape[size_t(d0)], shape[size_t(d1)]);
   std::swap(strides[size_t(d0)], strides[size_t(d1)]);
+  if (!is_grad_enabled() || !t.requires_grad()) return t.as_strided(shape, strides, t.offset());  // no node
   return record(name, t.as_strided(shape, strides, t.offset()), {t}, {t},
                 [d0, d1](const Tensor& g) { return Grads{g.transpose(d0, d1)}; });
 }
