@@ -12,26 +12,9 @@
 #include "test_helpers.h"
 
 using namespace autograd;
+using testing_helpers::expect_same_float_bits;
 using testing_helpers::randish;
-
-namespace {
-
-void expect_same_bits(const Tensor& got, const Tensor& want, const std::string& what) {
-  std::vector<float> g = got.contiguous().to_vector<float>(), w = want.contiguous().to_vector<float>();
-  ASSERT_EQ(g.size(), w.size()) << what;
-  for (size_t i = 0; i < g.size(); ++i)
-    ASSERT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(w[i]))
-        << what << ": element " << i << " is " << g[i] << ", the general path gives " << w[i];
-}
-
-// The same values with every row followed by as many unused ones (not contiguous: the general path).
-Tensor spaced_rows(const Tensor& x) {
-  Tensor wide = zeros({x.size(0), 2 * x.size(1)}, x.dtype());
-  wide.slice(1, 0, x.size(1)).copy_(x);
-  return wide.slice(1, 0, x.size(1));
-}
-
-}  // namespace
+using testing_helpers::spaced_copy;
 
 // A bias gradient: sum over the rows of a contiguous [R, C] (cpu/cpu_backend.cpp, cascade_sum).
 TEST(FastPaths, SumOverRowsOfAContiguousMatrix) {
@@ -39,9 +22,9 @@ TEST(FastPaths, SumOverRowsOfAContiguousMatrix) {
     for (int64_t cols : {2, 7, 8, 24, 33, 64, 100}) {
       Tensor x = randish({rows, cols}, uint32_t(rows * 1000 + cols), -1, 1, DType::Float32);
       const std::string what = "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
-      expect_same_bits(x.sum(0), spaced_rows(x).sum(0), "sum(0) " + what);
-      expect_same_bits(x.sum_to({cols}), spaced_rows(x).sum_to({cols}), "sum_to " + what);
-      expect_same_bits(x.sum(1), spaced_rows(x).sum(1), "sum(1) " + what);  // not the fast path's: still right
+      expect_same_float_bits(x.sum(0), spaced_copy(x).sum(0), "sum(0) " + what);
+      expect_same_float_bits(x.sum_to({cols}), spaced_copy(x).sum_to({cols}), "sum_to " + what);
+      expect_same_float_bits(x.sum(1), spaced_copy(x).sum(1), "sum(1) " + what);  // not the fast path's: still right
     }
 }
 
@@ -64,7 +47,7 @@ TEST(FastPaths, GradientOfATransposedRightOperand) {
       NoGradGuard no_grad;
       want = matmul(q.mT(), g).sum_to(k.mT().shape()).mT();  // dB = Aᵀ·dC for B = kᵀ, then back to k's shape
     }
-    expect_same_bits(k.grad(), want, "k " + k.shape_str());
+    expect_same_float_bits(k.grad(), want, "k " + k.shape_str());
     EXPECT_TRUE(k.grad().is_contiguous());
   }
 }
@@ -106,10 +89,8 @@ TEST(FastPaths, MaskedFillSelectsTheSameBits) {
   for (int64_t n : {1, 5, 8, 15, 16, 17, 33, 64, 100}) {
     Tensor x = randish({3, n, n}, uint32_t(n), -1, 1, DType::Float32);
     Tensor mask = randish({n, n}, uint32_t(n + 7), -1, 1, DType::Float32) > 0.0;
-    Tensor spaced = zeros({3, n, 2 * n}, DType::Float32);
-    spaced.slice(2, 0, n).copy_(x);
     for (double value : {-std::numeric_limits<double>::infinity(), 0.0, -0.0, 2.5}) {
-      expect_same_bits(x.masked_fill(mask, value), spaced.slice(2, 0, n).masked_fill(mask, value),
+      expect_same_float_bits(x.masked_fill(mask, value), spaced_copy(x).masked_fill(mask, value),
                        "masked_fill n " + std::to_string(n));
     }
   }

@@ -6,6 +6,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -75,6 +76,26 @@ inline Tensor sliced_leaf(const Shape& shape, uint32_t seed, double lo = -1.0, d
 }
 
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+// The same values in a layout fast paths do not take: each last-dim row followed by as many unused
+// values (not contiguous), so an op on it runs its general path.
+inline Tensor spaced_copy(const Tensor& x) {
+  const int64_t n = x.size(-1);
+  Shape wide = x.shape();
+  wide.back() = 2 * n;
+  Tensor out = autograd::zeros(wide, x.dtype());
+  out.slice(-1, 0, n).copy_(x);
+  return out.slice(-1, 0, n);
+}
+
+// Expects two float32 tensors to hold the same bits (a fast path against the general one).
+inline void expect_same_float_bits(const Tensor& got, const Tensor& want, const std::string& what) {
+  std::vector<float> g = got.contiguous().to_vector<float>(), w = want.contiguous().to_vector<float>();
+  ASSERT_EQ(g.size(), w.size()) << what;
+  for (size_t i = 0; i < g.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(g[i]), std::bit_cast<uint32_t>(w[i]))
+        << what << ": element " << i << " is " << g[i] << ", the general path gives " << w[i];
+}
 
 // Expects `t` to hold exactly the given values (row-major) with the given shape, to a tolerance.
 inline void expect_values(const Tensor& t, const Shape& shape, const std::vector<double>& expected,
