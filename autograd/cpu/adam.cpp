@@ -10,7 +10,6 @@
 // PyTorch's AVX2 build fuses a + alpha·b and lands a bit away in about half of the updates).
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "autograd/backend.h"
 #include "autograd/cpu/cpu.h"
@@ -68,17 +67,12 @@ template <typename F, Decay decay, bool amsgrad>
                                                  F* vmax) {
   adam_loop_body<F, decay, amsgrad>(c, n, p, g, m, v, vmax);
 }
-bool use_avx512() {
-  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f")) &&
-                          std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr;
-  return yes;
-}
 #endif
 
 template <typename F, Decay decay, bool amsgrad>
 void adam_loop(const AdamScalars<F>& c, int64_t n, F* p, const F* g, F* m, F* v, F* vmax) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (use_avx512()) return adam_loop_avx512<F, decay, amsgrad>(c, n, p, g, m, v, vmax);
+  if (avx512_kernels()) return adam_loop_avx512<F, decay, amsgrad>(c, n, p, g, m, v, vmax);
 #endif
   adam_loop_body<F, decay, amsgrad>(c, n, p, g, m, v, vmax);
 }

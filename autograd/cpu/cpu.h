@@ -6,6 +6,11 @@ namespace autograd::cpu {
 
 Backend& cpu_backend();
 
+// Whether the kernels' AVX-512 twins run: the CPU has AVX-512 F, VL and BW (every AVX-512 CPU since
+// Skylake-SP and Zen 4) and SCRATCHGRAD_NO_AVX512 is not set. The twins do the same IEEE operations as
+// their baseline versions, so this changes speed, never bits (tests/test_avx512_paths.cpp).
+bool avx512_kernels();
+
 // What a product may take for granted about where its zeros are, to skip work that cannot change a bit
 // (causal attention, ops/attention.cpp). The exact kernels use it; BLIS and the narrow-row path compute
 // the full product, which gives the same entries when the promised zeros are there.

@@ -38,15 +38,10 @@ template <typename T> T* ptr(const Tensor& t) { return static_cast<T*>(t.raw_dat
 template <typename Body> [[gnu::target("avx512f")]] void contiguous_loop_avx512(int64_t n, Body body) {
   for (int64_t i = 0; i < n; ++i) body(i);
 }
-inline bool elementwise_avx512() {
-  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f")) &&
-                          std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr;
-  return yes;
-}
 #endif
 template <typename Body> inline void contiguous_loop(int64_t n, Body body) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (n >= 64 && elementwise_avx512()) return contiguous_loop_avx512(n, body);
+  if (n >= 64 && avx512_kernels()) return contiguous_loop_avx512(n, body);
 #endif
   for (int64_t i = 0; i < n; ++i) body(i);
 }
@@ -531,17 +526,12 @@ template <int G>
     _mm512_mask_storeu_ps(result + 16 * g, lanes[g], total);
   }
 }
-inline bool cascade_avx512() {
-  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f")) &&
-                          std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr;
-  return yes;
-}
 #endif
 
 template <typename T> void cascade_columns(const T* base, int64_t rs, int64_t cs, int64_t count, int64_t cols, T* result) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if constexpr (std::is_same_v<T, float>) {
-    if (cs == 1 && cascade_avx512()) {
+    if (cs == 1 && avx512_kernels()) {
       for (int64_t c0 = 0; c0 < cols; c0 += 64) {
         const int64_t nc = std::min<int64_t>(64, cols - c0);
         switch ((nc + 15) / 16) {

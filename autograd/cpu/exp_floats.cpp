@@ -26,7 +26,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -36,6 +35,8 @@
 #include <immintrin.h>
 #define SCRATCHGRAD_HAVE_AVX512_EXP 1
 #endif
+
+#include "autograd/cpu/cpu.h"
 
 namespace autograd::cpu {
 
@@ -168,9 +169,7 @@ bool vector_matches_library() {
 
 bool exp_floats_vectorised() {
 #ifdef SCRATCHGRAD_HAVE_AVX512_EXP
-  // SCRATCHGRAD_NO_AVX512 turns this off with the AVX-512 matmul kernels (the "AVX2 build" of performance.md)
-  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f")) &&
-                          std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr && vector_matches_library();
+  static const bool yes = avx512_kernels() && vector_matches_library();
   return yes;
 #else
   return false;

@@ -463,11 +463,6 @@ template <typename T>
                                                   int64_t crs, int64_t ccs, ProductOptions options) {
   exact_gemm_items<T, 64>(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 }
-bool has_avx512() {
-  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) &&
-                          std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr;
-  return yes;
-}
 #endif
 
 // The product C = A·B of every item in `items` (one item at offsets 0: a plain product).
@@ -475,7 +470,7 @@ template <typename T>
 void exact_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
                 int64_t bcs, T* c, int64_t crs, int64_t ccs, ProductOptions options, Items items = kOneItem) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (has_avx512()) return exact_gemm_avx512(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+  if (avx512_kernels()) return exact_gemm_avx512(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
   if (has_avx2()) return exact_gemm_avx2(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 #endif
   exact_gemm_baseline(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
@@ -547,6 +542,17 @@ void blis_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t
 }
 
 }  // namespace
+
+bool avx512_kernels() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") &&
+                                                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")) &&
+                          std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr;
+  return yes;
+#else
+  return false;
+#endif
+}
 
 void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulStructure structure,
                     bool add_to_out, const Tensor& start_row) {

@@ -1,13 +1,13 @@
 // select_floats.cpp — see select_floats.h.
 #include "autograd/cpu/select_floats.h"
 
-#include <cstdlib>
-
 #if defined(__x86_64__) && defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 headers (see exp_floats.cpp)
 #include <immintrin.h>
 #define SCRATCHGRAD_HAVE_AVX512_SELECT 1
 #endif
+
+#include "autograd/cpu/cpu.h"
 
 namespace autograd::cpu {
 
@@ -25,20 +25,13 @@ namespace {
     _mm512_mask_storeu_ps(out + i, lanes, _mm512_mask_blend_ps(chosen, kept, fill));
   }
 }
-
-bool has_avx512() {
-  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") &&
-                                                     __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) &&
-                          std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr;
-  return yes;
-}
 #endif
 
 }  // namespace
 
 void select_floats(const bool* mask, float value, const float* y, float* out, int64_t n) {
 #ifdef SCRATCHGRAD_HAVE_AVX512_SELECT
-  if (has_avx512()) return select_avx512(mask, value, y, out, n);
+  if (avx512_kernels()) return select_avx512(mask, value, y, out, n);
 #endif
   for (int64_t i = 0; i < n; ++i) out[i] = mask[i] ? value : y[i];
 }
