@@ -259,7 +259,7 @@ template <int64_t N> void softmax_float_rows_of(const float* x, float* y, int64_
     for (int64_t r = 0; r < count; ++r) {
       float* er = e + r * n;
       float* yr = yb + r * n;
-      const float sum = vector_lane_reduce<float>(n, [&](int64_t j) { return er[j]; }, [](float a, float b) { return a + b; });
+      const float sum = softmax_row_sum<float>(/*last_dim=*/true, n, [&](int64_t j) { return er[j]; });
       if (log) {
         const float log_sum = std::log(sum);
         for (int64_t j = 0; j < n; ++j) yr[j] = yr[j] - log_sum;  // (x − max) − log Σ
@@ -335,7 +335,7 @@ void log_softmax_backward_float_rows_of(const float* y, const float* g, float* g
   for (int64_t r = 0; r < rows; ++r) {
     const float* gr = g + r * n;
     float* xr = gx + r * n;
-    const float sum = vector_lane_reduce<float>(n, [&](int64_t j) { return gr[j]; }, [](float a, float b) { return a + b; });
+    const float sum = softmax_row_sum<float>(/*last_dim=*/true, n, [&](int64_t j) { return gr[j]; });
     for (int64_t j = 0; j < n; ++j) xr[j] = gr[j] - xr[j] * sum;
   }
 }
@@ -440,16 +440,28 @@ std::vector<IterDim> reduction_iteration_order(const std::vector<IterDim>& dims)
   return out;
 }
 
+// The cascade's four levels for `count` values: level l + 1 takes level l every 2^power values
+// (power 4: every 16; larger above 2^19 values, so the four levels always suffice).
+struct CascadeLevels {
+  static constexpr int64_t kLevels = 4;
+  int64_t power, step, mask;
+  explicit CascadeLevels(int64_t count) {
+    const int64_t ceil_log2 = count <= 2 ? 1 : 64 - __builtin_clzll(uint64_t(count - 1));
+    power = std::max<int64_t>(4, ceil_log2 / kLevels);
+    step = int64_t(1) << power;
+    mask = step - 1;
+  }
+};
+
 // multi_row_sum for `cols` independent columns of `count` values each: x(i, c) = base[i*rs + c*cs].
 // Values go into level 0; after every 16 values level 0 is added into level 1 (and emptied), after
 // every 256 level 1 into level 2, and so on (the step grows for counts above 2^19); at the end the
 // levels are added together. Columns are done 64 at a time (each has its own accumulators).
 template <typename T, typename ColStride>
 void cascade_columns_with(const T* base, int64_t rs, ColStride cs, int64_t count, int64_t cols, T* result) {
-  constexpr int64_t kLevels = 4, kChunk = 64;
-  const int64_t ceil_log2 = count <= 2 ? 1 : 64 - __builtin_clzll(uint64_t(count - 1));
-  const int64_t level_power = std::max<int64_t>(4, ceil_log2 / kLevels);
-  const int64_t level_step = int64_t(1) << level_power, level_mask = level_step - 1;
+  constexpr int64_t kLevels = CascadeLevels::kLevels, kChunk = 64;
+  const CascadeLevels levels(count);
+  const int64_t level_power = levels.power, level_step = levels.step, level_mask = levels.mask;
   for (int64_t c0 = 0; c0 < cols; c0 += kChunk) {
     const int64_t nc = std::min(kChunk, cols - c0);
     const T* col0 = base + c0 * cs;
@@ -485,10 +497,8 @@ void cascade_columns_with(const T* base, int64_t rs, ColStride cs, int64_t count
 template <int G>
 [[gnu::target("avx512f")]] void cascade_columns_avx512(const float* base, int64_t rs, int64_t count, int64_t cols,
                                                        float* result) {
-  constexpr int64_t kLevels = 4;
-  const int64_t ceil_log2 = count <= 2 ? 1 : 64 - __builtin_clzll(uint64_t(count - 1));
-  const int64_t level_power = std::max<int64_t>(4, ceil_log2 / kLevels);
-  const int64_t level_step = int64_t(1) << level_power, level_mask = level_step - 1;
+  const CascadeLevels levels(count);  // four levels, as cascade_columns_with
+  const int64_t level_power = levels.power, level_step = levels.step, level_mask = levels.mask;
   __mmask16 lanes[G];
   for (int g = 0; g < G; ++g) {
     const int64_t left = cols - 16 * g;
