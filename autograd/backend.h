@@ -1,8 +1,10 @@
-// backend.h — the per-device kernel table.
+// backend.h — the kernel fence: one entry per kernel, and the device registry.
 //
 // Ops (autograd/ops/*.cpp) decide shapes, dtypes and the graph; kernels (autograd/cpu/, gpu/) only move
 // numbers. A kernel receives tensors whose shapes already agree (broadcast inputs arrive as expanded
 // views with stride 0) and an output allocated by the op. Nothing here knows about autograd.
+// Entries with a body are composites: backend.cpp writes them with the other entries, so a device
+// only overrides them where it has something faster (the CPU does, for all of them).
 #pragma once
 #include <cstddef>
 
@@ -19,6 +21,16 @@ enum class UnaryOp {
 enum class BinaryOp { Add, Sub, Mul, Div, Eq, Ne, Lt, Le, Gt, Ge };
 inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 inline bool is_comparison(UnaryOp op) { return op >= UnaryOp::EqScalar; }
+
+// What a product may take for granted about where its zeros are, to skip work that cannot change a bit
+// (causal attention, ops/attention.cpp). The CPU's exact kernels use it; BLIS and the narrow-row path
+// compute the full product, which gives the same entries when the promised zeros are there.
+enum class MatmulStructure {
+  dense,    // nothing
+  lower_c,  // only C[i, j] with j <= i is wanted: tiles wholly above the diagonal are not computed
+  lower_a,  // A is square and A[i, p] == 0 for p > i (a causal softmax, tril)
+  upper_a,  // A is square and A[i, p] == 0 for p < i (the transpose of one)
+};
 
 struct AdamStep {
   double lr, beta1, beta2, eps, weight_decay;
@@ -39,6 +51,8 @@ class Backend {
   virtual void unary(UnaryOp op, const Tensor& in, const Tensor& out, double scalar) = 0;
   virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
   virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // out = x with `value` where mask (bool, expanded to x's shape) is true.
+  virtual void masked_fill(const Tensor& x, const Tensor& mask, double value, const Tensor& out);
 
   // out (contiguous) has the input's shape with the reduced dims of size 1, or fewer leading dims; gets the sums.
   virtual void sum_to(const Tensor& in, const Tensor& out) = 0;
@@ -47,6 +61,18 @@ class Backend {
 
   // out[..., M, N] = a[..., M, K] @ b[..., K, N], all with identical batch shapes (expanded views allowed).
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // out[M, N] = bias + a[M, K] @ b[K, N], the bias ([N], contiguous) as the sum's starting value (addmm).
+  virtual void addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out);
+
+  // Causal attention (ops/attention.cpp). A device without these kernels says false, and the ops use
+  // the dense composition instead; the three entries below are only called where it says true.
+  virtual bool has_causal_kernels() const { return false; }
+  // out = a @ b, told where a's or out's zeros are (see MatmulStructure).
+  virtual void matmul_structured(const Tensor& a, const Tensor& b, const Tensor& out, MatmulStructure structure);
+  // dst = src / divisor on and below the diagonal of every [t, t] matrix, `above` above it (contiguous).
+  virtual void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above);
+  // whether a [..., t, t] tensor is zero above every diagonal
+  virtual bool zero_above_diagonal(const Tensor& p);
 
   virtual void softmax(const Tensor& in, int64_t dim, bool log, const Tensor& out) = 0;
   // grad_in for y = softmax (log=false): y * (g - sum(g*y)); for y = log_softmax: g - exp(y) * sum(g)
@@ -62,6 +88,16 @@ class Backend {
   // grad_values[i, index[i]] += grad[i] (index already range-checked, `skip` rows untouched).
   virtual void scatter_rows(const Tensor& grad, const Tensor& index, int64_t skip, const Tensor& grad_values) = 0;
 
+  // The flat position of the first index (int64, contiguous) outside [0, limit) that is not `allowed`;
+  // -1 when there is none.
+  virtual int64_t find_index_outside(const Tensor& index, int64_t limit, int64_t allowed);
+  // out (0-d) = mean of −log_probs[i, targets[i]] ([N, C], [N], contiguous) over the rows whose target is
+  // not ignore_index, added in PyTorch's order; returns how many rows that is.
+  virtual int64_t nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, const Tensor& out);
+  // grad_in[i, targets[i]] += −grad / count (grad 0-d, grad_in zero-filled [N, C]) on rows not ignored.
+  virtual void nll_loss_backward(const Tensor& grad, const Tensor& targets, int64_t ignore_index, int64_t count,
+                                 const Tensor& grad_in);
+
   // One Adam/AdamW step for one parameter, fused into a single pass (see optim/adam.cpp for the math).
   // All tensors are contiguous with the parameter's shape; max_exp_avg_sq is undefined unless amsgrad.
   virtual void adam_update(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
@@ -74,5 +110,8 @@ class Backend {
 
 Backend& backend(Device device);
 void register_backend(DeviceType type, Backend* backend);  // gpu/ calls this at start-up
+
+// dst = src (same shape and dtype, both contiguous) where the two live on different devices.
+void copy_across_devices(const Tensor& src, const Tensor& dst);
 
 }  // namespace autograd

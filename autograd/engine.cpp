@@ -19,16 +19,17 @@
 #include <fmt/format.h>
 
 #include "autograd/node.h"
-#include "autograd/debug.h"
+#include "autograd/inspect/anomaly.h"
+#include "autograd/inspect/call_site.h"
 #include "autograd/ops.h"
-#include "autograd/pool.h"
-#include "autograd/trace.h"
+#include "autograd/memory/node_table.h"
+#include "autograd/inspect/trace.h"
 
 namespace autograd {
 
 namespace {
 thread_local bool grad_enabled = true;
-BackwardObserver backward_observer = trace_observer_from_environment();  // SCRATCHGRAD_TRACE
+BackwardObserver backward_observer = inspect::trace_observer_from_environment();  // SCRATCHGRAD_TRACE
 }  // namespace
 
 // A graph of a million chained ops is a million nested shared_ptr<Node>s: destroying the last one would
@@ -38,7 +39,7 @@ Node::~Node() {
   bool last_owner = false;  // of some input node: only then can destroying it recurse
   for (const Edge& e : inputs) last_owner = last_owner || (e.node && e.node.use_count() == 1);
   if (!last_owner) return;
-  SmallVector<std::shared_ptr<Node>, 8> orphans;  // usually a few at a time: no heap allocation
+  memory::SmallVector<std::shared_ptr<Node>, 8> orphans;  // usually a few at a time: no heap allocation
   for (Edge& e : inputs)
     if (e.node) orphans.push_back(std::move(e.node));
   while (!orphans.empty()) {
@@ -80,7 +81,7 @@ Tensor record(const char* name, Tensor out, std::span<const Tensor> inputs, std:
   for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
   if (!any) return out;
 
-  auto node = make_pooled<Node>();
+  auto node = memory::make_pooled<Node>();
   static std::atomic<uint64_t> next_sequence_nr{0};
   node->name = name;
   node->sequence_nr = next_sequence_nr++;
@@ -93,61 +94,19 @@ Tensor record(const char* name, Tensor out, std::span<const Tensor> inputs, std:
   node->output_shape = out.shape();
   node->output_dtype = out.dtype();
   node->where = where;
-  node->call_site = current_call_site();
+  node->call_site = inspect::current_call_site();
   out.impl().grad_fn = std::move(node);
   out.impl().requires_grad = true;
-  check_anomaly_forward(out, inputs);
+  inspect::check_anomaly_forward(out, inputs);
   return out;
 }
 
 // For every node reachable from the root: how many edges point into it, i.e. how many gradients it
 // must wait for before it can run.
-// The engine's bookkeeping lives in per-pass maps; their memory comes from one arena per backward()
-// (std::pmr), so a pass makes no allocation per node for it.
-// Both are keyed by node: a small open-addressing table (linear probing, at most half full, never
-// shrinking) in the pass's arena — a few times cheaper per lookup than std::unordered_map here, which
-// allocates a list node per entry and divides by a prime per lookup.
-template <typename V> class NodeTable {
- public:
-  explicit NodeTable(std::pmr::memory_resource* arena) : slots_(16, arena) {}
-  // The entry for `node`, created (value-initialised) if it is not there yet.
-  V& operator[](Node* node) {
-    if (2 * (used_ + 1) > slots_.size()) grow();
-    Slot& slot = find_slot(node);
-    if (!slot.node) {
-      slot.node = node;
-      ++used_;
-    }
-    return slot.value;
-  }
-  bool contains(Node* node) const { return const_cast<NodeTable*>(this)->find_slot(node).node != nullptr; }
-
- private:
-  struct Slot {
-    Node* node = nullptr;
-    V value{};
-  };
-  Slot& find_slot(Node* node) {
-    const size_t mask = slots_.size() - 1;
-    size_t i = (reinterpret_cast<uintptr_t>(node) >> 4) * 0x9E3779B97F4A7C15ull >> 32 & mask;
-    while (slots_[i].node && slots_[i].node != node) i = (i + 1) & mask;
-    return slots_[i];
-  }
-  void grow() {
-    std::pmr::vector<Slot> old(slots_.size() * 2, slots_.get_allocator());
-    old.swap(slots_);
-    for (Slot& s : old)
-      if (s.node) {
-        Slot& moved = find_slot(s.node);
-        moved.node = s.node;
-        moved.value = std::move(s.value);
-      }
-  }
-  std::pmr::vector<Slot> slots_;
-  size_t used_ = 0;
-};
-using DependencyCounts = NodeTable<int>;
-using PendingGradients = NodeTable<Tensor>;  // an undefined Tensor: no gradient (yet, or any more)
+// The engine's bookkeeping lives in per-pass tables keyed by node (memory/node_table.h), whose memory
+// comes from one arena per backward(), so a pass makes no allocation per node for it.
+using DependencyCounts = memory::NodeTable<Node, int>;
+using PendingGradients = memory::NodeTable<Node, Tensor>;  // an undefined Tensor: no gradient (yet, or any more)
 
 static DependencyCounts count_dependencies(Node* root, std::pmr::memory_resource* arena) {
   DependencyCounts dependencies(arena);
@@ -208,7 +167,7 @@ static void run_node(Node& node, Tensor grad_output, PendingGradients& pending, 
     throw std::logic_error(fmt::format("backward: {} returned {} gradients for {} inputs", node.name, grads.size(),
                                        node.inputs.size()));
   if (backward_observer) backward_observer({&node, &grad_output, &grads, position});
-  check_anomaly_backward(node, grads);
+  inspect::check_anomaly_backward(node, grads);
   // Let go of the incoming gradient: a node that passes it on as a view (TBackward0, ViewBackward0)
   // then leaves that view the buffer's only holder, and a leaf can keep it without a copy.
   grad_output = Tensor();

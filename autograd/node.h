@@ -6,9 +6,6 @@
 #pragma once
 #include <cstddef>
 #include <functional>
-#include <new>
-#include <type_traits>
-#include <utility>
 #include <memory>
 #include <source_location>
 #include <span>
@@ -16,64 +13,17 @@
 #include <string>
 #include <vector>
 
-#include "autograd/pool.h"
-#include "autograd/small_vector.h"
+#include "autograd/memory/pooled_function.h"
+#include "autograd/memory/small_vector.h"
 #include "autograd/tensor.h"
 
 namespace autograd {
 
-using Grads = SmallVector<Tensor, 3>;  // one entry per input; an undefined Tensor means "no gradient"
+using Grads = memory::SmallVector<Tensor, 3>;  // one entry per input; an undefined Tensor means "no gradient"
 
-// A node's backward closure, called as backward(grad_output). It is std::function<Grads(const Tensor&)>
-// in all but where the captures live: in one block from the pool (autograd/pool.h) rather than a fresh
-// heap allocation for every node of every step.
-class BackwardFn {
- public:
-  BackwardFn() = default;
-  BackwardFn(std::nullptr_t) {}
-  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, BackwardFn> &&
-                                                    std::is_invocable_r_v<Grads, F&, const Tensor&>>>
-  BackwardFn(F f) : callable_(new (pool_allocate(sizeof(Closure<F>))) Closure<F>(std::move(f))) {}
-  BackwardFn(BackwardFn&& other) noexcept : callable_(std::exchange(other.callable_, nullptr)) {}
-  BackwardFn& operator=(BackwardFn&& other) noexcept {
-    if (this != &other) {
-      reset();
-      callable_ = std::exchange(other.callable_, nullptr);
-    }
-    return *this;
-  }
-  BackwardFn& operator=(std::nullptr_t) {
-    reset();
-    return *this;
-  }
-  BackwardFn(const BackwardFn&) = delete;
-  BackwardFn& operator=(const BackwardFn&) = delete;
-  ~BackwardFn() { reset(); }
-
-  explicit operator bool() const { return callable_ != nullptr; }
-  Grads operator()(const Tensor& grad_output) const { return callable_->call(grad_output); }
-
- private:
-  struct Callable {
-    virtual Grads call(const Tensor& grad_output) = 0;
-    virtual size_t bytes() const = 0;
-    virtual ~Callable() = default;
-  };
-  template <typename F> struct Closure final : Callable {
-    F f;
-    explicit Closure(F fn) : f(std::move(fn)) {}
-    Grads call(const Tensor& grad_output) override { return f(grad_output); }
-    size_t bytes() const override { return sizeof(Closure); }
-  };
-  void reset() {
-    if (!callable_) return;
-    const size_t bytes = callable_->bytes();
-    callable_->~Callable();
-    pool_deallocate(callable_, bytes);
-    callable_ = nullptr;
-  }
-  Callable* callable_ = nullptr;
-};
+// A node's backward closure, called as backward(grad_output): a std::function whose captures come
+// from the pool (memory/pooled_function.h).
+using BackwardFn = memory::PooledFunction<Grads(const Tensor&)>;
 
 // Where one input's gradient goes: into another node, or into a leaf tensor's .grad, or nowhere.
 struct Edge {
@@ -90,9 +40,14 @@ struct SavedVersion {
 
 struct Node {
   const char* name = "";        // PyTorch's grad_fn name: "MulBackward0", "MmBackward0", ...
-  SmallVector<Edge, 3> inputs;  // parallel to the Grads the closure returns
+  // A node that does the work of a chain of PyTorch's nodes is named after the one that does the math;
+  // this is the chain's outermost node, which PyTorch shows as the output's grad_fn (BmmBackward0 stands
+  // for BmmBackward0 → UnsafeViewBackward0: docs/autograd.md lists every merge). Printing uses it.
+  const char* outermost_name = nullptr;
+  const char* grad_fn_name() const { return outermost_name ? outermost_name : name; }
+  memory::SmallVector<Edge, 3> inputs;  // parallel to the Grads the closure returns
   BackwardFn backward;          // empty once released
-  SmallVector<SavedVersion, 3> saved;
+  memory::SmallVector<SavedVersion, 3> saved;
   Shape output_shape;           // the shape the incoming gradient must have
   DType output_dtype = DType::Float32;
   uint64_t sequence_nr = 0;     // creation order: among ready nodes, the engine runs the newest first

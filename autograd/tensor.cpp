@@ -10,7 +10,7 @@
 
 #include "autograd/backend.h"
 #include "autograd/ops.h"
-#include "autograd/pool.h"
+#include "autograd/memory/pool.h"
 
 namespace autograd {
 
@@ -145,7 +145,7 @@ void Tensor::set_grad(const Tensor& g) const {
 }
 
 Tensor Tensor::detach() const {
-  auto out = make_pooled<TensorImpl>(impl());
+  auto out = memory::make_pooled<TensorImpl>(impl());
   out->requires_grad = false;
   out->grad_fn = nullptr;
   out->grad = nullptr;
@@ -157,8 +157,8 @@ Tensor Tensor::detach() const {
 Tensor empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape)
     if (s < 0) throw std::invalid_argument(fmt::format("empty: negative dimension in shape {}", shape_to_string(shape)));
-  auto impl = make_pooled<TensorImpl>();
-  impl->storage = make_pooled<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), device);
+  auto impl = memory::make_pooled<TensorImpl>();
+  impl->storage = memory::make_pooled<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

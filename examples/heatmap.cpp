@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "autograd/autograd.h"
-#include "autograd/svg.h"
+#include "plot/svg.h"
 
 using namespace autograd;
 
@@ -68,13 +68,13 @@ int main(int argc, char** argv) {
   }
 
   if (!svg_file.empty()) {
-    svg::HeatmapOptions look{.title = "Attention weights = softmax(Q Kᵀ / √d_k)",
+    plot::svg::HeatmapOptions look{.title = "Attention weights = softmax(Q Kᵀ / √d_k)",
                              .row_title = "query word",
                              .column_title = "attended word",
                              .decimals = 2,
                              .lo = 0.0,
                              .hi = 1.0};
-    write_text_file(svg_file, svg::heatmap(weights, words, words, look));
+    write_text_file(svg_file, plot::svg::heatmap(weights, words, words, look));
     std::cerr << "wrote " << svg_file << "\n";
   }
 }

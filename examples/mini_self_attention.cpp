@@ -11,7 +11,7 @@
 #include <set>
 #include <string>
 
-#include "autograd/dot.h"
+#include "autograd/inspect/dot.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 

@@ -31,6 +31,6 @@ int main() {
 
   std::cout << "Our output shape:       " << shape_tuple(out_mine) << "\n";
   std::cout << "PyTorch output shape:   " << shape_tuple(out_ref) << "\n";
-  std::cout << "Max absolute difference: " << python_float_repr((out_mine - out_ref).abs().max().item()) << "\n";
+  std::cout << "Max absolute difference: " << print::python_float_repr((out_mine - out_ref).abs().max().item()) << "\n";
   std::cout << "Outputs match (atol 1e-5): " << (allclose(out_mine, out_ref, 1e-5, 1e-5) ? "True" : "False") << "\n";
 }

@@ -19,7 +19,7 @@
 
 #include <fmt/format.h>
 
-#include "autograd/trace.h"
+#include "autograd/inspect/trace.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 
@@ -30,11 +30,11 @@ namespace {
 const int kDigits = 4;
 const double kNoise = 1e-7;  // gradients smaller than this are rounding noise: printed as ~0
 
-std::string num(double v) { return trace_number(v, kDigits, kNoise); }
-std::string summary(const Tensor& t) { return gradient_summary(t, kDigits, kNoise); }
+std::string num(double v) { return inspect::trace_number(v, kDigits, kNoise); }
+std::string summary(const Tensor& t) { return inspect::gradient_summary(t, kDigits, kNoise); }
 std::string row(const Tensor& t) {
   std::string s;
-  for (const std::string& line : value_lines(t, kDigits, 8, kNoise)) s += line;
+  for (const std::string& line : inspect::value_lines(t, kDigits, 8, kNoise)) s += line;
   return s;
 }
 double norm(const Tensor& t) {
@@ -232,8 +232,8 @@ void scaling(std::ostream& out) {
     }
     std::string cells[2];
     for (int v = 0; v < 2; ++v)
-      cells[v] = fmt::format("{:<7} {:<7} {}", trace_number(stats[v][0], 3), trace_number(stats[v][1], 3),
-                             trace_number(stats[v][2], 3));
+      cells[v] = fmt::format("{:<7} {:<7} {}", inspect::trace_number(stats[v][0], 3), inspect::trace_number(stats[v][1], 3),
+                             inspect::trace_number(stats[v][2], 3));
     out << fmt::format("  {:>5}  {:<36}  {}\n", d_k, cells[0], cells[1]);
   }
 }

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/dot.h"
+#include "autograd/inspect/dot.h"
 #include "nn/nn.h"
 #include "test_helpers.h"
 

@@ -1,5 +1,5 @@
 // test_attention_ops.cpp — causal_scores and tril_matmul (autograd/ops/attention.cpp): the products that
-// skip the masked half of causal attention (cpu::MatmulStructure) must give exactly the dense ops' bits,
+// skip the masked half of causal attention (MatmulStructure) must give exactly the dense ops' bits,
 // forward and backward, on any number of threads, and their gradients must be right on their own.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/cpu/buffer_cache.h"
-#include "autograd/gradcheck.h"
+#include "autograd/inspect/gradcheck.h"
 #include "test_helpers.h"
 
 using namespace autograd;

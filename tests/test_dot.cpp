@@ -11,8 +11,8 @@
 #include <regex>
 #include <string>
 
-#include "autograd/debug.h"
-#include "autograd/dot.h"
+#include "autograd/inspect/anomaly.h"
+#include "autograd/inspect/dot.h"
 #include "nn/nn.h"
 #include "test_helpers.h"
 
@@ -116,7 +116,7 @@ TEST(Dot, TheCharModelsStep) {
     EXPECT_EQ(count(dot, fmt::format("label=\"{}\\n{}\"", name, shape_to_string(p.shape()))), 1) << name << "\n" << dot;
   EXPECT_EQ(count(dot, "shape=ellipse"), 10);
   for (const char* op : {"EmbeddingBackward0", "AddmmBackward0", "MaskedFillBackward0", "SoftmaxBackward0",
-                         "UnsafeViewBackward0", "TransposeBackward0", "NllLossBackward0"})
+                         "BmmBackward0", "TransposeBackward0", "NllLossBackward0"})
     EXPECT_NE(dot.find(op), std::string::npos) << op;
   EXPECT_NE(dot.find("att = att.masked_fill(mask[:t, :t] == 0, -inf)"), std::string::npos);
   EXPECT_NE(dot.find(" [label=\" [4, 8, 8]\"]"), std::string::npos) << "attention scores [B, T, T]";

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/cpu/cpu.h"
+#include "autograd/cpu/kernels.h"
 #include "test_helpers.h"
 
 using namespace autograd;
@@ -72,7 +72,7 @@ TEST(FastPaths, LinearBiasAsAStartRow) {
       Tensor two = linear(x, w, b);
       set_num_threads(1);
       Tensor copied = b.expand({c.rows, c.out}).contiguous();  // the copy route
-      cpu::batched_matmul(x, w.t(), copied, cpu::MatmulStructure::dense, /*add_to_out=*/true);
+      cpu::batched_matmul(x, w.t(), copied, MatmulStructure::dense, /*add_to_out=*/true);
       std::vector<double> v1 = one.to_vector<double>(), v2 = two.to_vector<double>();
       ASSERT_EQ(v1, v2) << what;  // (exact: float values convert to double losslessly)
       ASSERT_EQ(v1, copied.to_vector<double>()) << what;

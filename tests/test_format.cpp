@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/format.h"
+#include "autograd/print/format_rules.h"
 
 #ifndef SCRATCHGRAD_SOURCE_DIR
 #define SCRATCHGRAD_SOURCE_DIR "/work/main"
@@ -20,8 +20,8 @@
 namespace {
 
 using autograd::DType;
-using autograd::PrintData;
-using autograd::PrintOptions;
+using autograd::print::PrintData;
+using autograd::print::PrintOptions;
 
 const std::string kFixtureDir = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/print/";
 
@@ -156,7 +156,7 @@ void expect_file_matches(const std::string& file) {
   ASSERT_FALSE(cases.empty()) << file << " holds no cases";
   int failures = 0;
   for (const PrintCase& c : cases) {
-    const std::string got = autograd::format_tensor(c.data, c.suffixes, c.options);
+    const std::string got = autograd::print::format_tensor(c.data, c.suffixes, c.options);
     if (got == c.expected) continue;
     // Cap the report: one bug usually breaks many cases at once.
     if (++failures <= 10)
@@ -173,7 +173,7 @@ PrintData floats(std::vector<int64_t> shape, std::vector<double> values, DType d
 // Global print options are process state; restore the defaults whatever a test does.
 class FormatOptions : public ::testing::Test {
  protected:
-  void TearDown() override { autograd::reset_printoptions(); }
+  void TearDown() override { autograd::print::reset_printoptions(); }
 };
 
 }  // namespace
@@ -195,18 +195,18 @@ TEST(Format, PythonFloatRepr) {
   for (std::string line; r.next(line); ++checked) {
     const auto space = line.find(' ');
     const std::string hex = line.substr(0, space), expected = line.substr(space + 1);
-    EXPECT_EQ(autograd::python_float_repr(parse_double(hex)), expected) << "float.hex " << hex;
+    EXPECT_EQ(autograd::print::python_float_repr(parse_double(hex)), expected) << "float.hex " << hex;
   }
   EXPECT_GT(checked, 100);
 }
 
 TEST(Format, PythonFloatReprExamples) {
-  EXPECT_EQ(autograd::python_float_repr(std::ldexp(1.0, -24)), "5.960464477539063e-08");
-  EXPECT_EQ(autograd::python_float_repr(1e16), "1e+16");
-  EXPECT_EQ(autograd::python_float_repr(2.0), "2.0");
-  EXPECT_EQ(autograd::python_float_repr(-0.0), "-0.0");
-  EXPECT_EQ(autograd::python_float_repr(-NAN), "nan");
-  EXPECT_EQ(autograd::python_float_repr(-INFINITY), "-inf");
+  EXPECT_EQ(autograd::print::python_float_repr(std::ldexp(1.0, -24)), "5.960464477539063e-08");
+  EXPECT_EQ(autograd::print::python_float_repr(1e16), "1e+16");
+  EXPECT_EQ(autograd::print::python_float_repr(2.0), "2.0");
+  EXPECT_EQ(autograd::print::python_float_repr(-0.0), "-0.0");
+  EXPECT_EQ(autograd::print::python_float_repr(-NAN), "nan");
+  EXPECT_EQ(autograd::print::python_float_repr(-INFINITY), "-inf");
 }
 
 // The comparison must notice a one-digit change, or the fixture tests prove nothing.
@@ -214,44 +214,44 @@ TEST(Format, DetectsSmallDifferences) {
   const auto cases = load_cases("seeds.txt");
   ASSERT_FALSE(cases.empty());
   PrintCase c = cases.front();
-  ASSERT_EQ(autograd::format_tensor(c.data, c.suffixes, c.options), c.expected);
+  ASSERT_EQ(autograd::print::format_tensor(c.data, c.suffixes, c.options), c.expected);
   c.data.floats[0] += 0.01;
-  EXPECT_NE(autograd::format_tensor(c.data, c.suffixes, c.options), c.expected);
+  EXPECT_NE(autograd::print::format_tensor(c.data, c.suffixes, c.options), c.expected);
   c.options.precision += 1;
-  EXPECT_NE(autograd::format_tensor(c.data, c.suffixes, c.options), c.expected);
+  EXPECT_NE(autograd::print::format_tensor(c.data, c.suffixes, c.options), c.expected);
 }
 
 TEST(Format, SignedNanPrintsLikePython) {
-  EXPECT_EQ(autograd::format_tensor(floats({3}, {-NAN, 1.5, NAN}), {}, PrintOptions{}),
+  EXPECT_EQ(autograd::print::format_tensor(floats({3}, {-NAN, 1.5, NAN}), {}, PrintOptions{}),
             "tensor([   nan, 1.5000,    nan])");
-  EXPECT_EQ(autograd::format_tensor(floats({}, {-NAN}), {}, PrintOptions{}), "tensor(nan)");
+  EXPECT_EQ(autograd::print::format_tensor(floats({}, {-NAN}), {}, PrintOptions{}), "tensor(nan)");
 }
 
 TEST(Format, RejectsWrongElementCount) {
-  EXPECT_THROW(autograd::format_tensor(floats({2, 2}, {1, 2, 3})), std::invalid_argument);
-  EXPECT_THROW(autograd::format_tensor(PrintData{DType::Int64, {2}, {1.0, 2.0}, {}}), std::invalid_argument);
+  EXPECT_THROW(autograd::print::format_tensor(floats({2, 2}, {1, 2, 3})), std::invalid_argument);
+  EXPECT_THROW(autograd::print::format_tensor(PrintData{DType::Int64, {2}, {1.0, 2.0}, {}}), std::invalid_argument);
 }
 
 TEST_F(FormatOptions, SetPrintoptionsFollowsTorchSemantics) {
-  autograd::set_printoptions(3, false);  // torch.set_printoptions(precision=3, sci_mode=False)
-  EXPECT_EQ(autograd::print_options().precision, 3);
-  EXPECT_EQ(autograd::print_options().sci_mode, std::optional<bool>(false));
+  autograd::print::set_printoptions(3, false);  // torch.set_printoptions(precision=3, sci_mode=False)
+  EXPECT_EQ(autograd::print::print_options().precision, 3);
+  EXPECT_EQ(autograd::print::print_options().sci_mode, std::optional<bool>(false));
 
-  autograd::set_printoptions({}, {}, 50);  // omitted precision is kept, omitted sci_mode resets
-  EXPECT_EQ(autograd::print_options().precision, 3);
-  EXPECT_EQ(autograd::print_options().threshold, 50);
-  EXPECT_FALSE(autograd::print_options().sci_mode.has_value());
+  autograd::print::set_printoptions({}, {}, 50);  // omitted precision is kept, omitted sci_mode resets
+  EXPECT_EQ(autograd::print::print_options().precision, 3);
+  EXPECT_EQ(autograd::print::print_options().threshold, 50);
+  EXPECT_FALSE(autograd::print::print_options().sci_mode.has_value());
 
-  autograd::set_printoptions({}, true);
-  autograd::set_printoptions({}, autograd::kSciModeAuto);
-  EXPECT_FALSE(autograd::print_options().sci_mode.has_value());
+  autograd::print::set_printoptions({}, true);
+  autograd::print::set_printoptions({}, autograd::print::kSciModeAuto);
+  EXPECT_FALSE(autograd::print::print_options().sci_mode.has_value());
 
-  autograd::set_printoptions(PrintOptions{2, 10, 1, 40, true});
-  EXPECT_EQ(autograd::print_options().linewidth, 40);
-  EXPECT_EQ(autograd::print_options().sci_mode, std::optional<bool>(true));
+  autograd::print::set_printoptions(PrintOptions{2, 10, 1, 40, true});
+  EXPECT_EQ(autograd::print::print_options().linewidth, 40);
+  EXPECT_EQ(autograd::print::print_options().sci_mode, std::optional<bool>(true));
 
-  autograd::reset_printoptions();
-  const PrintOptions& o = autograd::print_options();
+  autograd::print::reset_printoptions();
+  const PrintOptions& o = autograd::print::print_options();
   EXPECT_EQ(o.precision, 4);
   EXPECT_EQ(o.threshold, 1000);
   EXPECT_EQ(o.edgeitems, 3);
@@ -261,10 +261,10 @@ TEST_F(FormatOptions, SetPrintoptionsFollowsTorchSemantics) {
 
 TEST_F(FormatOptions, FormatTensorUsesGlobalOptions) {
   const PrintData d = floats({2}, {0.12345, -1.5});
-  EXPECT_EQ(autograd::format_tensor(d), "tensor([ 0.1235, -1.5000])");
-  autograd::set_printoptions(2, false);
-  EXPECT_EQ(autograd::format_tensor(d, {"requires_grad=True"}), "tensor([ 0.12, -1.50], requires_grad=True)");
+  EXPECT_EQ(autograd::print::format_tensor(d), "tensor([ 0.1235, -1.5000])");
+  autograd::print::set_printoptions(2, false);
+  EXPECT_EQ(autograd::print::format_tensor(d, {"requires_grad=True"}), "tensor([ 0.12, -1.50], requires_grad=True)");
   // Forced sci_mode keeps the column width of the automatic (fixed) choice, as torch does.
-  autograd::set_printoptions({}, true);
-  EXPECT_EQ(autograd::format_tensor(d), "tensor([1.23e-01, -1.50e+00])");
+  autograd::print::set_printoptions({}, true);
+  EXPECT_EQ(autograd::print::format_tensor(d), "tensor([1.23e-01, -1.50e+00])");
 }

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "autograd/autograd.h"
-#include "autograd/cpu/cpu.h"
+#include "autograd/cpu/kernels.h"
 
 using namespace autograd;
 
@@ -88,7 +88,7 @@ TEST(MatmulKernels, AddingOntoAStartingValueFollowsTheReferenceOrder) {
       for (const int64_t k : {5, 300}) {
         Tensor a = randn({m, k}), b = randn({n, k}).t(), start = randn({m, n});
         Tensor out = start.clone();
-        cpu::batched_matmul(a, b, out, cpu::MatmulStructure::dense, /*add_to_out=*/true);
+        cpu::batched_matmul(a, b, out, MatmulStructure::dense, /*add_to_out=*/true);
         EXPECT_TRUE(equal(out, reference_product<float>(a, b, start))) << m << " x " << k << " @ " << k << " x " << n;
       }
     }

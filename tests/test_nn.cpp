@@ -373,7 +373,7 @@ TEST(Module, ToCpuIsANoOp) {
 
 // Which fixture set a draw reproduces bit for bit, and how far the other set is:
 //   * uniform_ (Linear, xavier_uniform_, rand) rounds the product x·(to − from) and then the sum with from,
-//     as torch's portable kernel does (autograd/random.h). The AVX2 kernel fuses them into one rounding:
+//     as torch's portable kernel does (autograd/random/generator.h). The AVX2 kernel fuses them into one rounding:
 //     at most half an ulp of that product away, and x·(to − from) ≤ 1.2 here, so 2^-24.
 //   * normal_ of ≥ 16 elements (Embedding, randn) is torch's portable block-of-16 Box–Muller. AVX2's
 //     vectorised one uses the same draws but its own log/sin/cos: up to 1.6e-6 away on these N(0, 1)

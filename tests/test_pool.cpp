@@ -1,4 +1,4 @@
-// The block pool behind TensorImpl, Storage and Node (autograd/pool.h).
+// The block pool behind TensorImpl, Storage and Node (autograd/memory/pool.h).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "autograd/pool.h"
+#include "autograd/memory/pool.h"
 
 using namespace autograd;
 
@@ -22,28 +22,28 @@ constexpr bool kPoolOn = true;
 
 TEST(Pool, FreedBlocksAreReusedOnTheSameThread) {
   if (!kPoolOn) GTEST_SKIP() << "the pool is off under AddressSanitizer";
-  void* a = pool_allocate(200);
-  pool_deallocate(a, 200);
-  void* b = pool_allocate(250);  // the same 64-byte class (193..256 bytes)
+  void* a = memory::pool_allocate(200);
+  memory::pool_deallocate(a, 200);
+  void* b = memory::pool_allocate(250);  // the same 64-byte class (193..256 bytes)
   EXPECT_EQ(a, b);
-  pool_deallocate(b, 250);
+  memory::pool_deallocate(b, 250);
 }
 
 TEST(Pool, BlocksHoldWhatTheyWereAskedFor) {
   for (size_t bytes : {1, 63, 64, 65, 500, 1024, 1025, 5000}) {
-    auto* p = static_cast<unsigned char*>(pool_allocate(bytes));
+    auto* p = static_cast<unsigned char*>(memory::pool_allocate(bytes));
     std::memset(p, 0xab, bytes);  // the whole block is writable (ASan/valgrind would notice otherwise)
-    pool_deallocate(p, bytes);
+    memory::pool_deallocate(p, bytes);
   }
 }
 
 TEST(Pool, ObjectsMayDieOnAnotherThread) {
   std::vector<std::shared_ptr<std::array<double, 20>>> made;
-  for (int i = 0; i < 1000; ++i) made.push_back(make_pooled<std::array<double, 20>>());
+  for (int i = 0; i < 1000; ++i) made.push_back(memory::make_pooled<std::array<double, 20>>());
   std::thread other([&] { made.clear(); });  // their blocks go to the other thread's lists, freed at its exit
   other.join();
   std::thread maker([&] {
-    for (int i = 0; i < 1000; ++i) made.push_back(make_pooled<std::array<double, 20>>());
+    for (int i = 0; i < 1000; ++i) made.push_back(memory::make_pooled<std::array<double, 20>>());
   });
   maker.join();
   made.clear();  // blocks made on a thread that has exited come back here

@@ -1,6 +1,6 @@
 // test_random.cpp — autograd::Generator against numbers recorded from PyTorch 1.13
 // (tests/reference/make_random_fixtures.py) plus self-contained checks of the engine and the API.
-#include "autograd/random.h"
+#include "autograd/random/generator.h"
 
 #include <gtest/gtest.h>
 
@@ -20,14 +20,13 @@
 #include <string>
 #include <vector>
 
-#include "autograd/cpu/avx2_mathfun_emulation.h"
+#include "autograd/random/avx2_mathfun_emulation.h"
 
 #ifndef SCRATCHGRAD_SOURCE_DIR
 #define SCRATCHGRAD_SOURCE_DIR "/work/main"
 #endif
 
 using autograd::Generator;
-namespace rng = autograd::rng;
 
 namespace {
 
@@ -135,13 +134,13 @@ std::string show(T v) {
 // Selects a kernel set for the lifetime of the guard and restores the previous one afterwards.
 class KernelsGuard {
  public:
-  explicit KernelsGuard(rng::CpuKernels k) : before_(rng::cpu_kernels()) { rng::set_cpu_kernels(k); }
-  ~KernelsGuard() { rng::set_cpu_kernels(before_); }
+  explicit KernelsGuard(autograd::random::CpuKernels k) : before_(autograd::random::cpu_kernels()) { autograd::random::set_cpu_kernels(k); }
+  ~KernelsGuard() { autograd::random::set_cpu_kernels(before_); }
   KernelsGuard(const KernelsGuard&) = delete;
   KernelsGuard& operator=(const KernelsGuard&) = delete;
 
  private:
-  rng::CpuKernels before_;
+  autograd::random::CpuKernels before_;
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -170,7 +169,7 @@ class CaseRunner {
     if (s.op == "uniform") return dispatch_float(s, [&](auto* out) { uniform(s, out); });
     if (s.op == "normal") return dispatch_float(s, [&](auto* out) { normal(s, out); });
     if (s.op == "bernoulli") {
-      return dispatch_float(s, [&](auto* out) { rng::bernoulli(gen_, out, s.n, parse_double(s.arg1)); check_exact(s, out); });
+      return dispatch_float(s, [&](auto* out) { autograd::random::bernoulli(gen_, out, s.n, parse_double(s.arg1)); check_exact(s, out); });
     }
     if (s.op == "randint") return randint(s);
     if (s.op == "randperm") return randperm(s);
@@ -210,14 +209,14 @@ class CaseRunner {
   // AVX2 ones, exactly as the two PyTorch builds do.
   template <typename T>
   void uniform(const Step& s, T* out) {
-    rng::uniform(gen_, out, s.n, parse_double(s.arg1), parse_double(s.arg2));
+    autograd::random::uniform(gen_, out, s.n, parse_double(s.arg1), parse_double(s.arg2));
     check_exact(s, out);
   }
 
   // Bit for bit in both sets, including the AVX2 build's vectorised log/sin/cos for float blocks.
   template <typename T>
   void normal(const Step& s, T* out) {
-    rng::normal(gen_, out, s.n, parse_double(s.arg1), parse_double(s.arg2));
+    autograd::random::normal(gen_, out, s.n, parse_double(s.arg1), parse_double(s.arg2));
     check_exact(s, out);
   }
 
@@ -225,18 +224,18 @@ class CaseRunner {
     const int64_t low = std::stoll(s.arg1), high = std::stoll(s.arg2);
     if (s.dtype == "int64") {
       std::vector<int64_t> out(static_cast<size_t>(s.n));
-      rng::random_from_to(gen_, out.data(), s.n, low, high);
+      autograd::random::random_from_to(gen_, out.data(), s.n, low, high);
       check_exact(s, out.data());
     } else {
       std::vector<float> out(static_cast<size_t>(s.n));
-      rng::random_from_to(gen_, out.data(), s.n, low, high);
+      autograd::random::random_from_to(gen_, out.data(), s.n, low, high);
       check_exact(s, out.data());
     }
   }
 
   void randperm(const Step& s) {
     std::vector<int64_t> out(static_cast<size_t>(s.n));
-    rng::randperm(gen_, out.data(), s.n);
+    autograd::random::randperm(gen_, out.data(), s.n);
     check_exact(s, out.data());
   }
 
@@ -249,7 +248,7 @@ class CaseRunner {
     std::vector<T> mask(x.size(), T(1));
     if (p == 1.0) std::fill(mask.begin(), mask.end(), T(0));
     const T keep = static_cast<T>(1.0 - p);
-    if (p > 0.0 && p < 1.0) rng::bernoulli(gen_, mask.data(), s.n, 1.0 - p);
+    if (p > 0.0 && p < 1.0) autograd::random::bernoulli(gen_, mask.data(), s.n, 1.0 - p);
     for (size_t i = 0; i < x.size(); ++i) {
       const T noise = (p > 0.0 && p < 1.0) ? mask[i] / keep : mask[i];
       out[i] = x[i] * noise;
@@ -264,7 +263,7 @@ class CaseRunner {
                                                  : autograd::linear_bias_bound(fan_in);
     if (!same_bits(bound, torch_bound)) fail("bound " + show(bound) + " differs from PyTorch's " + show(torch_bound));
     std::vector<float> out(static_cast<size_t>(s.n));
-    rng::uniform(gen_, out.data(), s.n, -bound, bound);
+    autograd::random::uniform(gen_, out.data(), s.n, -bound, bound);
     check_exact(s, out.data());
   }
 
@@ -293,7 +292,7 @@ void check_fixture_file(const std::string& set_dir, const std::string& name) {
   const std::string path = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/random/" + set_dir + "/" + name + ".txt";
   const auto cases = load_cases(path);
   ASSERT_FALSE(cases.empty()) << path;
-  const KernelsGuard kernels(set_dir == "avx2" ? rng::CpuKernels::avx2 : rng::CpuKernels::portable);
+  const KernelsGuard kernels(set_dir == "avx2" ? autograd::random::CpuKernels::avx2 : autograd::random::CpuKernels::portable);
   size_t failed = 0, steps = 0;
   for (const auto& c : cases) {
     steps += c.steps.size();
@@ -317,7 +316,7 @@ TEST(Random, NnInitMatchesPortableKernels) { check_fixture_file("default", "init
 TEST(Random, SequencesMatchPortableKernels) { check_fixture_file("default", "sequence"); }
 TEST(Random, StateMatchesPortableKernels) { check_fixture_file("default", "state"); }
 
-// ---- PyTorch fixtures, AVX2 kernels (a plain run), with rng::CpuKernels::avx2: bit for bit -------
+// ---- PyTorch fixtures, AVX2 kernels (a plain run), with autograd::random::CpuKernels::avx2: bit for bit -------
 TEST(Random, UniformMatchesAvx2Kernels) { check_fixture_file("avx2", "uniform"); }
 TEST(Random, NormalMatchesAvx2Kernels) { check_fixture_file("avx2", "normal"); }
 TEST(Random, RandintMatchesAvx2Kernels) { check_fixture_file("avx2", "randint"); }
@@ -369,22 +368,22 @@ TEST(Random, DefaultSeedAndDefaultGenerator) {
 TEST(Random, ManualSeedClearsCachedNormalSample) {
   Generator gen(3);
   double one;
-  rng::normal(gen, &one, 1, 0.0, 1.0);
+  autograd::random::normal(gen, &one, 1, 0.0, 1.0);
   ASSERT_TRUE(gen.next_double_normal_sample().has_value());
   gen.manual_seed(3);
   EXPECT_FALSE(gen.next_double_normal_sample().has_value());
   double again;
-  rng::normal(gen, &again, 1, 0.0, 1.0);
+  autograd::random::normal(gen, &again, 1, 0.0, 1.0);
   EXPECT_EQ(one, again);
 }
 
 TEST(Random, SmallNormalUsesTheCachedSampleFirst) {
   Generator gen(11);
   double a[3];
-  rng::normal(gen, a, 3, 0.0, 1.0);  // pair, cached half, new pair (its sine half stays cached)
+  autograd::random::normal(gen, a, 3, 0.0, 1.0);  // pair, cached half, new pair (its sine half stays cached)
   const double cached = *gen.next_double_normal_sample();
   float b;
-  rng::normal(gen, &b, 1, 2.0, 0.5);
+  autograd::random::normal(gen, &b, 1, 2.0, 0.5);
   EXPECT_EQ(b, static_cast<float>(cached * 0.5 + 2.0));
   EXPECT_FALSE(gen.next_double_normal_sample().has_value());
 }
@@ -394,8 +393,8 @@ TEST(Random, NormalTailRedrawsTheLast16) {
   // so only element 0 survives from the first block and equals element 0 of a 16-element fill.
   Generator a(21), b(21);
   std::vector<float> seventeen(17), sixteen(16);
-  rng::normal(a, seventeen.data(), 17, 0.0, 1.0);
-  rng::normal(b, sixteen.data(), 16, 0.0, 1.0);
+  autograd::random::normal(a, seventeen.data(), 17, 0.0, 1.0);
+  autograd::random::normal(b, sixteen.data(), 16, 0.0, 1.0);
   EXPECT_EQ(seventeen[0], sixteen[0]);
   EXPECT_NE(seventeen[1], sixteen[1]);
   // 17 + 16 float draws were consumed.
@@ -407,18 +406,18 @@ TEST(Random, NormalTailRedrawsTheLast16) {
 TEST(Random, EmptyFillsDrawNothing) {
   Generator gen(8);
   const auto before = gen.get_state();
-  rng::uniform(gen, static_cast<float*>(nullptr), 0, 0.0, 1.0);
-  rng::normal(gen, static_cast<double*>(nullptr), 0, 0.0, 1.0);
-  rng::random_from_to(gen, static_cast<int64_t*>(nullptr), 0, 0, 5);
-  rng::bernoulli(gen, static_cast<float*>(nullptr), 0, 0.5);
-  rng::randperm(gen, nullptr, 0);
+  autograd::random::uniform(gen, static_cast<float*>(nullptr), 0, 0.0, 1.0);
+  autograd::random::normal(gen, static_cast<double*>(nullptr), 0, 0.0, 1.0);
+  autograd::random::random_from_to(gen, static_cast<int64_t*>(nullptr), 0, 0, 5);
+  autograd::random::bernoulli(gen, static_cast<float*>(nullptr), 0, 0.5);
+  autograd::random::randperm(gen, nullptr, 0);
   EXPECT_EQ(gen.get_state(), before);
 }
 
 TEST(Random, RandpermIsAPermutation) {
   Generator gen(1);
   std::vector<int64_t> perm(257);
-  rng::randperm(gen, perm.data(), 257);
+  autograd::random::randperm(gen, perm.data(), 257);
   std::vector<bool> seen(257, false);
   for (int64_t v : perm) {
     ASSERT_GE(v, 0);
@@ -432,7 +431,7 @@ TEST(Random, RandintCoversFullInt64Range) {
   Generator gen(4);
   std::vector<int64_t> v(64);
   const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
-  rng::random_from_to(gen, v.data(), 64, lo, hi);
+  autograd::random::random_from_to(gen, v.data(), 64, lo, hi);
   bool negative = false, positive = false;
   for (int64_t x : v) {
     negative |= x < 0;
@@ -457,18 +456,18 @@ TEST(Random, BadArgumentsThrow) {
   float f[4];
   double d[4];
   int64_t i[4];
-  EXPECT_THROW(rng::uniform(gen, f, -1, 0.0, 1.0), std::invalid_argument);
-  EXPECT_THROW(rng::uniform(gen, f, 4, 1.0, 0.0), std::invalid_argument);
-  EXPECT_THROW(rng::uniform(gen, f, 4, -3e38, 3e38), std::invalid_argument);
-  EXPECT_THROW(rng::uniform(gen, d, 4, 0.0, std::nan("")), std::invalid_argument);
-  EXPECT_THROW(rng::normal(gen, f, 4, 0.0, -1.0), std::invalid_argument);
-  EXPECT_THROW(rng::normal(gen, d, -2, 0.0, 1.0), std::invalid_argument);
-  EXPECT_THROW(rng::random_from_to(gen, i, 4, 5, 5), std::invalid_argument);
-  EXPECT_THROW(rng::random_from_to(gen, f, 4, 6, 5), std::invalid_argument);
-  EXPECT_THROW(rng::bernoulli(gen, f, 4, 1.5), std::invalid_argument);
-  EXPECT_THROW(rng::bernoulli(gen, d, 4, -0.1), std::invalid_argument);
-  EXPECT_THROW(rng::bernoulli(gen, d, 4, std::nan("")), std::invalid_argument);
-  EXPECT_THROW(rng::randperm(gen, i, -1), std::invalid_argument);
+  EXPECT_THROW(autograd::random::uniform(gen, f, -1, 0.0, 1.0), std::invalid_argument);
+  EXPECT_THROW(autograd::random::uniform(gen, f, 4, 1.0, 0.0), std::invalid_argument);
+  EXPECT_THROW(autograd::random::uniform(gen, f, 4, -3e38, 3e38), std::invalid_argument);
+  EXPECT_THROW(autograd::random::uniform(gen, d, 4, 0.0, std::nan("")), std::invalid_argument);
+  EXPECT_THROW(autograd::random::normal(gen, f, 4, 0.0, -1.0), std::invalid_argument);
+  EXPECT_THROW(autograd::random::normal(gen, d, -2, 0.0, 1.0), std::invalid_argument);
+  EXPECT_THROW(autograd::random::random_from_to(gen, i, 4, 5, 5), std::invalid_argument);
+  EXPECT_THROW(autograd::random::random_from_to(gen, f, 4, 6, 5), std::invalid_argument);
+  EXPECT_THROW(autograd::random::bernoulli(gen, f, 4, 1.5), std::invalid_argument);
+  EXPECT_THROW(autograd::random::bernoulli(gen, d, 4, -0.1), std::invalid_argument);
+  EXPECT_THROW(autograd::random::bernoulli(gen, d, 4, std::nan("")), std::invalid_argument);
+  EXPECT_THROW(autograd::random::randperm(gen, i, -1), std::invalid_argument);
 }
 
 // ---- get_state / set_state --------------------------------------------------------------------
@@ -476,21 +475,21 @@ TEST(Random, BadArgumentsThrow) {
 TEST(Random, StateRoundTripRestoresStreamAndCachedSample) {
   Generator gen(2024);
   std::vector<float> warmup(5);
-  rng::normal(gen, warmup.data(), 5, 0.0, 1.0);  // leaves a cached double sample
+  autograd::random::normal(gen, warmup.data(), 5, 0.0, 1.0);  // leaves a cached double sample
   for (int k = 0; k < 1000; ++k) gen.random();  // cross a twist
   const auto blob = gen.get_state();
   ASSERT_EQ(blob.size(), Generator::kStateBytes);
 
   std::vector<float> first(40), second(40);
-  rng::normal(gen, first.data(), 3, 0.0, 1.0);
-  rng::uniform(gen, first.data() + 3, 37, -2.0, 5.0);
+  autograd::random::normal(gen, first.data(), 3, 0.0, 1.0);
+  autograd::random::uniform(gen, first.data() + 3, 37, -2.0, 5.0);
 
   Generator other(1);
   other.set_state(blob);
   EXPECT_EQ(other.initial_seed(), 2024u);
   EXPECT_EQ(other.get_state(), blob);
-  rng::normal(other, second.data(), 3, 0.0, 1.0);
-  rng::uniform(other, second.data() + 3, 37, -2.0, 5.0);
+  autograd::random::normal(other, second.data(), 3, 0.0, 1.0);
+  autograd::random::uniform(other, second.data() + 3, 37, -2.0, 5.0);
   EXPECT_EQ(first, second);
 }
 
@@ -523,7 +522,7 @@ TEST(Random, SetStateRejectsMalformedBlobs) {
   EXPECT_EQ(target.get_state(), target_before);  // failed calls change nothing
 }
 
-// ---- Kernel sets (rng::CpuKernels) --------------------------------------------------------------
+// ---- Kernel sets (autograd::random::CpuKernels) --------------------------------------------------------------
 
 namespace {
 
@@ -548,22 +547,22 @@ class ScopedEnv {
 TEST(Random, KernelSetDefaultsToPortable) {
   {
     ScopedEnv unset("SCRATCHGRAD_CPU_KERNELS", nullptr);
-    EXPECT_EQ(rng::cpu_kernels_from_environment(), rng::CpuKernels::portable);
+    EXPECT_EQ(autograd::random::cpu_kernels_from_environment(), autograd::random::CpuKernels::portable);
   }
   if (std::getenv("SCRATCHGRAD_CPU_KERNELS") == nullptr) {
-    EXPECT_EQ(rng::cpu_kernels(), rng::CpuKernels::portable);
+    EXPECT_EQ(autograd::random::cpu_kernels(), autograd::random::CpuKernels::portable);
   }
-  EXPECT_EQ(rng::parse_cpu_kernels(nullptr), rng::CpuKernels::portable);
-  EXPECT_EQ(rng::parse_cpu_kernels(""), rng::CpuKernels::portable);
-  EXPECT_EQ(rng::parse_cpu_kernels("default"), rng::CpuKernels::portable);
-  EXPECT_EQ(rng::parse_cpu_kernels("portable"), rng::CpuKernels::portable);
-  EXPECT_EQ(rng::parse_cpu_kernels("avx2"), rng::CpuKernels::avx2);
+  EXPECT_EQ(autograd::random::parse_cpu_kernels(nullptr), autograd::random::CpuKernels::portable);
+  EXPECT_EQ(autograd::random::parse_cpu_kernels(""), autograd::random::CpuKernels::portable);
+  EXPECT_EQ(autograd::random::parse_cpu_kernels("default"), autograd::random::CpuKernels::portable);
+  EXPECT_EQ(autograd::random::parse_cpu_kernels("portable"), autograd::random::CpuKernels::portable);
+  EXPECT_EQ(autograd::random::parse_cpu_kernels("avx2"), autograd::random::CpuKernels::avx2);
 }
 
 TEST(Random, KernelSetRejectsUnknownValues) {
   for (const char* bad : {"avx512", "AVX2", "avx2 ", "1"}) {
     try {
-      rng::parse_cpu_kernels(bad);
+      autograd::random::parse_cpu_kernels(bad);
       ADD_FAILURE() << bad << " was accepted";
     } catch (const std::invalid_argument& e) {
       const std::string what = e.what();
@@ -573,11 +572,11 @@ TEST(Random, KernelSetRejectsUnknownValues) {
   }
   {
     ScopedEnv bad("SCRATCHGRAD_CPU_KERNELS", "sse9");
-    EXPECT_THROW(rng::cpu_kernels_from_environment(), std::invalid_argument);
+    EXPECT_THROW(autograd::random::cpu_kernels_from_environment(), std::invalid_argument);
   }
-  const KernelsGuard guard(rng::CpuKernels::avx2);
-  EXPECT_THROW(rng::set_cpu_kernels(static_cast<rng::CpuKernels>(7)), std::invalid_argument);
-  EXPECT_EQ(rng::cpu_kernels(), rng::CpuKernels::avx2);  // a rejected value changes nothing
+  const KernelsGuard guard(autograd::random::CpuKernels::avx2);
+  EXPECT_THROW(autograd::random::set_cpu_kernels(static_cast<autograd::random::CpuKernels>(7)), std::invalid_argument);
+  EXPECT_EQ(autograd::random::cpu_kernels(), autograd::random::CpuKernels::avx2);  // a rejected value changes nothing
 }
 
 // The environment variable is read at the first use in a process, so check it in fresh processes
@@ -586,7 +585,7 @@ TEST(RandomDeathTest, EnvironmentChoosesTheKernelSetAtFirstUse) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   {
     ScopedEnv avx2("SCRATCHGRAD_CPU_KERNELS", "avx2");
-    EXPECT_EXIT(std::exit(rng::cpu_kernels() == rng::CpuKernels::avx2 ? 0 : 1), ::testing::ExitedWithCode(0), "");
+    EXPECT_EXIT(std::exit(autograd::random::cpu_kernels() == autograd::random::CpuKernels::avx2 ? 0 : 1), ::testing::ExitedWithCode(0), "");
   }
   {
     ScopedEnv bad("SCRATCHGRAD_CPU_KERNELS", "sse9");
@@ -594,7 +593,7 @@ TEST(RandomDeathTest, EnvironmentChoosesTheKernelSetAtFirstUse) {
       Generator gen(1);
       float x[4];
       try {
-        rng::uniform(gen, x, 4, 0.0, 1.0);
+        autograd::random::uniform(gen, x, 4, 0.0, 1.0);
       } catch (const std::invalid_argument& e) {
         std::fprintf(stderr, "%s\n", e.what());
         std::exit(3);
@@ -612,20 +611,20 @@ TEST(Random, KernelSetsDrawTheSameWordsAndDifferOnlySlightly) {
   // `* std + mean`.
   for (int64_t n : {5, 16, 17, 37, 1000}) {
     const auto count = static_cast<size_t>(n);
-    auto run = [&](rng::CpuKernels kernels, Generator& gen, std::vector<float>& f, std::vector<double>& d) {
+    auto run = [&](autograd::random::CpuKernels kernels, Generator& gen, std::vector<float>& f, std::vector<double>& d) {
       const KernelsGuard guard(kernels);
       f.resize(count);
       d.resize(count);
-      rng::normal(gen, f.data(), n, 0.5, 2.0);
-      rng::normal(gen, d.data(), n, 0.5, 2.0);
+      autograd::random::normal(gen, f.data(), n, 0.5, 2.0);
+      autograd::random::normal(gen, d.data(), n, 0.5, 2.0);
       float u[3];
-      rng::uniform(gen, u, 3, -1.0, 1.0);
+      autograd::random::uniform(gen, u, 3, -1.0, 1.0);
     };
     Generator a(99), b(99);
     std::vector<float> fa, fb;
     std::vector<double> da, db;
-    run(rng::CpuKernels::portable, a, fa, da);
-    run(rng::CpuKernels::avx2, b, fb, db);
+    run(autograd::random::CpuKernels::portable, a, fa, da);
+    run(autograd::random::CpuKernels::avx2, b, fb, db);
     EXPECT_EQ(a.get_state(), b.get_state()) << "n " << n;
     for (size_t i = 0; i < count; ++i) {
       EXPECT_NEAR(fb[i], fa[i], 4e-6 * std::max(std::abs(static_cast<double>(fa[i])), 2.0)) << "n " << n << " element " << i;
@@ -641,18 +640,18 @@ TEST(Random, Avx2MathfunEmulationIsAccurate) {
   for (uint32_t u = 0; u < (1u << 24); u += 37) {
     const float x = 1.0f - static_cast<float>(u) * (1.0f / 16777216.0f);  // (0, 1], as Box-Muller uses it
     const double want = std::log(static_cast<double>(x));
-    worst_log = std::max(worst_log, std::abs(autograd::cpu::avx2_emulation::log(x) - want) / std::max(std::abs(want), 1e-30));
+    worst_log = std::max(worst_log, std::abs(autograd::random::avx2_emulation::log(x) - want) / std::max(std::abs(want), 1e-30));
     const float theta = static_cast<float>(2.0 * std::numbers::pi) * (static_cast<float>(u) * (1.0f / 16777216.0f));
     float s, c;
-    autograd::cpu::avx2_emulation::sincos(theta, s, c);
+    autograd::random::avx2_emulation::sincos(theta, s, c);
     worst_trig = std::max({worst_trig, std::abs(s - std::sin(static_cast<double>(theta))),
                            std::abs(c - std::cos(static_cast<double>(theta)))});
   }
   EXPECT_LT(worst_log, 4e-7);
   EXPECT_LT(worst_trig, 2e-7);
-  EXPECT_TRUE(std::isnan(autograd::cpu::avx2_emulation::log(0.0f)));
+  EXPECT_TRUE(std::isnan(autograd::random::avx2_emulation::log(0.0f)));
   float s, c;
-  autograd::cpu::avx2_emulation::sincos(-1.0f, s, c);
+  autograd::random::avx2_emulation::sincos(-1.0f, s, c);
   EXPECT_NEAR(s, std::sin(-1.0), 1e-7);
   EXPECT_NEAR(c, std::cos(-1.0), 1e-7);
 }

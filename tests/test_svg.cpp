@@ -15,8 +15,8 @@
 #include <sstream>
 #include <string>
 
-#include "autograd/debug.h"
-#include "autograd/svg.h"
+#include "autograd/inspect/anomaly.h"
+#include "plot/svg.h"
 #include "test_helpers.h"
 
 namespace {
@@ -179,7 +179,7 @@ std::vector<std::string> cell_texts(const std::string& svg) {
 
 TEST(Svg, HeatmapShowsLabelsValuesAndAScale) {
   std::vector<std::vector<double>> values = {{0.5, 0.25}, {0.125, 1.0}, {0.0, 0.75}};
-  std::string svg = svg::heatmap(values, {"<s>", "b & c", "d"}, {"x", "y\"z"},
+  std::string svg = plot::svg::heatmap(values, {"<s>", "b & c", "d"}, {"x", "y\"z"},
                                  {.title = "weights", .row_title = "query", .column_title = "key", .lo = 0.0, .hi = 1.0});
   expect_well_formed(svg, "small");
   EXPECT_EQ(cell_texts(svg), (std::vector<std::string>{"0.50", "0.25", "0.12", "1.00", "0.00", "0.75"}));
@@ -187,20 +187,20 @@ TEST(Svg, HeatmapShowsLabelsValuesAndAScale) {
                            ">query</text>", ">key</text>", "<title>b &amp; c → y&quot;z: 1</title>"})
     EXPECT_NE(svg.find(part), std::string::npos) << part;
   // colours: the lowest value gets the scale's first colour, the highest its last; the bar has ticks
-  EXPECT_NE(svg.find("fill=\"" + svg::viridis(0.0) + "\" stroke=\"white\"/><text"), std::string::npos);
-  EXPECT_NE(svg.find("fill=\"" + svg::viridis(1.0) + "\" stroke=\"white\"/><text"), std::string::npos);
-  EXPECT_EQ(svg::viridis(0.0), "#440154");
-  EXPECT_EQ(svg::viridis(1.0), "#fde725");
+  EXPECT_NE(svg.find("fill=\"" + plot::svg::viridis(0.0) + "\" stroke=\"white\"/><text"), std::string::npos);
+  EXPECT_NE(svg.find("fill=\"" + plot::svg::viridis(1.0) + "\" stroke=\"white\"/><text"), std::string::npos);
+  EXPECT_EQ(plot::svg::viridis(0.0), "#440154");
+  EXPECT_EQ(plot::svg::viridis(1.0), "#fde725");
   EXPECT_NE(svg.find("fill=\"url(#scale)\""), std::string::npos);
   for (const char* tick : {">0</text>", ">0.4</text>", ">1</text>"}) EXPECT_NE(svg.find(tick), std::string::npos) << tick;
-  EXPECT_THROW(svg::heatmap(values, {"a", "b"}, {"x", "y"}), std::invalid_argument);
-  EXPECT_THROW(svg::heatmap(values, {"a", "b", "c"}, {"x"}), std::invalid_argument);
-  EXPECT_THROW(svg::heatmap(tensor({1.0, 2.0}), {"a"}, {"x", "y"}), std::invalid_argument);
+  EXPECT_THROW(plot::svg::heatmap(values, {"a", "b"}, {"x", "y"}), std::invalid_argument);
+  EXPECT_THROW(plot::svg::heatmap(values, {"a", "b", "c"}, {"x"}), std::invalid_argument);
+  EXPECT_THROW(plot::svg::heatmap(tensor({1.0, 2.0}), {"a"}, {"x", "y"}), std::invalid_argument);
 }
 
 TEST(Svg, HeatmapOfATensorAndTheDefaultRange) {
   Tensor m = tensor({{-2.0, 0.0, 2.0}, {1.0, NAN, 4.0}});
-  std::string svg = svg::heatmap(m, {"r0", "r1"}, {"a", "b", "c"}, {.decimals = 1});
+  std::string svg = plot::svg::heatmap(m, {"r0", "r1"}, {"a", "b", "c"}, {.decimals = 1});
   expect_well_formed(svg, "tensor");
   EXPECT_EQ(cell_texts(svg), (std::vector<std::string>{"-2.0", "0.0", "2.0", "1.0", "nan", "4.0"}));
   EXPECT_NE(svg.find("fill=\"#440154\" stroke=\"white\"/><text"), std::string::npos) << "-2 is the bottom of the scale";
@@ -255,9 +255,9 @@ std::map<std::string, std::vector<std::pair<double, double>>> series_of(const st
 }
 
 TEST(Svg, LinePlotHoldsItsPoints) {
-  svg::Series a{.name = "train", .x = {0, 1, 2, 3, 4}, .y = {2.5, 1.75, NAN, 0.5, 0.25}};
-  svg::Series b{.name = "held-out & co", .x = {0, 4}, .y = {2.0, 0.375}, .markers = true};
-  std::string svg = svg::line_plot({a, b}, {.title = "loss <curve>"});
+  plot::svg::Series a{.name = "train", .x = {0, 1, 2, 3, 4}, .y = {2.5, 1.75, NAN, 0.5, 0.25}};
+  plot::svg::Series b{.name = "held-out & co", .x = {0, 4}, .y = {2.0, 0.375}, .markers = true};
+  std::string svg = plot::svg::line_plot({a, b}, {.title = "loss <curve>"});
   expect_well_formed(svg, "plot");
   auto series = series_of(svg);
   ASSERT_EQ(series.size(), 2u);
@@ -276,8 +276,8 @@ TEST(Svg, LinePlotHoldsItsPoints) {
   EXPECT_NE(svg.find(">loss &lt;curve&gt;</text>"), std::string::npos);
   EXPECT_NE(svg.find(">step</text>"), std::string::npos);
   EXPECT_NE(svg.find(">0</text>"), std::string::npos) << "the y axis starts at 0";
-  EXPECT_THROW(svg::line_plot({{.name = "bad", .x = {1, 2}, .y = {1}}}), std::invalid_argument);
-  expect_well_formed(svg::line_plot({}), "empty");
+  EXPECT_THROW(plot::svg::line_plot({{.name = "bad", .x = {1, 2}, .y = {1}}}), std::invalid_argument);
+  expect_well_formed(plot::svg::line_plot({}), "empty");
 }
 
 TEST(Svg, ScratchgradTrainPlotsTheLossCurve) {

@@ -12,13 +12,14 @@
 #include <sstream>
 #include <string>
 
-#include "autograd/trace.h"
+#include "autograd/inspect/trace.h"
 #include "nn/nn.h"
 #include "test_helpers.h"
 
 namespace {
 
 using namespace autograd;
+using namespace autograd::inspect;
 namespace fs = std::filesystem;
 
 using testing_process::count;

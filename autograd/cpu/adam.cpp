@@ -12,7 +12,8 @@
 #include <cmath>
 
 #include "autograd/backend.h"
-#include "autograd/cpu/cpu.h"
+#include "autograd/cpu/kernels.h"
+#include "autograd/cpu/runtime.h"
 
 namespace autograd::cpu {
 

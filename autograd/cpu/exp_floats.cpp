@@ -36,7 +36,8 @@
 #define SCRATCHGRAD_HAVE_AVX512_EXP 1
 #endif
 
-#include "autograd/cpu/cpu.h"
+#include "autograd/cpu/kernels.h"
+#include "autograd/cpu/runtime.h"
 
 namespace autograd::cpu {
 

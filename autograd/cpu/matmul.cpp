@@ -15,12 +15,8 @@
 //
 // SCRATCHGRAD_MATMUL=blis switches products above kSmallMatmulFlops to BLIS's optimised kernels
 // (AVX-512/AVX2 with FMA): faster on big matrices, but no longer bit-identical.
-//
-// This file also owns the process-wide CPU settings that BLIS reads once: kernel family, thread
-// count, denormal flushing.
 #include <blis.h>
 #include <fmt/format.h>
-#include <xmmintrin.h>
 
 #include <algorithm>
 #include <array>
@@ -32,67 +28,14 @@
 #include <type_traits>
 #include <vector>
 
-#include "autograd/cpu/cpu.h"
+#include "autograd/cpu/kernels.h"
 #include "autograd/cpu/loops.h"
+#include "autograd/cpu/runtime.h"
 
-namespace autograd {
-
-namespace {
-
-int num_threads = 1;
-
-// Denormal numbers (below ~1e-38) take a slow microcode path on x86, which slows training ~5x once
-// gradients get tiny. Flush-to-zero and denormals-are-zero make them plain zeros, as PyTorch's
-// set_flush_denormal(True) does. PyTorch does not flush by default, so wherever an input or a result
-// is subnormal (say exp(-100) in a softmax) our value is 0 and PyTorch's is not;
-// SCRATCHGRAD_DENORMALS=keep leaves them alone, for bit-for-bit comparisons with plain PyTorch.
-void flush_denormals() {
-  const char* env = std::getenv("SCRATCHGRAD_DENORMALS");
-  if (env && std::strcmp(env, "keep") == 0) return;
-  _mm_setcsr(_mm_getcsr() | 0x8040);
-}
-
-// BLIS 0.9 cannot count this CPU's AVX-512 FMA units and falls back to its AVX2 "haswell" kernels;
-// its "skx" kernels are ~1.7x faster on large products. Choose them where the CPU has AVX-512, unless
-// the user already set BLIS_ARCH_TYPE (theirs wins). Must happen before BLIS initialises.
-void choose_blis_kernels() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) setenv("BLIS_ARCH_TYPE", "0", /*overwrite=*/0);
-}
-
-void init_cpu_runtime() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    flush_denormals();
-    choose_blis_kernels();
-    bli_init();
-    if (const char* env = std::getenv("SCRATCHGRAD_THREADS")) num_threads = std::max(1, std::atoi(env));
-    bli_thread_set_num_threads(num_threads);
-  });
-}
-
-// Runs at load time so every program gets FTZ/DAZ and the kernel choice before its first op.
-[[maybe_unused]] const bool runtime_ready = (init_cpu_runtime(), true);
-
-}  // namespace
-
-void set_num_threads(int threads) {
-  init_cpu_runtime();
-  num_threads = std::max(1, threads);
-  bli_thread_set_num_threads(num_threads);
-}
-int get_num_threads() { return num_threads; }
-
-const char* blis_kernel_name() {
-  init_cpu_runtime();
-  return bli_arch_string(bli_arch_query_id());
-}
-
-namespace cpu {
+namespace autograd::cpu {
 
 namespace {
 
-template <typename T> T* ptr(const Tensor& t) { return static_cast<T*>(t.raw_data()); }
 
 // ---------------------------------------------------------------- the exact kernel
 
@@ -450,10 +393,6 @@ template <typename T>
                                              ProductOptions options) {
   exact_gemm_items<T>(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 }
-bool has_avx2() {
-  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx2"));
-  return yes;
-}
 // Wide tiles where the CPU has AVX-512: twice the entries per instruction (still no FMA: the build has
 // -ffp-contract=off, so `acc + b * a` stays a rounded multiply and a rounded add). AVX-512VL lets the
 // 256-bit narrow kernels fold some broadcasts of A into their multiplies.
@@ -543,17 +482,6 @@ void blis_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t
 
 }  // namespace
 
-bool avx512_kernels() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") &&
-                                                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")) &&
-                          std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr;
-  return yes;
-#else
-  return false;
-#endif
-}
-
 void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulStructure structure,
                     bool add_to_out, const Tensor& start_row) {
   init_cpu_runtime();
@@ -628,7 +556,7 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
     });
     const int64_t n_items = int64_t(items.size());
     // Threads only pay off on big products; BLIS runs its own threads.
-    const int threads = (blis && large) || double(n_items) * double(m * n * k) < kParallelMatmulWork ? 1 : num_threads;
+    const int threads = (blis && large) || double(n_items) * double(m * n * k) < kParallelMatmulWork ? 1 : get_num_threads();
     const int64_t chunks_per_item = threads == 1 ? 1 : std::clamp<int64_t>(2 * threads / n_items, 1, (m + 3) / 4);
     const int64_t chunk_rows = (m + chunks_per_item - 1) / chunks_per_item;
     const int64_t pieces = n_items * chunks_per_item;
@@ -651,5 +579,4 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
   });
 }
 
-}  // namespace cpu
-}  // namespace autograd
+}  // namespace autograd::cpu

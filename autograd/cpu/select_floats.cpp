@@ -7,7 +7,8 @@
 #define SCRATCHGRAD_HAVE_AVX512_SELECT 1
 #endif
 
-#include "autograd/cpu/cpu.h"
+#include "autograd/cpu/kernels.h"
+#include "autograd/cpu/runtime.h"
 
 namespace autograd::cpu {
 

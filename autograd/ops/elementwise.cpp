@@ -8,6 +8,7 @@
 
 #include "autograd/backend.h"
 #include "autograd/ops.h"
+#include "autograd/ops/checks.h"
 
 namespace autograd {
 
@@ -28,12 +29,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 }
 
 static void check_same_dtype_and_device(const Tensor& a, const Tensor& b, const char* op) {
-  if (a.dtype() != b.dtype())
-    throw std::invalid_argument(fmt::format("{}: dtype mismatch: {} (shape {}) and {} (shape {}); convert one with .to()",
-                                            op, dtype_name(a.dtype()), a.shape_str(), dtype_name(b.dtype()), b.shape_str()));
-  if (a.device() != b.device())
-    throw std::invalid_argument(fmt::format("{}: expected all tensors on the same device, got {} and {}", op,
-                                            a.device().str(), b.device().str()));
+  check_same_dtype(a, b, op);
+  check_same_device(a, b, op);
 }
 
 // Broadcasts, allocates the output and runs the kernel; no graph.
@@ -60,12 +57,6 @@ static Tensor unary_kernel(UnaryOp op, const Tensor& a, double scalar = 0) {
   return out;
 }
 
-static void check_floating(const Tensor& a, const char* op) {
-  if (!is_floating(a.dtype()))
-    throw std::invalid_argument(fmt::format("{}: expected a floating point tensor, got {} (shape {})", op,
-                                            dtype_name(a.dtype()), a.shape_str()));
-}
-
 // An integer tensor meeting a fractional scalar (or a division) computes in float32, as PyTorch promotes.
 static Tensor promote_for_scalar(const Tensor& a, double s, bool division) {
   if (is_floating(a.dtype())) return a;
@@ -77,6 +68,7 @@ static Tensor promote_for_scalar(const Tensor& a, double s, bool division) {
 
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::Add, "add", a, b);
+  if (!needs_grad({a, b})) return out;
   Shape sa = a.shape(), sb = b.shape();
   return record("AddBackward0", out, {a, b}, {}, [sa, sb](const Tensor& g) {
     return Grads{g.sum_to(sa), g.sum_to(sb)};
@@ -85,6 +77,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::Sub, "sub", a, b);
+  if (!needs_grad({a, b})) return out;
   Shape sa = a.shape(), sb = b.shape();
   return record("SubBackward0", out, {a, b}, {}, [sa, sb](const Tensor& g) {
     return Grads{g.sum_to(sa), neg(g).sum_to(sb)};
@@ -96,21 +89,17 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   if (!needs_grad({a, b})) return out;
   // Inputs are saved as they are: they were made before this node, so holding them cannot form a cycle.
   // (An op that saves its *output* saves a detached handle: the output owns this node.)
-  const Tensor& x = a;
-  const Tensor& y = b;
-  return record("MulBackward0", out, {a, b}, {x, y}, [x, y](const Tensor& g) {
-    return Grads{(g * y).sum_to(x.shape()), (g * x).sum_to(y.shape())};
+  return record("MulBackward0", out, {a, b}, {a, b}, [a, b](const Tensor& g) {
+    return Grads{(g * b).sum_to(a.shape()), (g * a).sum_to(b.shape())};
   });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::Div, "div", a, b);
   if (!needs_grad({a, b})) return out;
-  const Tensor& x = a;
-  const Tensor& y = b;
-  return record("DivBackward0", out, {a, b}, {x, y}, [x, y](const Tensor& g) {
-    // d(x/y)/dx = 1/y ;  d(x/y)/dy = -x/y²
-    return Grads{(g / y).sum_to(x.shape()), (neg(g) * x / (y * y)).sum_to(y.shape())};
+  return record("DivBackward0", out, {a, b}, {a, b}, [a, b](const Tensor& g) {
+    // d(a/b)/da = 1/b ;  d(a/b)/db = -a/b²
+    return Grads{(g / b).sum_to(a.shape()), (neg(g) * a / (b * b)).sum_to(b.shape())};
   });
 }
 
@@ -118,26 +107,34 @@ Tensor div(const Tensor& a, const Tensor& b) {
 
 Tensor add(const Tensor& a_in, double s) {
   Tensor a = promote_for_scalar(a_in, s, false);
-  return record("AddBackward0", unary_kernel(UnaryOp::AddScalar, a, s), {a}, {},
+  Tensor out = unary_kernel(UnaryOp::AddScalar, a, s);
+  if (!needs_grad({a})) return out;
+  return record("AddBackward0", out, {a}, {},
                 [](const Tensor& g) { return Grads{g}; });
 }
 Tensor sub(const Tensor& a, double s) { return add(a, -s); }
 
 Tensor rsub(double s, const Tensor& a_in) {
   Tensor a = promote_for_scalar(a_in, s, false);
-  return record("RsubBackward1", unary_kernel(UnaryOp::RSubScalar, a, s), {a}, {},
+  Tensor out = unary_kernel(UnaryOp::RSubScalar, a, s);
+  if (!needs_grad({a})) return out;
+  return record("RsubBackward1", out, {a}, {},
                 [](const Tensor& g) { return Grads{neg(g)}; });
 }
 
 Tensor mul(const Tensor& a_in, double s) {
   Tensor a = promote_for_scalar(a_in, s, false);
-  return record("MulBackward0", unary_kernel(UnaryOp::MulScalar, a, s), {a}, {},
+  Tensor out = unary_kernel(UnaryOp::MulScalar, a, s);
+  if (!needs_grad({a})) return out;
+  return record("MulBackward0", out, {a}, {},
                 [s](const Tensor& g) { return Grads{g * s}; });
 }
 
 Tensor div(const Tensor& a_in, double s) {
   Tensor a = promote_for_scalar(a_in, s, true);
-  return record("DivBackward0", unary_kernel(UnaryOp::DivScalar, a, s), {a}, {},
+  Tensor out = unary_kernel(UnaryOp::DivScalar, a, s);
+  if (!needs_grad({a})) return out;
+  return record("DivBackward0", out, {a}, {},
                 [s](const Tensor& g) { return Grads{g / s}; });
 }
 
@@ -145,34 +142,38 @@ Tensor rdiv(double s, const Tensor& a_in) {
   Tensor a = promote_for_scalar(a_in, s, true);
   Tensor out = unary_kernel(UnaryOp::RDivScalar, a, s);
   if (!needs_grad({a})) return out;
-  const Tensor& x = a;
-  return record("DivBackward0", out, {a}, {x}, [x, s](const Tensor& g) {
-    return Grads{neg(g) * s / (x * x)};  // d(s/x)/dx = -s/x²
+  return record("DivBackward0", out, {a}, {a}, [a, s](const Tensor& g) {
+    return Grads{neg(g) * s / (a * a)};  // d(s/a)/da = -s/a²
   });
 }
 
 // ---------------------------------------------------------------- unary functions
 
 Tensor neg(const Tensor& a) {
-  return record("NegBackward0", unary_kernel(UnaryOp::Neg, a), {a}, {}, [](const Tensor& g) { return Grads{neg(g)}; });
+  Tensor out = unary_kernel(UnaryOp::Neg, a);
+  if (!needs_grad({a})) return out;
+  return record("NegBackward0", out, {a}, {}, [](const Tensor& g) { return Grads{neg(g)}; });
 }
 
 Tensor exp(const Tensor& a) {
   check_floating(a, "exp");
   Tensor out = unary_kernel(UnaryOp::Exp, a);
+  if (!needs_grad({a})) return out;
   Tensor y = out.detach();  // d(e^x)/dx = e^x: reuse the output
   return record("ExpBackward0", out, {a}, {y}, [y](const Tensor& g) { return Grads{g * y}; });
 }
 
 Tensor log(const Tensor& a) {
   check_floating(a, "log");
-  const Tensor& x = a;
-  return record("LogBackward0", unary_kernel(UnaryOp::Log, a), {a}, {x}, [x](const Tensor& g) { return Grads{g / x}; });
+  Tensor out = unary_kernel(UnaryOp::Log, a);
+  if (!needs_grad({a})) return out;
+  return record("LogBackward0", out, {a}, {a}, [a](const Tensor& g) { return Grads{g / a}; });
 }
 
 Tensor sqrt(const Tensor& a) {
   check_floating(a, "sqrt");
   Tensor out = unary_kernel(UnaryOp::Sqrt, a);
+  if (!needs_grad({a})) return out;
   Tensor y = out.detach();
   return record("SqrtBackward0", out, {a}, {y}, [y](const Tensor& g) { return Grads{g / (y * 2.0)}; });
 }
@@ -180,12 +181,14 @@ Tensor sqrt(const Tensor& a) {
 Tensor tanh(const Tensor& a) {
   check_floating(a, "tanh");
   Tensor out = unary_kernel(UnaryOp::Tanh, a);
+  if (!needs_grad({a})) return out;
   Tensor y = out.detach();
   return record("TanhBackward0", out, {a}, {y}, [y](const Tensor& g) { return Grads{g * rsub(1.0, y * y)}; });
 }
 
 Tensor relu(const Tensor& a) {
   Tensor out = unary_kernel(UnaryOp::Relu, a);
+  if (!needs_grad({a})) return out;
   Tensor y = out.detach();
   return record("ReluBackward0", out, {a}, {y}, [y](const Tensor& g) {
     return Grads{g * unary_kernel(UnaryOp::ReluMask, y)};  // pass the gradient where the output was positive
@@ -193,17 +196,19 @@ Tensor relu(const Tensor& a) {
 }
 
 Tensor abs(const Tensor& a) {
-  const Tensor& x = a;
-  return record("AbsBackward0", unary_kernel(UnaryOp::Abs, a), {a}, {x}, [x](const Tensor& g) {
-    return Grads{g * (gt(x, 0.0).to(x.dtype()) - lt(x, 0.0).to(x.dtype()))};  // g · sign(x)
+  Tensor out = unary_kernel(UnaryOp::Abs, a);
+  if (!needs_grad({a})) return out;
+  return record("AbsBackward0", out, {a}, {a}, [a](const Tensor& g) {
+    return Grads{g * (gt(a, 0.0).to(a.dtype()) - lt(a, 0.0).to(a.dtype()))};  // g · sign(a)
   });
 }
 
 Tensor pow(const Tensor& a, double p) {
   check_floating(a, "pow");
-  const Tensor& x = a;
-  return record("PowBackward0", unary_kernel(UnaryOp::PowScalar, a, p), {a}, {x}, [x, p](const Tensor& g) {
-    return Grads{g * (pow(x, p - 1.0) * p)};  // d(x^p)/dx = p·x^(p-1)
+  Tensor out = unary_kernel(UnaryOp::PowScalar, a, p);
+  if (!needs_grad({a})) return out;
+  return record("PowBackward0", out, {a}, {a}, [a, p](const Tensor& g) {
+    return Grads{g * (pow(a, p - 1.0) * p)};  // d(a^p)/da = p·a^(p-1)
   });
 }
 
@@ -218,11 +223,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     NoGradGuard no_grad;
     backend(a.device()).where(cond.expand(shape), a.expand(shape), b.expand(shape), out);
   }
-  const Tensor& c = cond;
+  if (!needs_grad({a, b})) return out;
   Shape sa = a.shape(), sb = b.shape();
-  return record("WhereBackward0", out, {a, b}, {c}, [c, sa, sb](const Tensor& g) {
+  return record("WhereBackward0", out, {a, b}, {cond}, [cond, sa, sb](const Tensor& g) {
     Tensor zero = zeros({}, g.dtype(), g.device());
-    return Grads{where(c, g, zero).sum_to(sa), where(c, zero, g).sum_to(sb)};
+    return Grads{where(cond, g, zero).sum_to(sa), where(cond, zero, g).sum_to(sb)};
   });
 }
 
@@ -261,23 +266,17 @@ Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   Tensor out = empty(shape(), target, device());
   backend(device()).copy(*this, out);
-  if (!is_floating(target) || !is_floating(dtype())) return out;  // integer results carry no gradient
+  // integer results carry no gradient
+  if (!is_floating(target) || !is_floating(dtype()) || !needs_grad({*this})) return out;
   DType source = dtype();
   return record("ToCopyBackward0", out, {*this}, {}, [source](const Tensor& g) { return Grads{g.to(source)}; });
 }
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
-  Tensor src = contiguous();
   Tensor out = empty(shape(), dtype(), target);
-  size_t nbytes = size_t(numel()) * dtype_size(dtype());
-  if (target.is_cpu()) {
-    backend(device()).copy_to_cpu(src, out.raw_data(), nbytes);
-  } else if (device().is_cpu()) {
-    backend(target).copy_from_cpu(src.raw_data(), out, nbytes);
-  } else {
-    return src.to(Device::cpu()).to(target);
-  }
+  copy_across_devices(contiguous(), out);
+  if (!needs_grad({*this})) return out;
   Device source = device();
   return record("ToCopyBackward0", out, {*this}, {}, [source](const Tensor& g) { return Grads{g.to(source)}; });
 }

@@ -3,31 +3,37 @@
 //   N-D · 1-D → the vector is a column (then squeezed);  otherwise batched over broadcast batch dims.
 #include <algorithm>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 
 #include "autograd/backend.h"
-#include "autograd/cpu/cpu.h"
 #include "autograd/ops.h"
+#include "autograd/ops/checks.h"
 
 namespace autograd {
 
-// A product's dB = Aᵀ·dC. When B is a transposed view of a contiguous tensor (q @ k.transpose(-2, -1))
-// it is computed as (dCᵀ·A)ᵀ: every entry is the same chain Σ_r A[r, i]·dC[r, j] in the same order
-// (a·b == b·a exactly), but it lands in the layout of k, so the TransposeBackward0 and ViewBackward0
-// after it pass it on as views instead of copying it into place. Not where a single row or column would
-// take BLIS's dot-product order, nor where broadcast batch dims are summed afterwards (a sum's order
-// depends on the layout).
+// a·b computed as (bᵀ·aᵀ)ᵀ: the same numbers (each entry is the same chain of products in the same
+// order, and x·y == y·x exactly), but they land in the transposed layout. Backward uses it where that
+// layout is the one the gradient's receiver keeps, so no copy follows (docs/parity.md, "same-bits layouts").
+static Tensor product_in_transposed_layout(const Tensor& a, const Tensor& b) { return matmul(b.mT(), a.mT()).mT(); }
+
+// Whether a product's gradient may take the transposed layout: not where a single row or column makes
+// BLIS take its dot-product order, which differs between the two forms.
+static bool layout_may_change(const Tensor& a, const Tensor& g) { return a.size(-1) != 1 && g.size(-1) != 1; }
+
+// dB = Aᵀ·dC, in k's layout when B is a transposed view of a contiguous k (q @ kᵀ), unless broadcast
+// batch dims are summed afterwards (a sum's order depends on the layout).
 static Tensor gradient_of_b(const Tensor& a, const Tensor& b, const Tensor& g) {
   const bool b_transposed = !b.is_contiguous() && b.mT().is_contiguous();
   const bool summed = g.shape().size() != b.shape().size() || !std::equal(g.shape().begin(), g.shape().end() - 2, b.shape().begin());
-  if (!b_transposed || summed || a.size(-1) == 1 || g.size(-1) == 1) return matmul(a.mT(), g).sum_to(b.shape());
-  return matmul(g.mT(), a).mT();
+  if (b_transposed && !summed && layout_may_change(a, g)) return product_in_transposed_layout(a.mT(), g);
+  return matmul(a.mT(), g).sum_to(b.shape());
 }
 
-// The core product for inputs with ≥ 2 dims: one kernel call, one graph node. The node carries the
-// name PyTorch shows for the same call: MmBackward0 for two matrices, UnsafeViewBackward0 for a batch
-// (torch.matmul runs bmm, then an _unsafe_view back to the batch shape).
+// The core product for inputs with ≥ 2 dims: one kernel call, one graph node, named after the PyTorch
+// node that does the math: MmBackward0 for two matrices, BmmBackward0 for a batch (PyTorch records bmm,
+// then an _unsafe_view back to the batch shape: docs/autograd.md lists such merges).
 static Tensor batched_product(const Tensor& a, const Tensor& b, const char* name) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   if (b.size(-2) != k)
@@ -57,24 +63,18 @@ static Tensor batched_product(const Tensor& a, const Tensor& b, const char* name
                                out);
   }
   if (!needs_grad({a, b})) return out;
-  const Tensor& x = a;  // inputs are saved as they are (see mul in elementwise.cpp)
-  const Tensor& y = b;
-  return record(name, out, {a, b}, {x, y}, [x, y](const Tensor& g) {
+  Tensor recorded = record(name, out, {a, b}, {a, b}, [a, b](const Tensor& g) {
     // C = A·B  ⇒  dA = dC·Bᵀ,  dB = Aᵀ·dC   (summed over batch dims that were broadcast)
-    return Grads{matmul(g, y.mT()).sum_to(x.shape()), gradient_of_b(x, y, g)};
+    return Grads{matmul(g, b.mT()).sum_to(a.shape()), gradient_of_b(a, b, g)};
   });
+  if (std::string_view(name) == "BmmBackward0") recorded.grad_fn()->outermost_name = "UnsafeViewBackward0";
+  return recorded;
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype())
-    throw std::invalid_argument(fmt::format("matmul: dtype mismatch: {} (shape {}) and {} (shape {})",
-                                            dtype_name(a.dtype()), a.shape_str(), dtype_name(b.dtype()), b.shape_str()));
-  if (!is_floating(a.dtype()))
-    throw std::invalid_argument(fmt::format("matmul: expected floating point tensors, got {} (shapes {} and {})",
-                                            dtype_name(a.dtype()), a.shape_str(), b.shape_str()));
-  if (a.device() != b.device())
-    throw std::invalid_argument(fmt::format("matmul: expected both tensors on the same device, got {} and {}",
-                                            a.device().str(), b.device().str()));
+  check_same_dtype(a, b, "matmul");
+  check_floating(a, "matmul");
+  check_same_device(a, b, "matmul");
   if (a.dim() == 0 || b.dim() == 0)
     throw std::invalid_argument(fmt::format("matmul: both arguments need at least 1 dimension, got shapes {} and {}",
                                             a.shape_str(), b.shape_str()));
@@ -101,41 +101,31 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
       return Grads{g.reshape(shape)};
     });
   }
-  return batched_product(a, b, a.dim() == 2 && b.dim() == 2 ? "MmBackward0" : "UnsafeViewBackward0");
+  return batched_product(a, b, a.dim() == 2 && b.dim() == 2 ? "MmBackward0" : "BmmBackward0");
 }
 
 Tensor Tensor::matmul(const Tensor& other) const { return autograd::matmul(*this, other); }
 
-// out = bias + x2d @ w, as one node (PyTorch's addmm: the bias is the starting value of the sum).
-// On the CPU the kernel starts every row's sum from the bias row and adds the product onto it, block by
-// block, as BLIS does with beta = 1: (bias + chain₀) + chain₁ — one pass, and PyTorch's bits for any K.
-// addmm's dW = xᵀ·g ([in, out]), computed as (gᵀ·x)ᵀ: every entry is the same chain Σ_r x[r, i]·g[r, o]
-// in the same order (a·b == b·a exactly), but the numbers land in [out, in] order — the layout of
-// linear's weight, so its TBackward0 hands the leaf a contiguous gradient the leaf can keep instead of
-// copying it. (With a single row or column BLIS would take a dot-product order that differs between
-// the two forms: those keep the plain one.)
-static Tensor weight_gradient(const Tensor& x, const Tensor& g) {
-  if (x.size(1) == 1 || g.size(1) == 1) return matmul(x.mT(), g);
-  return matmul(g.mT(), x).mT();
-}
-
+// out = bias + x2d @ w, as one node (PyTorch's addmm: the bias is the starting value of the sum, so
+// the kernel adds the product onto it block by block, as BLIS does with beta = 1).
 static Tensor addmm(const Tensor& bias, const Tensor& x2d, const Tensor& w) {
+  const bool same_dtype = bias.dtype() == x2d.dtype() && x2d.dtype() == w.dtype() && is_floating(x2d.dtype());
+  const bool same_device = bias.device() == x2d.device() && x2d.device() == w.device();
   Tensor out;
-  {
+  if (same_dtype && same_device) {  // linear checked the shapes
+    out = empty({x2d.size(0), w.size(1)}, x2d.dtype(), x2d.device());
     NoGradGuard no_grad;
-    const bool same_dtype = bias.dtype() == x2d.dtype() && x2d.dtype() == w.dtype() && is_floating(x2d.dtype());
-    if (x2d.device().is_cpu() && bias.device().is_cpu() && w.device().is_cpu() && same_dtype) {  // linear checked shapes
-      out = empty({x2d.size(0), w.size(1)}, x2d.dtype(), x2d.device());
-      cpu::batched_matmul(x2d, w, out, cpu::MatmulStructure::dense, /*add_to_out=*/false, bias.contiguous());
-    } else {  // other devices, and inputs matmul will refuse with its own message
-      out = bias + matmul(x2d, w);  // the bias row broadcast over the batch rows
-    }
+    backend(x2d.device()).addmm(bias.contiguous(), x2d, w, out);
+  } else {  // inputs matmul will refuse, with its own message
+    NoGradGuard no_grad;
+    out = bias + matmul(x2d, w);
   }
   if (!needs_grad({bias, x2d, w})) return out;
-  const Tensor& x = x2d;
-  const Tensor& y = w;
-  return record("AddmmBackward0", out, {bias, x2d, w}, {x, y}, [x, y, bshape = bias.shape()](const Tensor& g) {
-    return Grads{g.sum_to(bshape), matmul(g, y.mT()), weight_gradient(x, g)};
+  return record("AddmmBackward0", out, {bias, x2d, w}, {x2d, w}, [x2d, w, bshape = bias.shape()](const Tensor& g) {
+    // out = b + X·W  ⇒  db = Σ_rows g,  dX = g·Wᵀ,  dW = Xᵀ·g — in [out, in] order, the layout of linear's
+    // weight, so its TBackward0 hands the leaf a gradient it can keep
+    Tensor dw = layout_may_change(x2d, g) ? product_in_transposed_layout(x2d.mT(), g) : matmul(x2d.mT(), g);
+    return Grads{g.sum_to(bshape), matmul(g, w.mT()), dw};
   });
 }
 
@@ -148,7 +138,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0)))
     throw std::invalid_argument(fmt::format("linear: bias of shape {} does not match weight {} (out_features {})",
                                             bias.shape_str(), weight.shape_str(), weight.size(0)));
-  if (!bias.defined()) return matmul(x, weight.t());  // MmBackward0, or UnsafeViewBackward0 for a batch
+  if (!bias.defined()) return matmul(x, weight.t());  // MmBackward0 (then UnsafeViewBackward0 for a batch)
   if (x.dim() == 2) return addmm(bias, x, weight.t());
   // a batch of rows: flatten to one matrix, one addmm, view back (PyTorch's _flatten_3d_linear)
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);

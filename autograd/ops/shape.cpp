@@ -13,12 +13,12 @@
 
 #include "autograd/backend.h"
 #include "autograd/ops.h"
-#include "autograd/pool.h"
+#include "autograd/memory/pool.h"
 
 namespace autograd {
 
 Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
-  auto out = make_pooled<TensorImpl>();
+  auto out = memory::make_pooled<TensorImpl>();
   out->storage = impl().storage;
   out->shape = shape;
   out->strides = strides;
@@ -357,18 +357,17 @@ static Tensor triangle(const Tensor& t, int64_t diagonal, bool lower) {
   if (t.dim() < 2)
     throw std::invalid_argument(fmt::format("{}: input tensor must have at least 2 dimensions, got shape {}",
                                             lower ? "tril" : "triu", t.shape_str()));
-  int64_t rows = t.size(-2), cols = t.size(-1);
-  Tensor keep = empty({rows, cols}, DType::Bool);
-  bool* k = keep.data_ptr<bool>();
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) k[i * cols + j] = lower ? (j - i <= diagonal) : (j - i >= diagonal);
-  keep = keep.to(t.device());
+  const int64_t rows = t.size(-2), cols = t.size(-1);
   Tensor out = empty(t.shape(), t.dtype(), t.device());
   {
     NoGradGuard no_grad;
+    // keep[i, j]: whether column j minus row i is on the kept side of the diagonal
+    Tensor offset = arange(cols).unsqueeze(0) - arange(rows).unsqueeze(1);
+    Tensor keep = (lower ? le(offset, double(diagonal)) : ge(offset, double(diagonal))).to(t.device());
     Tensor zero = zeros({}, t.dtype(), t.device());
     backend(t.device()).where(keep.expand(t.shape()), t, zero.expand(t.shape()), out);
   }
+  if (!needs_grad({t})) return out;
   return record(lower ? "TrilBackward0" : "TriuBackward0", out, {t}, {}, [diagonal, lower](const Tensor& g) {
     return Grads{lower ? g.tril(diagonal) : g.triu(diagonal)};
   });

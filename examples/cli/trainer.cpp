@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
-#include "autograd/dot.h"
-#include "autograd/svg.h"
+#include "autograd/inspect/dot.h"
+#include "plot/svg.h"
 #include "nn/nn.h"
 #include "nn/safetensors.h"
 #include "optim/optim.h"
@@ -124,7 +124,7 @@ std::vector<int64_t> continue_text(const nn::MiniSelfAttention& model, std::vect
     }
     std::vector<double> probs = from_vector(scores, {int64_t(scores.size())}).softmax(0).to_vector<double>();
     double u = 0;
-    rng::uniform(gen, &u, 1, 0.0, 1.0);
+    random::uniform(gen, &u, 1, 0.0, 1.0);
     int64_t pick = int64_t(probs.size()) - 1;
     for (size_t i = 0; i < probs.size(); ++i) {
       if (u < probs[i]) {
@@ -283,9 +283,9 @@ int run_train(const TrainOptions& o, std::ostream& out) {
   if (!o.plot.empty()) {
     std::vector<double> steps(curve.size());
     for (size_t i = 0; i < steps.size(); ++i) steps[i] = double(i);
-    std::vector<svg::Series> lines{{.name = "train (batch loss)", .x = steps, .y = curve}};
+    std::vector<plot::svg::Series> lines{{.name = "train (batch loss)", .x = steps, .y = curve}};
     if (!val_curve.empty()) lines.push_back({.name = "held-out", .x = val_steps, .y = val_curve, .markers = true});
-    write_text_file(o.plot, svg::line_plot(lines, {.title = fmt::format("loss, {} steps, D {} T {} B {} heads {}, lr {}",
+    write_text_file(o.plot, plot::svg::line_plot(lines, {.title = fmt::format("loss, {} steps, D {} T {} B {} heads {}, lr {}",
                                                                        o.steps, o.dim, T, o.batch, o.heads, o.lr)}));
     out << "wrote the loss curve to " << o.plot << "\n";
   }

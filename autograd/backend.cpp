@@ -1,0 +1,115 @@
+// backend.cpp — the device registry, and the composite entries of the kernel fence (backend.h): each
+// written with the other entries, for a device that has no kernel of its own for it.
+#include "autograd/backend.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "autograd/cpu/kernels.h"
+#include "autograd/node.h"
+
+namespace autograd {
+
+namespace {
+Backend* cuda_backend = nullptr;
+
+// A 0-d tensor holding `value`, on `like`'s device, with its dtype.
+Tensor scalar_like(const Tensor& like, double value) {
+  Tensor s = empty({}, like.dtype(), like.device());
+  backend(like.device()).fill(s, value);
+  return s;
+}
+
+// The values of a contiguous int64 tensor, on the host.
+std::vector<int64_t> host_indices(Backend& device, const Tensor& index) {
+  std::vector<int64_t> values(size_t(index.numel()));
+  if (!values.empty()) device.copy_to_cpu(index, values.data(), values.size() * sizeof(int64_t));
+  return values;
+}
+}  // namespace
+
+void register_backend(DeviceType type, Backend* b) {
+  if (type == DeviceType::CUDA) cuda_backend = b;
+}
+
+Backend& backend(Device device) {
+  if (device.is_cpu()) return cpu::cpu_backend();
+  if (!cuda_backend)
+    throw std::runtime_error(fmt::format("device {}: this build of scratchgrad has no CUDA support "
+                                         "(configure with -DSCRATCHGRAD_CUDA=ON on a machine with nvcc)",
+                                         device.str()));
+  return *cuda_backend;
+}
+
+void copy_across_devices(const Tensor& src, const Tensor& dst) {
+  const size_t nbytes = size_t(src.numel()) * dtype_size(src.dtype());
+  if (dst.device().is_cpu()) {
+    backend(src.device()).copy_to_cpu(src, dst.raw_data(), nbytes);
+  } else if (src.device().is_cpu()) {
+    backend(dst.device()).copy_from_cpu(src.raw_data(), dst, nbytes);
+  } else {  // between two accelerators: through the host
+    Tensor host = empty(src.shape(), src.dtype(), Device::cpu());
+    copy_across_devices(src, host);
+    copy_across_devices(host, dst);
+  }
+}
+
+// ---- composites
+
+void Backend::masked_fill(const Tensor& x, const Tensor& mask, double value, const Tensor& out) {
+  NoGradGuard no_grad;
+  where(mask, scalar_like(x, value).expand(x.shape()), x, out);
+}
+
+void Backend::addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out) {
+  NoGradGuard no_grad;
+  Tensor product = empty(out.shape(), out.dtype(), out.device());
+  matmul(a, b, product);
+  binary(BinaryOp::Add, bias.expand(out.shape()), product, out);  // the bias row broadcast over the rows
+}
+
+void Backend::matmul_structured(const Tensor& a, const Tensor& b, const Tensor& out, MatmulStructure) {
+  matmul(a, b, out);  // the full product has the same entries where the promised zeros are
+}
+
+void Backend::causal_scale(const Tensor&, const Tensor&, double, double) {
+  throw std::logic_error("causal_scale: called on a backend without causal kernels (has_causal_kernels() is false)");
+}
+
+bool Backend::zero_above_diagonal(const Tensor&) {
+  throw std::logic_error("zero_above_diagonal: called on a backend without causal kernels");
+}
+
+int64_t Backend::find_index_outside(const Tensor& index, int64_t limit, int64_t allowed) {
+  const std::vector<int64_t> values = host_indices(*this, index);
+  auto bad = std::find_if(values.begin(), values.end(),
+                          [&](int64_t v) { return (v < 0 || v >= limit) && v != allowed; });
+  return bad == values.end() ? -1 : int64_t(bad - values.begin());
+}
+
+int64_t Backend::nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, const Tensor& out) {
+  const std::vector<int64_t> t = host_indices(*this, targets);
+  const int64_t count = std::count_if(t.begin(), t.end(), [&](int64_t v) { return v != ignore_index; });
+  Tensor picked = empty({log_probs.size(0)}, log_probs.dtype(), log_probs.device());
+  gather_rows(log_probs, targets, ignore_index, picked);
+  sum_to(picked, out);                                  // Σ logp[i, t_i]
+  unary(UnaryOp::DivScalar, out, out, double(count));  // / count
+  unary(UnaryOp::Neg, out, out, 0.0);                   // −
+  return count;
+}
+
+void Backend::nll_loss_backward(const Tensor& grad, const Tensor& targets, int64_t ignore_index, int64_t count,
+                                const Tensor& grad_in) {
+  NoGradGuard no_grad;
+  Tensor coef = empty({}, grad.dtype(), grad.device());  // −g / count, then one per row
+  unary(UnaryOp::Neg, grad, coef, 0.0);
+  unary(UnaryOp::DivScalar, coef, coef, double(count));
+  Tensor per_row = empty({grad_in.size(0)}, grad.dtype(), grad.device());
+  copy(coef.reshape({1}).expand({grad_in.size(0)}), per_row);
+  scatter_rows(per_row, targets, ignore_index, grad_in);
+}
+
+}  // namespace autograd

@@ -1,0 +1,60 @@
+// cpu/attention.cpp — the elementwise halves of causal attention (ops/attention.cpp): scaling the scores
+// on and below the diagonal while filling above it, and checking that a matrix is zero above it.
+#include <algorithm>
+
+#include "autograd/cpu/kernels.h"
+#include "autograd/cpu/runtime.h"
+
+namespace autograd::cpu {
+
+namespace {
+
+// Calls f(T* x_matrix, const T* y_matrix) for each t x t matrix of two contiguous [..., t, t] tensors,
+// the matrices spread over threads when there are many elements.
+template <typename T, typename F> void for_each_square(const Tensor& x, const Tensor& y, F f) {
+  const int64_t t = x.size(-1), count = x.numel() / std::max<int64_t>(t * t, 1);
+  T* px = static_cast<T*>(x.raw_data());
+  const T* py = static_cast<const T*>(y.raw_data());
+  const int threads = x.numel() < (int64_t(1) << 15) ? 1 : get_num_threads();
+  if (threads == 1) {  // no OpenMP region at all: even an if(false) one has a cost
+    for (int64_t i = 0; i < count; ++i) f(px + i * t * t, py + i * t * t);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < count; ++i) f(px + i * t * t, py + i * t * t);
+}
+
+}  // namespace
+
+// dst = src / divisor on and below the diagonal, `above` above it: one pass for what masked_fill and
+// the division would do in two (the same values: x / s rounded once, as the division op does).
+void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above) {
+  const int64_t t = dst.size(-1);
+  dispatch_floating(dst.dtype(), "causal_scores", [&](auto tag) {
+    using T = decltype(tag);
+    const T scale = T(divisor), fill = T(above);
+    for_each_square<T>(dst, src, [&](T* d, const T* x) {
+      for (int64_t i = 0; i < t; ++i) {  // two plain loops per row, so both run on vectors
+        for (int64_t j = 0; j <= i; ++j) d[i * t + j] = x[i * t + j] / scale;
+        for (int64_t j = i + 1; j < t; ++j) d[i * t + j] = fill;
+      }
+    });
+  });
+}
+
+// Whether a contiguous [..., t, t] tensor is zero above every diagonal (a causal softmax's output is).
+bool zero_above_diagonal(const Tensor& p) {
+  if (!p.is_contiguous()) return false;
+  const int64_t t = p.size(-1), count = p.numel() / std::max<int64_t>(t * t, 1);
+  return dispatch_floating(p.dtype(), "tril_matmul", [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(p.raw_data());
+    for (int64_t m = 0; m < count; ++m, x += t * t)
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t j = i + 1; j < t; ++j)
+          if (x[i * t + j] != T(0)) return false;
+    return true;
+  });
+}
+
+}  // namespace autograd::cpu

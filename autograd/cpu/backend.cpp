@@ -1,0 +1,97 @@
+// cpu/backend.cpp — the CPU device: every Backend entry, each handed to the kernel that implements it
+// (kernels.h lists them by file).
+#include <cstring>
+
+#include "autograd/cpu/buffer_cache.h"
+#include "autograd/cpu/kernels.h"
+
+namespace autograd::cpu {
+
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  void* allocate(size_t nbytes) override { return cached_allocate(nbytes); }
+  void deallocate(void* p, size_t nbytes) override { cached_deallocate(p, nbytes); }
+  void copy_to_cpu(const Tensor& src, void* dst, size_t nbytes) override { std::memcpy(dst, src.raw_data(), nbytes); }
+  void copy_from_cpu(const void* src, const Tensor& dst, size_t nbytes) override {
+    std::memcpy(dst.raw_data(), src, nbytes);
+  }
+
+  void copy(const Tensor& src, const Tensor& dst) override { cpu::copy(src, dst); }
+  void fill(const Tensor& dst, double value) override { cpu::fill(dst, value); }
+  void unary(UnaryOp op, const Tensor& in, const Tensor& out, double scalar) override {
+    cpu::unary(op, in, out, scalar);
+  }
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
+    cpu::binary(op, a, b, out);
+  }
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override {
+    cpu::where(cond, a, b, out);
+  }
+  void masked_fill(const Tensor& x, const Tensor& mask, double value, const Tensor& out) override {
+    cpu::masked_fill(x, mask, value, out);
+  }
+
+  void sum_to(const Tensor& in, const Tensor& out) override { cpu::sum_to(in, out); }
+  void max_dim(const Tensor& in, int64_t dim, const Tensor& values, const Tensor& indices) override {
+    cpu::max_dim(in, dim, values, indices);
+  }
+
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override { batched_matmul(a, b, out); }
+  void addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out) override {
+    batched_matmul(a, b, out, MatmulStructure::dense, /*add_to_out=*/false, bias);
+  }
+  bool has_causal_kernels() const override { return true; }
+  void matmul_structured(const Tensor& a, const Tensor& b, const Tensor& out, MatmulStructure structure) override {
+    batched_matmul(a, b, out, structure);
+  }
+  void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above) override {
+    cpu::causal_scale(dst, src, divisor, above);
+  }
+  bool zero_above_diagonal(const Tensor& p) override { return cpu::zero_above_diagonal(p); }
+
+  void softmax(const Tensor& in, int64_t dim, bool log, const Tensor& out) override {
+    cpu::softmax(in, dim, log, out);
+  }
+  void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log, const Tensor& gx) override {
+    cpu::softmax_backward(y, g, dim, log, gx);
+  }
+
+  void index_select_rows(const Tensor& weight, const Tensor& index, const Tensor& out) override {
+    cpu::index_select_rows(weight, index, out);
+  }
+  void index_add_rows(const Tensor& grad, const Tensor& index, const Tensor& grad_weight) override {
+    cpu::index_add_rows(grad, index, grad_weight);
+  }
+  int64_t find_index_outside(const Tensor& index, int64_t limit, int64_t allowed) override {
+    return cpu::find_index_outside(index, limit, allowed);
+  }
+  void gather_rows(const Tensor& values, const Tensor& index, int64_t skip, const Tensor& out) override {
+    cpu::gather_rows(values, index, skip, out);
+  }
+  void scatter_rows(const Tensor& grad, const Tensor& index, int64_t skip, const Tensor& grad_values) override {
+    cpu::scatter_rows(grad, index, skip, grad_values);
+  }
+  int64_t nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, const Tensor& out) override {
+    return cpu::nll_loss(log_probs, targets, ignore_index, out);
+  }
+  void nll_loss_backward(const Tensor& grad, const Tensor& targets, int64_t ignore_index, int64_t count,
+                         const Tensor& grad_in) override {
+    cpu::nll_loss_backward(grad, targets, ignore_index, count, grad_in);
+  }
+
+  void adam_update(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                   const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) override {
+    adam_update_cpu(step, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq);
+  }
+};
+
+}  // namespace
+
+Backend& cpu_backend() {
+  static CpuBackend instance;
+  return instance;
+}
+
+}  // namespace autograd::cpu

@@ -1,0 +1,62 @@
+// cpu/kernels.h — the CPU backend's kernels, one function per Backend entry (backend.h says what each
+// computes), grouped by the file that holds them. cpu/backend.cpp puts them behind the Backend interface;
+// nothing above the fence includes this header.
+#pragma once
+#include <cstdint>
+
+#include "autograd/backend.h"
+
+namespace autograd::cpu {
+
+Backend& cpu_backend();
+
+// elementwise.cpp
+void copy(const Tensor& src, const Tensor& dst);
+void fill(const Tensor& dst, double value);
+void unary(UnaryOp op, const Tensor& in, const Tensor& out, double scalar);
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
+void masked_fill(const Tensor& x, const Tensor& mask, double value, const Tensor& out);
+
+// sums.cpp
+void sum_to(const Tensor& in, const Tensor& out);
+void max_dim(const Tensor& in, int64_t dim, const Tensor& values, const Tensor& indices);
+
+// softmax.cpp
+void softmax(const Tensor& in, int64_t dim, bool log, const Tensor& out);
+void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log, const Tensor& gx);
+
+// embedding.cpp
+void index_select_rows(const Tensor& weight, const Tensor& index, const Tensor& out);
+void index_add_rows(const Tensor& grad, const Tensor& index, const Tensor& grad_weight);
+int64_t find_index_outside(const Tensor& index, int64_t limit, int64_t allowed);
+
+// loss.cpp
+void gather_rows(const Tensor& values, const Tensor& index, int64_t skip, const Tensor& out);
+void scatter_rows(const Tensor& grad, const Tensor& index, int64_t skip, const Tensor& grad_values);
+int64_t nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, const Tensor& out);
+void nll_loss_backward(const Tensor& grad, const Tensor& targets, int64_t ignore_index, int64_t count,
+                       const Tensor& grad_in);
+
+// matmul.cpp
+// out[..., M, N] = a[..., M, K] @ b[..., K, N]; batch dims identical (expanded views allowed).
+// Products are added in PyTorch's order by the exact kernels (or BLIS when SCRATCHGRAD_MATMUL=blis).
+// add_to_out: out holds the sum's starting value and every block of the sum is added to it, as BLIS
+// does for addmm (beta = 1): (bias + chain₀) + chain₁ + ...
+// start_row (optional, [N] contiguous, out's dtype): the starting value is this row on every row of out,
+// as if it had been copied down out and add_to_out set (addmm's bias, without the copy).
+void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out,
+                    MatmulStructure structure = MatmulStructure::dense, bool add_to_out = false,
+                    const Tensor& start_row = Tensor());
+// Below this many multiply-adds a BLIS call (about 1.4 µs of fixed cost) loses to a plain loop.
+inline constexpr int64_t kSmallMatmulFlops = 16 * 1024;
+
+// attention.cpp
+void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above);
+bool zero_above_diagonal(const Tensor& p);
+
+// adam.cpp
+void adam_update_cpu(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                     const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq);
+
+}  // namespace autograd::cpu

@@ -1,0 +1,23 @@
+// cpu/runtime.h — process-wide CPU settings: threads, FTZ/DAZ, BLIS start-up, CPU features.
+#pragma once
+
+namespace autograd::cpu {
+
+// Threads used by BLIS and the CPU kernels (default 1, or SCRATCHGRAD_THREADS).
+void set_num_threads(int threads);
+int get_num_threads();
+
+// Which BLIS kernel family is in use ("skx", "haswell", ...), after start-up selection.
+const char* blis_kernel_name();
+
+// FTZ/DAZ on, BLIS's kernel family chosen and BLIS started, SCRATCHGRAD_THREADS read: once per
+// process. It runs at load time; kernels that need BLIS call it too (cheap after the first time).
+void init_cpu_runtime();
+
+// Whether the kernels' AVX-512 twins run: the CPU has AVX-512 F, VL and BW (every AVX-512 CPU since
+// Skylake-SP and Zen 4) and SCRATCHGRAD_NO_AVX512 is not set. The twins do the same IEEE operations as
+// their baseline versions, so this changes speed, never bits (tests/test_avx512_paths.cpp).
+bool avx512_kernels();
+bool has_avx2();
+
+}  // namespace autograd::cpu

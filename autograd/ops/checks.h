@@ -1,0 +1,30 @@
+// ops/checks.h — the argument checks every op family shares, so each message is worded once.
+#pragma once
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "autograd/tensor.h"
+
+namespace autograd {
+
+inline void check_floating(const Tensor& x, const char* op) {
+  if (!is_floating(x.dtype()))
+    throw std::invalid_argument(fmt::format("{}: expected a floating point tensor, got {} (shape {})", op,
+                                            dtype_name(x.dtype()), x.shape_str()));
+}
+
+inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.dtype() != b.dtype())
+    throw std::invalid_argument(fmt::format("{}: dtype mismatch: {} (shape {}) and {} (shape {}); convert one with .to()",
+                                            op, dtype_name(a.dtype()), a.shape_str(), dtype_name(b.dtype()),
+                                            b.shape_str()));
+}
+
+inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.device() != b.device())
+    throw std::invalid_argument(fmt::format("{}: expected all tensors on the same device, got {} and {}", op,
+                                            a.device().str(), b.device().str()));
+}
+
+}  // namespace autograd
