@@ -70,7 +70,7 @@ find_package(CUDAToolkit REQUIRED)
 
 # ---- the library ----
 file(GLOB SCRATCHGRAD_GPU_SOURCES CONFIGURE_DEPENDS
-  ${CMAKE_SOURCE_DIR}/gpu/*.cpp ${CMAKE_SOURCE_DIR}/gpu/*.cu)
+  ${PROJECT_SOURCE_DIR}/gpu/*.cpp ${PROJECT_SOURCE_DIR}/gpu/*.cu)
 list(FILTER SCRATCHGRAD_GPU_SOURCES EXCLUDE REGEX "/bench_[^/]*$")
 add_library(scratchgrad_gpu STATIC ${SCRATCHGRAD_GPU_SOURCES})
 target_link_libraries(scratchgrad_gpu PUBLIC scratchgrad_autograd PRIVATE CUDA::cudart CUDA::cublas)
@@ -111,7 +111,7 @@ message(STATUS "scratchgrad: CUDA backend on (nvcc ${CMAKE_CUDA_COMPILER_VERSION
                "architectures ${CMAKE_CUDA_ARCHITECTURES}, toolkit ${CUDAToolkit_LIBRARY_DIR})")
 
 # ---- the GPU benchmark ----
-if(EXISTS ${CMAKE_SOURCE_DIR}/gpu/bench_gpu.cpp)
-  add_executable(bench_gpu ${CMAKE_SOURCE_DIR}/gpu/bench_gpu.cpp)
+if(EXISTS ${PROJECT_SOURCE_DIR}/gpu/bench_gpu.cpp)
+  add_executable(bench_gpu ${PROJECT_SOURCE_DIR}/gpu/bench_gpu.cpp)
   target_link_libraries(bench_gpu PRIVATE scratchgrad_gpu scratchgrad_optim scratchgrad_nn)
 endif()
