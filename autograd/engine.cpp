@@ -59,11 +59,14 @@ BackwardObserver set_backward_observer(BackwardObserver observer) {
   return observer;
 }
 
-bool needs_grad(std::initializer_list<Tensor> inputs) {
+bool needs_grad(std::span<const Tensor> inputs) {
   if (!grad_enabled) return false;
   for (const Tensor& t : inputs)
     if (t.defined() && t.requires_grad()) return true;
   return false;
+}
+bool needs_grad(std::initializer_list<Tensor> inputs) {
+  return needs_grad(std::span<const Tensor>(inputs.begin(), inputs.size()));
 }
 
 static Edge edge_to(const Tensor& t) {

@@ -76,6 +76,7 @@ inline Tensor record(const char* name, Tensor out, std::initializer_list<Tensor>
 
 // True when a new op with these inputs would be recorded.
 bool needs_grad(std::initializer_list<Tensor> inputs);
+bool needs_grad(std::span<const Tensor> inputs);
 
 // ---- grad mode ----
 bool is_grad_enabled();

@@ -49,6 +49,7 @@ static Tensor sum_impl(const char* name, const Tensor& a, const std::vector<int6
                        std::source_location where = std::source_location::current()) {
   Shape kept;
   Tensor out = sum_values(a, dims, keepdim, kept);
+  if (!needs_grad({a})) return out;
   Shape in_shape = a.shape();
   return record(name, out, {a}, {}, [in_shape, kept](const Tensor& g) {
     return Grads{g.reshape(kept).expand(in_shape)};
@@ -89,6 +90,7 @@ static Tensor mean_impl(const char* name, const Tensor& a, const std::vector<int
     NoGradGuard no_grad;
     out = sum_values(a, dims, keepdim, kept) / double(n);  // empty: 0/0 = nan, as in PyTorch
   }
+  if (!needs_grad({a})) return out;
   Shape in_shape = a.shape();
   return record(name, out, {a}, {}, [in_shape, kept, n](const Tensor& g) {
     return Grads{(g / double(n)).reshape(kept).expand(in_shape)};
@@ -115,6 +117,7 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim_in, bool keepdim) {
     values = values.squeeze(dim);
     indices = indices.squeeze(dim);
   }
+  if (!needs_grad({a})) return {values, indices};
   Shape in_shape = a.shape();
   int64_t n = a.shape()[size_t(dim)];
   Tensor idx = indices.detach().reshape(kept);
@@ -138,6 +141,7 @@ Tensor max(const Tensor& a) {
     NoGradGuard no_grad;
     value = max(a.reshape({-1}), 0, false).first;
   }
+  if (!needs_grad({a})) return value;
   Tensor in = a.detach(), v = value.detach();
   return record("MaxBackward1", value, {a}, {a}, [in, v](const Tensor& g) {
     Tensor winners = std::isnan(v.item()) ? ne(in, in) : eq(in, v);  // a constant mask

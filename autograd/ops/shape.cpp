@@ -79,7 +79,7 @@ static std::optional<Shape> view_strides(const Shape& old_shape, const Shape& ol
 
 // Records a view op whose backward is "reshape the gradient back to the input's shape".
 static Tensor record_reshaping(const char* name, const Tensor& in, Tensor out) {
-  if (!is_grad_enabled() || !in.requires_grad()) return out;  // no node: skip building its closure
+  if (!needs_grad({in})) return out;  // no node: skip building its closure
   Shape in_shape = in.shape();
   return record(name, std::move(out), {in}, {in}, [in_shape](const Tensor& g) {
     return Grads{g.reshape(in_shape)};
@@ -112,7 +112,7 @@ static Tensor transposed(const Tensor& t, int64_t d0, int64_t d1, const char* na
   Shape shape = t.shape(), strides = t.strides();
   std::swap(shape[size_t(d0)], shape[size_t(d1)]);
   std::swap(strides[size_t(d0)], strides[size_t(d1)]);
-  if (!is_grad_enabled() || !t.requires_grad()) return t.as_strided(shape, strides, t.offset());  // no node
+  if (!needs_grad({t})) return t.as_strided(shape, strides, t.offset());  // no node
   return record(name, t.as_strided(shape, strides, t.offset()), {t}, {t},
                 [d0, d1](const Tensor& g) { return Grads{g.transpose(d0, d1)}; });
 }
@@ -138,6 +138,7 @@ Tensor Tensor::permute(const Shape& dims_in) const {
     shape[i] = this->shape()[size_t(dims[i])];
     strides[i] = this->strides()[size_t(dims[i])];
   }
+  if (!needs_grad({*this})) return as_strided(shape, strides, offset());
   return record("PermuteBackward0", as_strided(shape, strides, offset()), {*this}, {*this},
                 [inverse](const Tensor& g) { return Grads{g.permute(inverse)}; });
 }
@@ -148,6 +149,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t stride = size_t(d) < shape.size() ? shape[size_t(d)] * strides[size_t(d)] : 1;
   shape.insert(shape.begin() + d, 1);
   strides.insert(strides.begin() + d, stride);
+  if (!needs_grad({*this})) return as_strided(shape, strides, offset());
   return record("UnsqueezeBackward0", as_strided(shape, strides, offset()), {*this}, {*this},
                 [d](const Tensor& g) { return Grads{g.squeeze(d)}; });
 }
@@ -190,6 +192,7 @@ Tensor Tensor::expand(const Shape& target) const {
   }
   if (shape == this->shape()) return *this;
   Shape in_shape = this->shape();
+  if (!needs_grad({*this})) return as_strided(shape, strides, offset());
   return record("ExpandBackward0", as_strided(shape, strides, offset()), {*this}, {*this},
                 [in_shape](const Tensor& g) { return Grads{g.sum_to(in_shape)}; });
 }
@@ -213,6 +216,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_in, std::optional<i
   shape[size_t(d)] = len;
   strides[size_t(d)] *= step;
   Tensor out = as_strided(shape, strides, offset() + start * this->strides()[size_t(d)]);
+  if (!needs_grad({*this})) return out;
   Shape in_shape = this->shape();
   return record("SliceBackward0", out, {*this}, {*this}, [=](const Tensor& g) {
     return Grads{scatter_into_zeros(g, in_shape, [&](const Tensor& z) { return z.slice(d, start, end, step); })};
@@ -240,6 +244,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   shape.erase(shape.begin() + d);
   strides.erase(strides.begin() + d);
   Tensor out = as_strided(shape, strides, offset() + index * this->strides()[size_t(d)]);
+  if (!needs_grad({*this})) return out;
   Shape in_shape = this->shape();
   return record("SelectBackward0", out, {*this}, {*this}, [=](const Tensor& g) {
     return Grads{scatter_into_zeros(g, in_shape, [&](const Tensor& z) { return z.select(d, index); })};
@@ -254,6 +259,7 @@ Tensor Tensor::contiguous() const {
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype(), device());
   backend(device()).copy(*this, out);
+  if (!needs_grad({*this})) return out;
   return record("CloneBackward0", out, {*this}, {}, [](const Tensor& g) { return Grads{g}; });
 }
 
@@ -308,6 +314,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     sizes.push_back(t.shape()[size_t(dim)]);
     at += sizes.back();
   }
+  if (!needs_grad(std::span<const Tensor>(tensors))) return out;
   return record("CatBackward0", out, tensors, {}, [dim, sizes](const Tensor& g) {
     Grads grads;  // each input gets back its slice of the gradient
     int64_t start = 0;
@@ -335,6 +342,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
                                               first.shape_str(), tensors[i].shape_str(), i));
     copy_into(tensors[i], out, item_strides, int64_t(i) * out.strides()[size_t(dim)]);
   }
+  if (!needs_grad(std::span<const Tensor>(tensors))) return out;
   return record("StackBackward0", out, tensors, {}, [dim, n = tensors.size()](const Tensor& g) {
     Grads grads;
     for (size_t i = 0; i < n; ++i) grads.push_back(g.select(dim, int64_t(i)));
