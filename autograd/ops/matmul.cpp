@@ -13,10 +13,10 @@
 
 namespace autograd {
 
-// a·b computed as (bᵀ·aᵀ)ᵀ: the same numbers (each entry is the same chain of products in the same
+// aᵀ·b computed as (bᵀ·a)ᵀ: the same numbers (each entry is the same chain of products in the same
 // order, and x·y == y·x exactly), but they land in the transposed layout. Backward uses it where that
 // layout is the one the gradient's receiver keeps, so no copy follows (docs/parity.md, "same-bits layouts").
-static Tensor product_in_transposed_layout(const Tensor& a, const Tensor& b) { return matmul(b.mT(), a.mT()).mT(); }
+static Tensor a_transpose_b_in_transposed_layout(const Tensor& a, const Tensor& b) { return matmul(b.mT(), a).mT(); }
 
 // Whether a product's gradient may take the transposed layout: not where a single row or column makes
 // BLIS take its dot-product order, which differs between the two forms.
@@ -27,7 +27,7 @@ static bool layout_may_change(const Tensor& a, const Tensor& g) { return a.size(
 static Tensor gradient_of_b(const Tensor& a, const Tensor& b, const Tensor& g) {
   const bool b_transposed = !b.is_contiguous() && b.mT().is_contiguous();
   const bool summed = g.shape().size() != b.shape().size() || !std::equal(g.shape().begin(), g.shape().end() - 2, b.shape().begin());
-  if (b_transposed && !summed && layout_may_change(a, g)) return product_in_transposed_layout(a.mT(), g);
+  if (b_transposed && !summed && layout_may_change(a, g)) return a_transpose_b_in_transposed_layout(a, g);
   return matmul(a.mT(), g).sum_to(b.shape());
 }
 
@@ -124,7 +124,7 @@ static Tensor addmm(const Tensor& bias, const Tensor& x2d, const Tensor& w) {
   return record("AddmmBackward0", out, {bias, x2d, w}, {x2d, w}, [x2d, w, bshape = bias.shape()](const Tensor& g) {
     // out = b + X·W  ⇒  db = Σ_rows g,  dX = g·Wᵀ,  dW = Xᵀ·g — in [out, in] order, the layout of linear's
     // weight, so its TBackward0 hands the leaf a gradient it can keep
-    Tensor dw = layout_may_change(x2d, g) ? product_in_transposed_layout(x2d.mT(), g) : matmul(x2d.mT(), g);
+    Tensor dw = layout_may_change(x2d, g) ? a_transpose_b_in_transposed_layout(x2d, g) : matmul(x2d.mT(), g);
     return Grads{g.sum_to(bshape), matmul(g, w.mT()), dw};
   });
 }
