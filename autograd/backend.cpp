@@ -41,8 +41,14 @@ Backend& backend(Device device) {
     throw std::runtime_error(fmt::format("device {}: this build of scratchgrad has no CUDA support "
                                          "(configure with -DSCRATCHGRAD_CUDA=ON on a machine with nvcc)",
                                          device.str()));
+  // A CUDA build on a machine without a usable GPU: every use says why, instead of failing later inside
+  // an allocation with the driver's words (and has_backend(cuda) is false).
+  static const std::string unusable = cuda_backend->unusable_reason();
+  if (!unusable.empty()) throw std::runtime_error(fmt::format("no usable CUDA device: {}", unusable));
   return *cuda_backend;
 }
+
+bool has_registered_backend(DeviceType type) { return type == DeviceType::CPU || (type == DeviceType::CUDA && cuda_backend); }
 
 void copy_across_devices(const Tensor& src, const Tensor& dst) {
   const size_t nbytes = size_t(src.numel()) * dtype_size(src.dtype());

@@ -7,6 +7,7 @@
 // only overrides them where it has something faster (the CPU does, for all of them).
 #pragma once
 #include <cstddef>
+#include <string>
 
 #include "autograd/tensor.h"
 
@@ -42,6 +43,8 @@ struct AdamStep {
 class Backend {
  public:
   virtual ~Backend() = default;
+  // Why this device cannot run anything (no driver, no GPU, ...); empty when it can. Asked once.
+  virtual std::string unusable_reason() const { return {}; }
   virtual void* allocate(size_t nbytes) = 0;
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
 
@@ -110,6 +113,8 @@ class Backend {
 
 Backend& backend(Device device);
 void register_backend(DeviceType type, Backend* backend);  // gpu/ calls this at start-up
+// Whether this build has a backend for the device type, usable or not (has_backend(device) says usable).
+bool has_registered_backend(DeviceType type);
 
 // dst = src (same shape and dtype, both contiguous) where the two live on different devices.
 void copy_across_devices(const Tensor& src, const Tensor& dst);

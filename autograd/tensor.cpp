@@ -16,7 +16,33 @@ namespace autograd {
 
 // ---------------------------------------------------------------- storage
 
-Storage::Storage(size_t n, Device d) : nbytes(n), device(d) { data = backend(d).allocate(n); }
+Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
+  try {
+    data = backend(d).allocate(n);
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error(fmt::format("allocate: out of memory: {} bytes on {} could not be allocated", n, d.str()));
+  }
+}
+
+int64_t checked_numel(const Shape& shape, const char* op) {
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    if (s < 0) throw std::invalid_argument(fmt::format("{}: negative dimension in shape {}", op, shape_to_string(shape)));
+    if (__builtin_mul_overflow(n, s, &n))
+      throw std::invalid_argument(fmt::format("{}: shape {} has more elements than an int64 can count", op,
+                                              shape_to_string(shape)));
+  }
+  return n;
+}
+
+size_t checked_nbytes(const Shape& shape, DType dtype, const char* op) {
+  constexpr int64_t kMaxBytes = int64_t(1) << 62;
+  const int64_t n = checked_numel(shape, op);
+  if (n > kMaxBytes / int64_t(dtype_size(dtype)))
+    throw std::invalid_argument(fmt::format("{}: shape {} of {} needs {} × {} bytes, more than any allocator can give",
+                                            op, shape_to_string(shape), dtype_name(dtype), n, dtype_size(dtype)));
+  return size_t(n) * dtype_size(dtype);
+}
 Storage::~Storage() { backend(device).deallocate(data, nbytes); }
 
 Device parse_device(const std::string& text) {
@@ -155,10 +181,9 @@ Tensor Tensor::detach() const {
 // ---------------------------------------------------------------- construction
 
 Tensor empty(const Shape& shape, DType dtype, Device device) {
-  for (int64_t s : shape)
-    if (s < 0) throw std::invalid_argument(fmt::format("empty: negative dimension in shape {}", shape_to_string(shape)));
+  const size_t nbytes = checked_nbytes(shape, dtype, "empty");
   auto impl = memory::make_pooled<TensorImpl>();
-  impl->storage = memory::make_pooled<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), device);
+  impl->storage = memory::make_pooled<Storage>(nbytes, device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

@@ -209,6 +209,12 @@ inline int64_t shape_numel(const Shape& shape) {
   return n;
 }
 std::string shape_to_string(const Shape& shape);  // "[2, 3]"
+// The element count of `shape`, refusing (std::invalid_argument naming `op` and the shape) a negative
+// size or a count that int64 cannot hold. Every shape a user can make passes through it.
+int64_t checked_numel(const Shape& shape, const char* op);
+// The bytes `numel` elements of `dtype` take, refusing (naming `op` and the shape) a size no allocator
+// could give: more than 2^62 bytes.
+size_t checked_nbytes(const Shape& shape, DType dtype, const char* op);
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);  // -1 → ndim-1, with a clear error
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

@@ -197,6 +197,7 @@ void check_device(const Tensor& t, const char* op) {
 
 class CudaBackend final : public autograd::Backend {
  public:
+  std::string unusable_reason() const override { return is_available() ? std::string() : unavailable_reason(); }
   void* allocate(size_t nbytes) override { return allocator().allocate(nbytes); }
   void deallocate(void* p, size_t nbytes) override { allocator().deallocate(p, nbytes); }
 

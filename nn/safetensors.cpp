@@ -103,6 +103,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 }
 
 Checkpoint load_safetensors(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path, "is a folder, not a safetensors file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, fmt::format("cannot open ({})", std::strerror(errno)));
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -140,14 +142,20 @@ Checkpoint load_safetensors(const std::string& path) {
     Shape shape;
     if (!entry["shape"].is_array()) fail(path, fmt::format("tensor '{}' has a malformed shape", name));
     for (const json& s : entry["shape"]) {
-      if (!s.is_number_unsigned()) fail(path, fmt::format("tensor '{}' has a malformed shape {}", name, entry["shape"].dump()));
+      if (!s.is_number_unsigned() || s.get<uint64_t>() > uint64_t(INT64_MAX))
+        fail(path, fmt::format("tensor '{}' has a malformed shape {}", name, entry["shape"].dump()));
       shape.push_back(s.get<int64_t>());
     }
     const json& off = entry["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
       fail(path, fmt::format("tensor '{}' has malformed data_offsets", name));
     size_t begin = off[0].get<size_t>(), end = off[1].get<size_t>();
-    size_t expected = size_t(shape_numel(shape)) * dtype_size(*dtype);
+    size_t expected = 0;
+    try {
+      expected = checked_nbytes(shape, *dtype, "load_safetensors");
+    } catch (const std::invalid_argument& e) {
+      fail(path, fmt::format("tensor '{}': {}", name, e.what()));
+    }
     if (end < begin || end - begin != expected)
       fail(path, fmt::format("tensor '{}' has data_offsets [{}, {}] but shape {} of {} needs {} bytes", name, begin, end,
                              shape_to_string(shape), dtype_name(*dtype), expected));

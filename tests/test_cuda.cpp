@@ -180,12 +180,22 @@ const std::vector<DType> kFloatTypes = {DType::Float64, DType::Float32};
 // registered itself (cmake/CUDA.cmake's static-registration link option), and that asking whether a GPU
 // is there never throws.
 TEST(CudaBuild, BackendIsRegistered) {
-  EXPECT_TRUE(has_backend(Device::cuda(0)));
-  EXPECT_EQ(&backend(Device::cuda(0)), &gpu::backend());
+  EXPECT_TRUE(has_registered_backend(DeviceType::CUDA));
   const bool available = gpu::is_available();
   EXPECT_EQ(available, gpu::device_count() > 0);
-  if (!available) {
+  // Without a usable GPU the backend says so, naming the driver's reason, and has_backend is false.
+  EXPECT_EQ(has_backend(Device::cuda(0)), available);
+  if (available) {
+    EXPECT_EQ(&backend(Device::cuda(0)), &gpu::backend());
+  } else {
     EXPECT_FALSE(gpu::unavailable_reason().empty());
+    try {
+      (void)backend(Device::cuda(0));
+      ADD_FAILURE() << "backend(cuda) did not throw without a usable GPU";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("no usable CUDA device: " + gpu::unavailable_reason()), std::string::npos)
+          << e.what();
+    }
   }
   std::printf("[ cuda     ] %s\n", gpu::device_description().c_str());
 }

@@ -17,15 +17,38 @@
 
 namespace autograd {
 
-Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
+// A view of t's storage with these sizes, strides and offset, unchecked: the ops below work them out.
+static Tensor strided_view(const Tensor& t, const Shape& shape, const Shape& strides, int64_t offset) {
   auto out = memory::make_pooled<TensorImpl>();
-  out->storage = impl().storage;
+  out->storage = t.impl().storage;
   out->shape = shape;
   out->strides = strides;
   out->offset = offset;
-  out->dtype = dtype();
+  out->dtype = t.dtype();
   out->is_view = true;
   return Tensor(std::move(out));
+}
+
+// The public view: every element it can reach must lie inside the storage, and no size computation may
+// overflow on the way (a wrapped count would let kernels read outside any buffer).
+Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
+  auto fail = [&](const char* why) {
+    return std::invalid_argument(fmt::format("as_strided: sizes {}, strides {} and offset {} {} (storage of {} elements)",
+                                             shape_to_string(shape), shape_to_string(strides), offset, why,
+                                             impl().storage->nbytes / dtype_size(dtype())));
+  };
+  if (shape.size() != strides.size()) throw fail("have different lengths");
+  const int64_t numel = checked_numel(shape, "as_strided");
+  int64_t last = offset;  // the furthest element reached
+  if (offset < 0) throw fail("reach before the storage");
+  for (size_t d = 0; d < shape.size() && numel > 0; ++d) {
+    if (strides[d] < 0) throw fail("have a negative stride");
+    int64_t span = 0;
+    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &span) || __builtin_add_overflow(last, span, &last))
+      throw fail("reach further than an int64 can count");
+  }
+  if (numel > 0 && uint64_t(last) >= impl().storage->nbytes / dtype_size(dtype())) throw fail("reach past the storage");
+  return strided_view(*this, shape, strides, offset);
 }
 
 // Replaces one -1 in `shape` by whatever makes the element count match `numel`.
@@ -37,12 +60,13 @@ static Shape infer_shape(Shape shape, int64_t numel, const Shape& from, const ch
       infer_at = int64_t(i);
     } else if (shape[i] < 0) {
       throw std::invalid_argument(fmt::format("{}: invalid size {} in shape {}", op, shape[i], shape_to_string(shape)));
-    } else {
-      known *= shape[i];
+    } else if (__builtin_mul_overflow(known, shape[i], &known)) {
+      throw std::invalid_argument(fmt::format("{}: shape {} has more elements than an int64 can count", op,
+                                              shape_to_string(shape)));
     }
   }
   if (infer_at >= 0 && known != 0 && numel % known == 0) shape[size_t(infer_at)] = numel / known;
-  if (shape_numel(shape) != numel)
+  if (checked_numel(shape, op) != numel)
     throw std::invalid_argument(fmt::format("{}: shape {} is invalid for input of shape {} ({} elements)", op,
                                             shape_to_string(shape), shape_to_string(from), numel));
   return shape;
@@ -94,13 +118,13 @@ Tensor Tensor::view(const Shape& shape_in) const {
         "view: shape {} is not compatible with the input's size {} and stride {} (at least one dimension spans "
         "across two contiguous subspaces); use reshape() instead",
         shape_to_string(shape), shape_str(), shape_to_string(this->strides())));
-  return record_reshaping("ViewBackward0", *this, as_strided(shape, *strides, offset()));
+  return record_reshaping("ViewBackward0", *this, strided_view(*this, shape, *strides, offset()));
 }
 
 Tensor Tensor::reshape(const Shape& shape_in) const {
   Shape shape = infer_shape(shape_in, numel(), this->shape(), "reshape");
   if (auto strides = view_strides(this->shape(), this->strides(), shape))
-    return record_reshaping("ViewBackward0", *this, as_strided(shape, *strides, offset()));
+    return record_reshaping("ViewBackward0", *this, strided_view(*this, shape, *strides, offset()));
   return contiguous().view(shape);  // the one case that copies: strides forbid a view
 }
 
@@ -112,8 +136,8 @@ static Tensor transposed(const Tensor& t, int64_t d0, int64_t d1, const char* na
   Shape shape = t.shape(), strides = t.strides();
   std::swap(shape[size_t(d0)], shape[size_t(d1)]);
   std::swap(strides[size_t(d0)], strides[size_t(d1)]);
-  if (!needs_grad({t})) return t.as_strided(shape, strides, t.offset());  // no node
-  return record(name, t.as_strided(shape, strides, t.offset()), {t}, {t},
+  if (!needs_grad({t})) return strided_view(t, shape, strides, t.offset());  // no node
+  return record(name, strided_view(t, shape, strides, t.offset()), {t}, {t},
                 [d0, d1](const Tensor& g) { return Grads{g.transpose(d0, d1)}; });
 }
 
@@ -138,8 +162,8 @@ Tensor Tensor::permute(const Shape& dims_in) const {
     shape[i] = this->shape()[size_t(dims[i])];
     strides[i] = this->strides()[size_t(dims[i])];
   }
-  if (!needs_grad({*this})) return as_strided(shape, strides, offset());
-  return record("PermuteBackward0", as_strided(shape, strides, offset()), {*this}, {*this},
+  if (!needs_grad({*this})) return strided_view(*this, shape, strides, offset());
+  return record("PermuteBackward0", strided_view(*this, shape, strides, offset()), {*this}, {*this},
                 [inverse](const Tensor& g) { return Grads{g.permute(inverse)}; });
 }
 
@@ -149,8 +173,8 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t stride = size_t(d) < shape.size() ? shape[size_t(d)] * strides[size_t(d)] : 1;
   shape.insert(shape.begin() + d, 1);
   strides.insert(strides.begin() + d, stride);
-  if (!needs_grad({*this})) return as_strided(shape, strides, offset());
-  return record("UnsqueezeBackward0", as_strided(shape, strides, offset()), {*this}, {*this},
+  if (!needs_grad({*this})) return strided_view(*this, shape, strides, offset());
+  return record("UnsqueezeBackward0", strided_view(*this, shape, strides, offset()), {*this}, {*this},
                 [d](const Tensor& g) { return Grads{g.squeeze(d)}; });
 }
 
@@ -160,7 +184,7 @@ Tensor Tensor::squeeze(int64_t d) const {
   Shape shape = this->shape(), strides = this->strides();
   shape.erase(shape.begin() + d);
   strides.erase(strides.begin() + d);
-  return record_reshaping("SqueezeBackward1", *this, as_strided(shape, strides, offset()));
+  return record_reshaping("SqueezeBackward1", *this, strided_view(*this, shape, strides, offset()));
 }
 
 Tensor Tensor::squeeze() const {
@@ -170,7 +194,7 @@ Tensor Tensor::squeeze() const {
       shape.push_back(this->shape()[i]);
       strides.push_back(this->strides()[i]);
     }
-  return record_reshaping("SqueezeBackward0", *this, as_strided(shape, strides, offset()));
+  return record_reshaping("SqueezeBackward0", *this, strided_view(*this, shape, strides, offset()));
 }
 
 Tensor Tensor::expand(const Shape& target) const {
@@ -191,9 +215,10 @@ Tensor Tensor::expand(const Shape& target) const {
     strides[i] = (is_new || have != want) ? 0 : this->strides()[i - lead];
   }
   if (shape == this->shape()) return *this;
+  checked_numel(shape, "expand");  // a view, but every kernel that reads it counts its elements
   Shape in_shape = this->shape();
-  if (!needs_grad({*this})) return as_strided(shape, strides, offset());
-  return record("ExpandBackward0", as_strided(shape, strides, offset()), {*this}, {*this},
+  if (!needs_grad({*this})) return strided_view(*this, shape, strides, offset());
+  return record("ExpandBackward0", strided_view(*this, shape, strides, offset()), {*this}, {*this},
                 [in_shape](const Tensor& g) { return Grads{g.sum_to(in_shape)}; });
 }
 
@@ -215,7 +240,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_in, std::optional<i
   Shape shape = this->shape(), strides = this->strides();
   shape[size_t(d)] = len;
   strides[size_t(d)] *= step;
-  Tensor out = as_strided(shape, strides, offset() + start * this->strides()[size_t(d)]);
+  Tensor out = strided_view(*this, shape, strides, offset() + start * this->strides()[size_t(d)]);
   if (!needs_grad({*this})) return out;
   Shape in_shape = this->shape();
   return record("SliceBackward0", out, {*this}, {*this}, [=](const Tensor& g) {
@@ -243,7 +268,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   Shape shape = this->shape(), strides = this->strides();
   shape.erase(shape.begin() + d);
   strides.erase(strides.begin() + d);
-  Tensor out = as_strided(shape, strides, offset() + index * this->strides()[size_t(d)]);
+  Tensor out = strided_view(*this, shape, strides, offset() + index * this->strides()[size_t(d)]);
   if (!needs_grad({*this})) return out;
   Shape in_shape = this->shape();
   return record("SelectBackward0", out, {*this}, {*this}, [=](const Tensor& g) {
@@ -282,7 +307,7 @@ static void check_joinable(const std::vector<Tensor>& tensors, const char* op) {
 
 // Copies `t` into the part of `out` that has t's shape, `strides` and `offset` (a raw view: no node).
 static void copy_into(const Tensor& t, const Tensor& out, const Shape& strides, int64_t offset) {
-  backend(out.device()).copy(t, out.as_strided(t.shape(), strides, offset));
+  backend(out.device()).copy(t, strided_view(out, t.shape(), strides, offset));
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
@@ -304,7 +329,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       throw std::invalid_argument(fmt::format("cat: tensor {} has shape {} but tensor 0 has shape {}; all sizes must "
                                               "match except in dimension {}",
                                               i, t.shape_str(), first.shape_str(), dim));
-    out_shape[size_t(dim)] += t.shape()[size_t(dim)];
+    if (__builtin_add_overflow(out_shape[size_t(dim)], t.shape()[size_t(dim)], &out_shape[size_t(dim)]))
+      throw std::invalid_argument(fmt::format("cat: the sizes in dimension {} add up to more than an int64 can count "
+                                              "(at tensor {}, shape {})", dim, i, t.shape_str()));
   }
   Tensor out = empty(out_shape, first.dtype(), first.device());
   std::vector<int64_t> sizes;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -93,6 +94,9 @@ std::u32string Vocabulary::decode(const std::vector<int64_t>& ids) const {
 }
 
 std::string read_text_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError(fmt::format("cannot read text file {}: it is a folder (pass a file)", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError(fmt::format("cannot read text file {}: {}", path, std::strerror(errno)));
   std::ostringstream ss;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "autograd/backend.h"
 #include "autograd/inspect/dot.h"
 #include "plot/svg.h"
 #include "nn/nn.h"
@@ -50,8 +51,11 @@ Device checked_device(const std::string& name) {
   } catch (const std::invalid_argument&) {
     throw UsageError(fmt::format("--device must be cpu or cuda, got '{}'", name));
   }
-  if (!has_backend(d))
-    throw UsageError(fmt::format("--device {}: this build of scratchgrad has no CUDA support", name));
+  try {
+    (void)backend(d);  // a build without CUDA, or no usable GPU: the reason, and exit status 2
+  } catch (const std::runtime_error& e) {
+    throw UsageError(fmt::format("--device {}: {}", name, e.what()));
+  }
   return d;
 }
 
