@@ -66,7 +66,8 @@ static Shape infer_shape(Shape shape, int64_t numel, const Shape& from, const ch
     }
   }
   if (infer_at >= 0 && known != 0 && numel % known == 0) shape[size_t(infer_at)] = numel / known;
-  if (checked_numel(shape, op) != numel)
+  const bool resolved = infer_at < 0 || shape[size_t(infer_at)] >= 0;
+  if (!resolved || checked_numel(shape, op) != numel)
     throw std::invalid_argument(fmt::format("{}: shape {} is invalid for input of shape {} ({} elements)", op,
                                             shape_to_string(shape), shape_to_string(from), numel));
   return shape;
