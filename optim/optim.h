@@ -1,3 +1,4 @@
 // optim.h — the optimizers in one include.
 #pragma once
+#include "optim/clip.h"
 #include "optim/optimizer.h"
