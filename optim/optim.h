@@ -2,3 +2,4 @@
 #pragma once
 #include "optim/clip.h"
 #include "optim/optimizer.h"
+#include "optim/scheduler.h"
