@@ -118,4 +118,63 @@ void Backend::nll_loss_backward(const Tensor& grad, const Tensor& targets, int64
   scatter_rows(per_row, targets, ignore_index, grad_in);
 }
 
+// ---- the GPT's kernels: on a host copy, so every device gives the CPU's (PyTorch's) bits
+
+namespace {
+// A CPU copy of a tensor of this device (undefined stays undefined).
+Tensor on_host(const Tensor& t) {
+  NoGradGuard no_grad;
+  return t.defined() ? t.to(Device::cpu()).contiguous() : Tensor();
+}
+// A contiguous CPU tensor to compute `dst` into (undefined if dst is).
+Tensor host_output(const Tensor& dst) { return dst.defined() ? empty(dst.shape(), dst.dtype(), Device::cpu()) : Tensor(); }
+// Copies a host result back into dst (contiguous, on this device).
+void copy_back(const Tensor& host, const Tensor& dst) {
+  if (dst.defined()) copy_across_devices(host, dst);
+}
+}  // namespace
+
+void Backend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                         const Tensor& mean, const Tensor& rstd) {
+  Tensor hy = host_output(y), hmean = host_output(mean), hrstd = host_output(rstd);
+  cpu::layer_norm(on_host(x), on_host(weight), on_host(bias), eps, hy, hmean, hrstd);
+  copy_back(hy, y);
+  copy_back(hmean, mean);
+  copy_back(hrstd, rstd);
+}
+
+void Backend::layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                  const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
+                                  const Tensor& grad_bias) {
+  Tensor hx = host_output(grad_x), hw = host_output(grad_weight), hb = host_output(grad_bias);
+  cpu::layer_norm_backward(on_host(grad_y), on_host(x), on_host(mean), on_host(rstd), on_host(weight), hx, hw, hb);
+  copy_back(hx, grad_x);
+  copy_back(hw, grad_weight);
+  copy_back(hb, grad_bias);
+}
+
+void Backend::gelu(const Tensor& x, bool tanh, const Tensor& y) {
+  Tensor hy = host_output(y);
+  cpu::gelu(on_host(x), tanh, hy);
+  copy_back(hy, y);
+}
+
+void Backend::gelu_backward(const Tensor& grad_y, const Tensor& x, bool tanh, const Tensor& grad_x) {
+  Tensor hx = host_output(grad_x);
+  cpu::gelu_backward(on_host(grad_y), on_host(x), tanh, hx);
+  copy_back(hx, grad_x);
+}
+
+void Backend::var(const Tensor& x, double correction, bool take_sqrt, bool all, const Tensor& out) {
+  Tensor h = host_output(out);
+  cpu::var(on_host(x), correction, take_sqrt, all, h);
+  copy_back(h, out);
+}
+
+void Backend::norm2(const Tensor& x, const Tensor& out) {
+  Tensor h = host_output(out);
+  cpu::norm2(on_host(x), h);
+  copy_back(h, out);
+}
+
 }  // namespace autograd

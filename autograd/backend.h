@@ -101,6 +101,28 @@ class Backend {
   virtual void nll_loss_backward(const Tensor& grad, const Tensor& targets, int64_t ignore_index, int64_t count,
                                  const Tensor& grad_in);
 
+  // The GPT's kernels (ops/norm.cpp, ops/nn.cpp), in PyTorch 1.13's order of operations.
+  // A device without its own runs the CPU's on host copies (backend.cpp): the same bits, slowly.
+  //
+  // Layer normalisation of each row of x [M, N] (contiguous): y = (x − mean)·rstd·weight + bias with
+  // rstd = 1/√(var + eps), var biased; weight and bias ([N], contiguous) may each be undefined (1 and 0).
+  // mean and rstd ([M]) are written for the backward.
+  virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                          const Tensor& mean, const Tensor& rstd);
+  // Its gradients for grad_y [M, N] (contiguous); each of grad_x, grad_weight, grad_bias is written if defined.
+  virtual void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
+                                   const Tensor& grad_bias);
+  // y = gelu(x) (same shapes): the tanh approximation if `tanh`, else x·Φ(x) with erf.
+  virtual void gelu(const Tensor& x, bool tanh, const Tensor& y);
+  virtual void gelu_backward(const Tensor& grad_y, const Tensor& x, bool tanh, const Tensor& grad_x);
+  // out[i] = the variance (or with take_sqrt the standard deviation) of row i of x [R, n] (contiguous),
+  // dividing by n − correction. all: x is the whole tensor as one row, and PyTorch's all-reduce form is
+  // used (a two-pass sum around the float mean) instead of the per-row Welford pass.
+  virtual void var(const Tensor& x, double correction, bool take_sqrt, bool all, const Tensor& out);
+  // out (0-d) = √(Σ x²) over a contiguous x.
+  virtual void norm2(const Tensor& x, const Tensor& out);
+
   // One Adam/AdamW step for one parameter, fused into a single pass (see optim/adam.cpp for the math).
   // All tensors are contiguous with the parameter's shape; max_exp_avg_sq is undefined unless amsgrad.
   virtual void adam_update(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,

@@ -1,6 +1,9 @@
 // ops.h — every differentiable (and a few non-differentiable) operation as a free function.
 // Each is implemented in autograd/ops/<family>.cpp with its backward closure beside its forward code.
 #pragma once
+#include <optional>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "autograd/node.h"
@@ -75,6 +78,9 @@ Tensor tril_matmul(const Tensor& p, const Tensor& v);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim = 0);
+// Views of `t` along `dim`: pieces of `size` (the last one shorter if needed), or of the given sizes.
+std::vector<Tensor> split(const Tensor& t, int64_t size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, int64_t dim = 0);
 Tensor tril(const Tensor& t, int64_t diagonal = 0);
 Tensor triu(const Tensor& t, int64_t diagonal = 0);
 
@@ -86,6 +92,23 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index = -100);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// approximate: "none" (x·Φ(x), with erf) or "tanh" (PyTorch's tanh approximation)
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+
+// ---- normalisation and statistics (ops/norm.cpp), rounded as PyTorch 1.13's CPU kernels ----
+// Normalises over the trailing dims `normalized_shape`; weight and bias (that shape) may be undefined.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+// (y, mean, rstd): mean and rstd have x's shape with the normalized dims of size 1.
+std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& x, const Shape& normalized_shape,
+                                                     const Tensor& weight, const Tensor& bias, double eps);
+// unbiased: divide by n − 1 (Bessel's correction), else by n. Without a dim: over every element.
+Tensor var(const Tensor& x, int64_t dim, bool unbiased = true, bool keepdim = false);
+Tensor var(const Tensor& x, bool unbiased = true);
+Tensor std(const Tensor& x, int64_t dim, bool unbiased = true, bool keepdim = false);
+Tensor std(const Tensor& x, bool unbiased = true);
+// The 2-norm of all elements, √(Σ x²) (torch.linalg.vector_norm(x), = torch.norm(x, 2.0)).
+Tensor vector_norm(const Tensor& x);
 
 // ---- operators ----
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

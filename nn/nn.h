@@ -2,5 +2,6 @@
 #pragma once
 #include "nn/attention.h"
 #include "nn/char_model.h"
+#include "nn/gpt.h"
 #include "nn/layers.h"
 #include "nn/module.h"

@@ -81,6 +81,24 @@ class CpuBackend final : public Backend {
     cpu::nll_loss_backward(grad, targets, ignore_index, count, grad_in);
   }
 
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                  const Tensor& mean, const Tensor& rstd) override {
+    cpu::layer_norm(x, weight, bias, eps, y, mean, rstd);
+  }
+  void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                           const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
+                           const Tensor& grad_bias) override {
+    cpu::layer_norm_backward(grad_y, x, mean, rstd, weight, grad_x, grad_weight, grad_bias);
+  }
+  void gelu(const Tensor& x, bool tanh, const Tensor& y) override { cpu::gelu(x, tanh, y); }
+  void gelu_backward(const Tensor& grad_y, const Tensor& x, bool tanh, const Tensor& grad_x) override {
+    cpu::gelu_backward(grad_y, x, tanh, grad_x);
+  }
+  void var(const Tensor& x, double correction, bool take_sqrt, bool all, const Tensor& out) override {
+    cpu::var(x, correction, take_sqrt, all, out);
+  }
+  void norm2(const Tensor& x, const Tensor& out) override { cpu::norm2(x, out); }
+
   void adam_update(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                    const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) override {
     adam_update_cpu(step, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq);

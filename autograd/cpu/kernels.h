@@ -55,6 +55,18 @@ inline constexpr int64_t kSmallMatmulFlops = 16 * 1024;
 void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above);
 bool zero_above_diagonal(const Tensor& p);
 
+// normalization.cpp
+void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                const Tensor& mean, const Tensor& rstd);
+void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias);
+void var(const Tensor& x, double correction, bool take_sqrt, bool all, const Tensor& out);
+void norm2(const Tensor& x, const Tensor& out);
+
+// gelu.cpp
+void gelu(const Tensor& x, bool tanh, const Tensor& y);
+void gelu_backward(const Tensor& grad_y, const Tensor& x, bool tanh, const Tensor& grad_x);
+
 // adam.cpp
 void adam_update_cpu(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                      const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq);

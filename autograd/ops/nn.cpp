@@ -86,6 +86,26 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
   return *this;
 }
 
+// ---------------------------------------------------------------- gelu
+
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  if (approximate != "none" && approximate != "tanh")
+    throw std::invalid_argument(fmt::format("gelu: approximate must be 'none' or 'tanh', got '{}' (input shape {})",
+                                            approximate, x.shape_str()));
+  check_floating(x, "gelu");
+  const bool tanh = approximate == "tanh";
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  backend(x.device()).gelu(x, tanh, out);
+  if (!needs_grad({x})) return out;
+  Tensor xd = x.detach();
+  return record("GeluBackward0", out, {x}, {x}, [xd, tanh](const Tensor& g) {
+    // none: Φ(x) + x·φ(x);  tanh: ½(1 + t) + ½x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²), t = tanh(√(2/π)(x + 0.044715x³))
+    Tensor gx = empty(xd.shape(), xd.dtype(), xd.device());
+    backend(xd.device()).gelu_backward(g, xd, tanh, gx);
+    return Grads{gx};
+  });
+}
+
 // ---------------------------------------------------------------- embedding
 
 static void check_indices(const Tensor& indices, int64_t limit, int64_t allowed, const char* op, const char* what) {

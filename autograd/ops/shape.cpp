@@ -388,6 +388,33 @@ std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
   return out;
 }
 
+std::vector<Tensor> split(const Tensor& t, int64_t size, int64_t dim) {
+  if (size <= 0)
+    throw std::invalid_argument(fmt::format("split: split_size must be positive, got {} (shape {})", size, t.shape_str()));
+  dim = wrap_dim(dim, t.dim(), "split");
+  const int64_t n = t.shape()[size_t(dim)];
+  std::vector<Tensor> out;
+  for (int64_t start = 0; start < n; start += size) out.push_back(t.narrow(dim, start, std::min(size, n - start)));
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, int64_t dim) {
+  dim = wrap_dim(dim, t.dim(), "split");
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s < 0 ? t.size(dim) + 1 : s;  // a negative size can never add up
+  if (total != t.size(dim))
+    throw std::invalid_argument(fmt::format("split: sizes {} do not add up to dimension {} of size {} (shape {})",
+                                            shape_to_string(Shape(sizes.begin(), sizes.end())), dim, t.size(dim),
+                                            t.shape_str()));
+  std::vector<Tensor> out;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    out.push_back(t.narrow(dim, start, s));
+    start += s;
+  }
+  return out;
+}
+
 // Keeps elements with (column - row) <= diagonal (tril) or >= diagonal (triu) in the last two dims.
 static Tensor triangle(const Tensor& t, int64_t diagonal, bool lower) {
   if (t.dim() < 2)

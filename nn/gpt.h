@@ -1,0 +1,80 @@
+// gpt.h — the GPT of chapter 4 of "Build a Large Language Model (From Scratch)": LayerNorm, GELU,
+// FeedForward, TransformerBlock (pre-LN) and GPTModel, with the book's names, so state_dict keys read
+// as in Python ("trf_blocks.0.att.W_query.weight", "final_norm.scale"). Constructed after
+// manual_seed(s), a model draws its initial values in torch's order and holds torch's numbers.
+// LayerNorm and GELU are the fused ops (layer_norm, gelu), which round as PyTorch's kernels do.
+#pragma once
+#include <memory>
+
+#include "nn/attention.h"
+#include "nn/layers.h"
+
+namespace nn {
+
+struct GPTConfig {
+  int64_t vocab_size = 50257;
+  int64_t context_length = 1024;
+  int64_t emb_dim = 768;
+  int64_t n_heads = 12;
+  int64_t n_layers = 12;
+  double drop_rate = 0.1;
+  bool qkv_bias = false;
+};
+
+// scale·(x − mean)/√(var + eps) + shift over the last dim (biased var), scale = 1, shift = 0 at first.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t emb_dim, double eps = 1e-5);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  double eps;
+  Tensor scale, shift;
+};
+
+// ½x·(1 + tanh(√(2/π)·(x + 0.044715x³))) — the book's approximation (gelu(x, "tanh")).
+class GELU : public Module {
+ public:
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+};
+
+// Linear(D, 4D) → GELU → Linear(4D, D), registered as "layers.0", "layers.1", "layers.2".
+class FeedForward : public Module {
+ public:
+  explicit FeedForward(const GPTConfig& cfg);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::shared_ptr<Linear> expand, contract;  // layers.0 and layers.2
+  std::shared_ptr<GELU> gelu;                // layers.1
+};
+
+// x + drop(att(norm1(x))), then x + drop(ff(norm2(x))).
+class TransformerBlock : public Module {
+ public:
+  explicit TransformerBlock(const GPTConfig& cfg);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::shared_ptr<MultiHeadAttention> att;
+  std::shared_ptr<FeedForward> ff;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  std::shared_ptr<Dropout> drop_shortcut;
+};
+
+class GPTModel : public Module {
+ public:
+  explicit GPTModel(const GPTConfig& cfg);
+  // in_idx: int64 [B, T], T <= context_length → logits [B, T, vocab_size]
+  Tensor forward(const Tensor& in_idx) const;
+  Tensor operator()(const Tensor& in_idx) const { return forward(in_idx); }
+  // tok_emb + pos_emb, after drop_emb: what the blocks receive
+  Tensor embed(const Tensor& in_idx) const;
+
+  GPTConfig cfg;
+  std::shared_ptr<Embedding> tok_emb, pos_emb;
+  std::shared_ptr<Dropout> drop_emb;
+  std::shared_ptr<ModuleList<TransformerBlock>> trf_blocks;
+  std::shared_ptr<LayerNorm> final_norm;
+  std::shared_ptr<Linear> out_head;
+};
+
+}  // namespace nn

@@ -1,0 +1,15 @@
+// clip.h — gradient clipping by the total 2-norm (torch.nn.utils.clip_grad_norm_, PyTorch 1.13).
+#pragma once
+#include <vector>
+
+#include "autograd/autograd.h"
+
+namespace optim {
+
+// Scales every defined .grad of `params` by min(1, max_norm / (total + 1e-6)), where total is the
+// 2-norm of all the gradients together, and returns total (0-d, before clipping). As in PyTorch, total
+// is the norm of the per-tensor norms, and the gradients are always multiplied (by exactly 1 when
+// they are small enough).
+autograd::Tensor clip_grad_norm_(const std::vector<autograd::Tensor>& params, double max_norm);
+
+}  // namespace optim
