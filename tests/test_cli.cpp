@@ -136,3 +136,40 @@ TEST(Cli, RefusesCorruptAndTruncatedCheckpoints) {
 }
 
 }  // namespace
+
+TEST(Cli, TrainsAGptThenGeneratesAndDescribesIt) {
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  const fs::path corpus = temp_file("gpt_corpus.txt", text);
+  const fs::path ck = testing_process::scratch("gpt.safetensors");
+  CliRun t = scratchgrad("train --model gpt --preset tiny --steps 30 --warmup 5 --batch 4 --accumulate 2 --dropout 0.1 "
+                         "--eval-every 10 --text " + corpus.string() + " --save " + ck.string());
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("training a GPT on 1800 characters"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("2 blocks D 48 T 32 B 4×2 heads 4"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("step  29 | loss"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("held-out"), std::string::npos) << t.out;
+  // the loss falls from about ln V
+  const double first = std::stod(t.out.substr(t.out.find("step   0 | loss ") + 16, 5));
+  const double last = std::stod(t.out.substr(t.out.find("final loss ") + 11, 5));
+  EXPECT_LT(last, first - 0.5) << t.out;
+  CliRun i = scratchgrad("info --checkpoint " + ck.string());
+  ASSERT_EQ(i.status, 0) << i.err;
+  EXPECT_NE(i.out.find("model: GPT, 2 blocks, vocab 28 dim 48 context 32 heads 4, trained 30 steps"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("trf_blocks.1.att.W_query.weight"), std::string::npos) << i.out;
+  CliRun g = scratchgrad("generate --checkpoint " + ck.string() + " --prompt \"the \" --tokens 20 --temperature 0.8 --top-k 3");
+  ASSERT_EQ(g.status, 0) << g.err;
+  EXPECT_EQ(g.out.size(), std::string("the ").size() + 20 + 1) << g.out;
+  CliRun again = scratchgrad("generate --checkpoint " + ck.string() + " --prompt \"the \" --tokens 20 --temperature 0.8 --top-k 3");
+  EXPECT_EQ(again.out, g.out);  // same seed, same sample
+}
+
+TEST(Cli, RefusesBadGptFlags) {
+  expect_refused(scratchgrad("train --model gpt --steps 10 --warmup 10"), "--warmup");
+  expect_refused(scratchgrad("train --model gpt --preset huge"), "--preset");
+  expect_refused(scratchgrad("train --preset tiny"), "--model gpt");
+  expect_refused(scratchgrad("train --model gpt --dropout 1"), "--dropout");
+  expect_refused(scratchgrad("train --model gpt --clip -1"), "--clip");
+  expect_refused(scratchgrad("train --model gpt --accumulate 0"), "--accumulate");
+  expect_refused(scratchgrad("train --model transformer"), "--model");
+}

@@ -8,11 +8,20 @@
 #include "trainer.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"scratchgrad: train a tiny character-level attention model, and sample from it"};
+  CLI::App app{"scratchgrad: train a character-level attention model or GPT, and sample from it"};
   app.require_subcommand(1);
 
   cli::TrainOptions train;
-  CLI::App* train_cmd = app.add_subcommand("train", "train the character model (defaults: the workshop's run)");
+  CLI::App* train_cmd = app.add_subcommand("train", "train a model (defaults: the workshop's run of its one-layer model)");
+  train_cmd->add_option("--model", train.model, "mini (the workshop's one-layer model) or gpt")->capture_default_str();
+  std::string preset;
+  train_cmd->add_option("--preset", preset, "gpt: tiny or small (default small), sizes and recipe for a laptop");
+  train_cmd->add_option("--layers", train.layers, "gpt: transformer blocks");
+  train_cmd->add_option("--dropout", train.dropout, "gpt: dropout on the embeddings and residual branches");
+  train_cmd->add_option("--warmup", train.warmup, "gpt: linear warm-up steps before the cosine decay")->capture_default_str();
+  train_cmd->add_option("--weight-decay", train.weight_decay, "gpt: AdamW weight decay of the Linear weights")->capture_default_str();
+  train_cmd->add_option("--clip", train.clip, "gpt: clip the gradients' global norm to this (0: none)")->capture_default_str();
+  train_cmd->add_option("--accumulate", train.accumulate, "gpt: micro-batches per step")->capture_default_str();
   train_cmd->add_option("--text", train.text_file, "UTF-8 text file to learn (default: the workshop's phrase)");
   train_cmd->add_option("--steps", train.steps, "training steps")->capture_default_str();
   train_cmd->add_option("--batch", train.batch, "windows per batch (B)")->capture_default_str();
@@ -55,6 +64,11 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (*train_cmd && (train.model == "gpt" || !preset.empty())) {
+      if (train.model != "gpt") throw cli::UsageError("--preset is for --model gpt");
+      cli::apply_gpt_preset(train, preset.empty() ? "small" : preset,
+                            [&](const char* flag) { return train_cmd->get_option(flag)->count() > 0; });
+    }
     if (*train_cmd) return cli::run_train(train, std::cout);
     if (*gen_cmd) {
       if (*prompt_opt) gen.prompt = prompt;

@@ -42,6 +42,17 @@ void check_train_options(const TrainOptions& o) {
   require(o.threads >= 1, fmt::format("--threads must be at least 1, got {}", o.threads));
   require(o.eval_every >= 1, fmt::format("--eval-every must be at least 1, got {}", o.eval_every));
   require(o.sample_tokens >= 0, fmt::format("--sample must be non-negative, got {}", o.sample_tokens));
+  require(o.model == "mini" || o.model == "gpt", fmt::format("--model must be mini or gpt, got '{}'", o.model));
+  require(o.layers >= 1, fmt::format("--layers must be at least 1, got {}", o.layers));
+  require(std::isfinite(o.dropout) && o.dropout >= 0 && o.dropout < 1,
+          fmt::format("--dropout must be in [0, 1), got {}", o.dropout));
+  require(o.warmup >= 0, fmt::format("--warmup must be non-negative, got {}", o.warmup));
+  require(std::isfinite(o.weight_decay) && o.weight_decay >= 0,
+          fmt::format("--weight-decay must be non-negative, got {}", o.weight_decay));
+  require(std::isfinite(o.clip) && o.clip >= 0, fmt::format("--clip must be non-negative (0: none), got {}", o.clip));
+  require(o.accumulate >= 1, fmt::format("--accumulate must be at least 1, got {}", o.accumulate));
+  require(o.model != "gpt" || o.warmup < o.steps,
+          fmt::format("--warmup {} must be below --steps {} (the cosine decay needs steps after it)", o.warmup, o.steps));
 }
 
 Device checked_device(const std::string& name) {
@@ -92,7 +103,8 @@ Corpus load_corpus(const TrainOptions& o) {
 
 // Mean loss over up to 64 evenly spaced held-out windows; draws no random numbers, so evaluating does
 // not change the training run.
-double held_out_loss(const nn::MiniSelfAttention& model, const Tensor& val, int64_t T, Device device) {
+template <typename Model>
+double held_out_loss(const Model& model, const Tensor& val, int64_t T, int64_t V, Device device) {
   NoGradGuard no_grad;
   const int64_t windows = std::min<int64_t>(64, val.size(0) - T);
   std::vector<Tensor> xs, ys;
@@ -102,14 +114,14 @@ double held_out_loss(const nn::MiniSelfAttention& model, const Tensor& val, int6
     ys.push_back(val.slice(0, j + 1, j + T + 1));
   }
   Tensor logits = model(stack(xs).to(device));
-  return cross_entropy(logits.view({-1, model.config.vocab}), stack(ys).to(device).view({-1})).item();
+  return cross_entropy(logits.view({-1, V}), stack(ys).to(device).view({-1})).item();
 }
 
 // Greedy (temperature 0) or sampled continuation of `ids`, feeding at most T characters at a time.
-std::vector<int64_t> continue_text(const nn::MiniSelfAttention& model, std::vector<int64_t> ids, int64_t count,
+template <typename Model>
+std::vector<int64_t> continue_text(const Model& model, int64_t T, std::vector<int64_t> ids, int64_t count,
                                    double temperature, int64_t top_k, Generator& gen, Device device) {
   NoGradGuard no_grad;
-  const int64_t T = model.config.context;
   for (int64_t n = 0; n < count; ++n) {
     int64_t start = std::max<int64_t>(0, int64_t(ids.size()) - T);
     std::vector<int64_t> window(ids.begin() + start, ids.end());
@@ -172,9 +184,23 @@ int64_t metadata_int(const nn::Checkpoint& ck, const std::string& path, const st
   throw nn::CheckpointError(fmt::format("{}: metadata '{}' is not a positive integer: '{}'", path, key, it->second));
 }
 
+std::map<std::string, std::string> gpt_metadata(const nn::GPTConfig& c, const Vocabulary& vocab,
+                                                const std::u32string& sample_prompt, int64_t steps) {
+  return {{"format", "scratchgrad-gpt"},
+          {"vocab", encode_utf8(vocab.chars())},
+          {"layers", std::to_string(c.n_layers)},
+          {"dim", std::to_string(c.emb_dim)},
+          {"context", std::to_string(c.context_length)},
+          {"heads", std::to_string(c.n_heads)},
+          {"qkv_bias", c.qkv_bias ? "1" : "0"},
+          {"steps", std::to_string(steps)},
+          {"sample_prompt", encode_utf8(sample_prompt)}};
+}
+
 struct LoadedModel {
-  std::unique_ptr<nn::MiniSelfAttention> model;
-  Vocabulary vocab;
+  std::unique_ptr<nn::MiniSelfAttention> model;  // one of the two
+  std::unique_ptr<nn::GPTModel> gpt;
+  Vocabulary vocab{std::u32string()};
   std::u32string sample_prompt;
   nn::Checkpoint checkpoint;
 };
@@ -182,8 +208,9 @@ struct LoadedModel {
 LoadedModel load_model(const std::string& path) {
   nn::Checkpoint ck = nn::load_safetensors(path);
   auto format = ck.metadata.find("format");
-  if (format == ck.metadata.end() || format->second != "scratchgrad-char-model")
-    throw nn::CheckpointError(fmt::format("{}: not a scratchgrad character-model checkpoint (metadata 'format' missing)", path));
+  const bool gpt = format != ck.metadata.end() && format->second == "scratchgrad-gpt";
+  if (format == ck.metadata.end() || (format->second != "scratchgrad-char-model" && !gpt))
+    throw nn::CheckpointError(fmt::format("{}: not a scratchgrad checkpoint (metadata 'format' missing)", path));
   std::u32string chars;
   try {
     chars = decode_utf8(ck.metadata.count("vocab") ? ck.metadata["vocab"] : "");
@@ -191,37 +218,113 @@ LoadedModel load_model(const std::string& path) {
     throw nn::CheckpointError(fmt::format("{}: vocabulary is not valid UTF-8", path));
   }
   if (chars.empty()) throw nn::CheckpointError(fmt::format("{}: metadata has an empty vocabulary", path));
-  nn::CharModelConfig config{int64_t(chars.size()), metadata_int(ck, path, "dim"), metadata_int(ck, path, "context"),
-                             metadata_int(ck, path, "heads")};
-  if (config.dim % config.heads != 0)
-    throw nn::CheckpointError(fmt::format("{}: dim {} is not divisible by heads {}", path, config.dim, config.heads));
-  auto model = std::make_unique<nn::MiniSelfAttention>(config);
+  const int64_t dim = metadata_int(ck, path, "dim"), context = metadata_int(ck, path, "context"),
+                heads = metadata_int(ck, path, "heads");
+  if (dim % heads != 0)
+    throw nn::CheckpointError(fmt::format("{}: dim {} is not divisible by heads {}", path, dim, heads));
+  LoadedModel m;
   try {
-    model->load_state_dict(ck.tensors);
+    if (gpt) {
+      nn::GPTConfig config{.vocab_size = int64_t(chars.size()), .context_length = context, .emb_dim = dim,
+                           .n_heads = heads, .n_layers = metadata_int(ck, path, "layers"), .drop_rate = 0.0,
+                           .qkv_bias = ck.metadata["qkv_bias"] == "1"};
+      m.gpt = std::make_unique<nn::GPTModel>(config);
+      m.gpt->load_state_dict(ck.tensors);
+      m.gpt->eval();
+    } else {
+      m.model = std::make_unique<nn::MiniSelfAttention>(nn::CharModelConfig{int64_t(chars.size()), dim, context, heads});
+      m.model->load_state_dict(ck.tensors);
+      m.model->eval();
+    }
   } catch (const std::invalid_argument& e) {
     throw nn::CheckpointError(fmt::format("{}: {}", path, e.what()));
   }
-  model->eval();
-  std::u32string prompt;
   try {
-    prompt = decode_utf8(ck.metadata.count("sample_prompt") ? ck.metadata["sample_prompt"] : "");
+    m.sample_prompt = decode_utf8(ck.metadata.count("sample_prompt") ? ck.metadata["sample_prompt"] : "");
   } catch (const UsageError&) {
   }
-  return {std::move(model), Vocabulary(chars), prompt, std::move(ck)};
+  m.vocab = Vocabulary(chars);
+  m.checkpoint = std::move(ck);
+  return m;
 }
 
 }  // namespace
 
 // ---------------------------------------------------------------- train
 
-int run_train(const TrainOptions& o, std::ostream& out) {
-  check_train_options(o);
-  const Device device = checked_device(o.device);
-  for (const std::string& path : {o.save, o.graph, o.plot})
-    if (!path.empty()) nn::check_writable(path);  // fail now, not after the whole run
-  set_num_threads(o.threads);
-  Corpus corpus = load_corpus(o);
+namespace {
 
+// What a run shows and writes as it goes, for either model: one line per report (loss, held-out loss,
+// tokens/s, elapsed and remaining time), the loss curve for --plot.
+struct Progress {
+  const TrainOptions& o;
+  std::ostream& out;
+  int64_t tokens_per_step;
+  bool live = false;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::vector<double> curve, val_steps, val_curve;
+
+  void report(int64_t step, double loss, const std::function<double()>& held_out) {
+    curve.push_back(loss);
+    const bool due = step % o.eval_every == 0 || step == o.steps - 1;
+    if (!due && !live) return;
+    double val = std::nan("");
+    if (due && held_out) {
+      val = held_out();
+      val_steps.push_back(double(step));
+      val_curve.push_back(val);
+    } else if (!val_curve.empty()) {
+      val = val_curve.back();
+    }
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double tokens_per_s = double((step + 1) * tokens_per_step) / std::max(elapsed, 1e-9);
+    const double remaining = elapsed / double(step + 1) * double(o.steps - step - 1);
+    std::string line = fmt::format("step {:>3} | loss {:.3f}", step, loss);
+    if (held_out) line += fmt::format(" | held-out {:.3f}", val);
+    line += fmt::format(" | {:.0f} tok/s | {} elapsed | {} left", tokens_per_s, format_duration(elapsed),
+                        format_duration(remaining));
+    if (live) out << "\r\033[K" << line << (due ? "\n" : "") << std::flush;
+    else out << line << "\n";
+  }
+
+  void write_plot(const std::string& title) const {
+    std::vector<double> steps(curve.size());
+    for (size_t i = 0; i < steps.size(); ++i) steps[i] = double(i);
+    std::vector<plot::svg::Series> lines{{.name = "train (batch loss)", .x = steps, .y = curve}};
+    if (!val_curve.empty()) lines.push_back({.name = "held-out", .x = val_steps, .y = val_curve, .markers = true});
+    write_text_file(o.plot, plot::svg::line_plot(lines, {.title = title}));
+    out << "wrote the loss curve to " << o.plot << "\n";
+  }
+};
+
+// The end of a run, for either model: final losses, a greedy sample, the checkpoint, the pictures.
+template <typename Model>
+void finish(const Model& model, const Corpus& corpus, int64_t T, int64_t V, Device device, Progress& progress,
+            double last_loss, const std::map<std::string, std::string>& metadata, const std::string& plot_title) {
+  const TrainOptions& o = progress.o;
+  std::ostream& out = progress.out;
+  out << fmt::format("final loss {:.3f}", last_loss)
+      << (corpus.val.defined() ? fmt::format(", held-out {:.3f}", held_out_loss(model, corpus.val, T, V, device)) : "")
+      << "\n";
+  Generator unused;
+  const std::u32string prompt = corpus.text.substr(0, size_t(T));
+  std::vector<int64_t> ids = continue_text(model, T, corpus.vocab.encode(prompt), o.sample_tokens, 0.0, 0, unused, device);
+  out << "generated: " << encode_utf8(corpus.vocab.decode(ids)) << "\n";
+  if (!o.save.empty()) {
+    nn::save_safetensors(o.save, model.state_dict(), metadata);
+    out << "saved " << o.save << "\n";
+  }
+  if (!o.graph.empty()) out << "wrote the graph of step 0 to " << o.graph << " (dot -Tsvg " << o.graph << " -o graph.svg)\n";
+  if (!o.plot.empty()) progress.write_plot(plot_title);
+}
+
+void write_step_graph(const TrainOptions& o, const Tensor& loss, const nn::Module& model, const std::string& what) {
+  write_text_file(o.graph, to_dot(loss, model.named_parameters(),
+                                  {.title = fmt::format("scratchgrad train: the graph of step 0 ({})", what),
+                                   .root_name = "loss"}));
+}
+
+int train_mini(const TrainOptions& o, const Corpus& corpus, Device device, std::ostream& out) {
   manual_seed(o.seed);  // then the model, then the optimizer: the workshop's order of random draws
   nn::CharModelConfig config{corpus.vocab.size(), o.dim, o.context, o.heads};
   nn::MiniSelfAttention model(config);
@@ -232,68 +335,126 @@ int run_train(const TrainOptions& o, std::ostream& out) {
   out << fmt::format("training on {} characters ({} distinct{}), {} parameters, D {} T {} B {} heads {}, {} steps on {}\n",
                      corpus.text.size(), V, corpus.val.defined() ? fmt::format(", {} held out", corpus.val.size(0)) : "",
                      model.num_parameters(), o.dim, T, o.batch, o.heads, o.steps, device.str());
-  const bool live = &out == &std::cout && isatty(STDOUT_FILENO);
-  const auto start = std::chrono::steady_clock::now();
-  double last_loss = 0, last_val = std::nan("");
-  std::vector<double> curve, val_steps, val_curve;  // for --plot
+  Progress progress{o, out, o.batch * T, &out == &std::cout && isatty(STDOUT_FILENO)};
+  std::function<double()> held_out;
+  if (corpus.val.defined()) held_out = [&] { return held_out_loss(model, corpus.val, T, V, device); };
+  double last_loss = 0;
   for (int64_t step = 0; step < o.steps; ++step) {
     auto [xb, yb] = nn::random_windows(corpus.train, o.batch, T);
     Tensor logits = model(xb.to(device));
     CallSite label("loss = cross_entropy(logits.view(-1, V), yb.view(-1))");  // for traces and graphs
     Tensor loss = cross_entropy(logits.view({-1, V}), yb.to(device).view({-1}));
     if (step == 0 && !o.graph.empty())
-      write_text_file(o.graph, to_dot(loss, model.named_parameters(),
-                                      {.title = fmt::format("scratchgrad train: the graph of step 0 (D {} T {} B {} heads {})",
-                                                            o.dim, T, o.batch, o.heads),
-                                       .root_name = "loss"}));
+      write_step_graph(o, loss, model, fmt::format("D {} T {} B {} heads {}", o.dim, T, o.batch, o.heads));
     opt.zero_grad();
     loss.backward();
     opt.step();
     last_loss = loss.item();
-    curve.push_back(last_loss);
-
-    const bool report = step % o.eval_every == 0 || step == o.steps - 1;
-    if (!report && !live) continue;
-    if (report && corpus.val.defined()) {
-      last_val = held_out_loss(model, corpus.val, T, device);
-      val_steps.push_back(double(step));
-      val_curve.push_back(last_val);
-    }
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double tokens_per_s = double((step + 1) * o.batch * T) / std::max(elapsed, 1e-9);
-    const double remaining = elapsed / double(step + 1) * double(o.steps - step - 1);
-    std::string line = fmt::format("step {:>3} | loss {:.3f}", step, last_loss);
-    if (corpus.val.defined()) line += fmt::format(" | held-out {:.3f}", last_val);
-    line += fmt::format(" | {:.0f} tok/s | {} elapsed | {} left", tokens_per_s, format_duration(elapsed),
-                        format_duration(remaining));
-    if (live) out << "\r\033[K" << line << (report ? "\n" : "") << std::flush;
-    else out << line << "\n";
+    progress.report(step, last_loss, held_out);
   }
-
-  out << fmt::format("final loss {:.3f}", last_loss)
-      << (corpus.val.defined() ? fmt::format(", held-out {:.3f}", held_out_loss(model, corpus.val, T, device)) : "")
-      << "\n";
   const std::u32string prompt = corpus.text.substr(0, size_t(T));
-  Generator unused;
-  std::vector<int64_t> ids =
-      continue_text(model, corpus.vocab.encode(prompt), o.sample_tokens, 0.0, 0, unused, device);
-  out << "generated: " << encode_utf8(corpus.vocab.decode(ids)) << "\n";
-
-  if (!o.save.empty()) {
-    nn::save_safetensors(o.save, model.state_dict(), model_metadata(config, corpus.vocab, prompt, o.steps));
-    out << "saved " << o.save << "\n";
-  }
-  if (!o.graph.empty()) out << "wrote the graph of step 0 to " << o.graph << " (dot -Tsvg " << o.graph << " -o graph.svg)\n";
-  if (!o.plot.empty()) {
-    std::vector<double> steps(curve.size());
-    for (size_t i = 0; i < steps.size(); ++i) steps[i] = double(i);
-    std::vector<plot::svg::Series> lines{{.name = "train (batch loss)", .x = steps, .y = curve}};
-    if (!val_curve.empty()) lines.push_back({.name = "held-out", .x = val_steps, .y = val_curve, .markers = true});
-    write_text_file(o.plot, plot::svg::line_plot(lines, {.title = fmt::format("loss, {} steps, D {} T {} B {} heads {}, lr {}",
-                                                                       o.steps, o.dim, T, o.batch, o.heads, o.lr)}));
-    out << "wrote the loss curve to " << o.plot << "\n";
-  }
+  finish(model, corpus, T, V, device, progress, last_loss, model_metadata(config, corpus.vocab, prompt, o.steps),
+         fmt::format("loss, {} steps, D {} T {} B {} heads {}, lr {}", o.steps, o.dim, T, o.batch, o.heads, o.lr));
   return 0;
+}
+
+// AdamW with decay on the Linear weights only: biases, LayerNorm's scale and shift and the embeddings
+// are left out (nanoGPT's rule, as param groups).
+optim::AdamW gpt_optimizer(const nn::GPTModel& model, const TrainOptions& o) {
+  std::vector<Tensor> decay, no_decay;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const bool embedding = name.starts_with("tok_emb.") || name.starts_with("pos_emb.");
+    (p.dim() >= 2 && !embedding ? decay : no_decay).push_back(p);
+  }
+  optim::AdamW opt(decay, {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay});
+  if (!no_decay.empty()) opt.add_param_group(no_decay, {{"weight_decay", 0.0}});
+  return opt;
+}
+
+int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, std::ostream& out) {
+  manual_seed(o.seed);
+  nn::GPTConfig config{.vocab_size = corpus.vocab.size(), .context_length = o.context, .emb_dim = o.dim,
+                       .n_heads = o.heads, .n_layers = o.layers, .drop_rate = o.dropout, .qkv_bias = false};
+  nn::GPTModel model(config);
+  model.to(device);
+  optim::AdamW opt = gpt_optimizer(model, o);
+  optim::LambdaLR schedule(opt, optim::warmup_cosine(o.warmup, o.steps, 0.1));
+  const int64_t V = config.vocab_size, T = o.context;
+
+  out << fmt::format("training a GPT on {} characters ({} distinct{}), {} parameters, {} blocks D {} T {} B {}{} heads {}, "
+                     "{} steps on {}\n",
+                     corpus.text.size(), V, corpus.val.defined() ? fmt::format(", {} held out", corpus.val.size(0)) : "",
+                     model.num_parameters(), o.layers, o.dim, T, o.batch,
+                     o.accumulate > 1 ? fmt::format("×{}", o.accumulate) : "", o.heads, o.steps, device.str());
+  Progress progress{o, out, o.batch * o.accumulate * T, &out == &std::cout && isatty(STDOUT_FILENO)};
+  std::function<double()> held_out;
+  if (corpus.val.defined())
+    held_out = [&] {
+      model.eval();  // no dropout while measuring
+      const double loss = held_out_loss(model, corpus.val, T, V, device);
+      model.train();
+      return loss;
+    };
+  double last_loss = 0;
+  for (int64_t step = 0; step < o.steps; ++step) {
+    opt.zero_grad();
+    double step_loss = 0;
+    for (int64_t micro = 0; micro < o.accumulate; ++micro) {  // gradients add up over the micro-batches
+      auto [xb, yb] = nn::random_windows(corpus.train, o.batch, T);
+      Tensor logits = model(xb.to(device));
+      CallSite label("loss = cross_entropy(logits.flatten(0, 1), targets.flatten())");
+      Tensor loss = cross_entropy(logits.view({-1, V}), yb.to(device).view({-1}));
+      if (step == 0 && micro == 0 && !o.graph.empty())
+        write_step_graph(o, loss, model, fmt::format("GPT, {} blocks D {} T {} B {} heads {}", o.layers, o.dim, T, o.batch, o.heads));
+      (o.accumulate > 1 ? loss / double(o.accumulate) : loss).backward();
+      step_loss += loss.item() / double(o.accumulate);
+    }
+    if (o.clip > 0) optim::clip_grad_norm_(model.parameters(), o.clip);
+    opt.step();
+    schedule.step();
+    last_loss = step_loss;
+    progress.report(step, last_loss, held_out);
+  }
+  model.eval();
+  const std::u32string prompt = corpus.text.substr(0, size_t(T));
+  finish(model, corpus, T, V, device, progress, last_loss, gpt_metadata(config, corpus.vocab, prompt, o.steps),
+         fmt::format("loss, GPT {} blocks, {} steps, D {} T {} B {} heads {}, lr {}", o.layers, o.steps, o.dim, T,
+                     o.batch, o.heads, o.lr));
+  return 0;
+}
+
+}  // namespace
+
+void apply_gpt_preset(TrainOptions& o, const std::string& preset, const std::function<bool(const char*)>& is_set) {
+  struct Preset {
+    int64_t layers, dim, heads, context, batch, steps;
+  };
+  Preset p;
+  if (preset == "tiny") p = {2, 48, 4, 32, 16, 1000};
+  else if (preset == "small") p = {3, 96, 4, 64, 16, 3000};
+  else throw UsageError(fmt::format("--preset must be tiny or small, got '{}'", preset));
+  auto fill = [&](const char* flag, auto& field, auto value) {
+    if (!is_set(flag)) field = value;
+  };
+  fill("--layers", o.layers, p.layers);
+  fill("--dim", o.dim, p.dim);
+  fill("--heads", o.heads, p.heads);
+  fill("--context", o.context, p.context);
+  fill("--batch", o.batch, p.batch);
+  fill("--steps", o.steps, p.steps);
+  fill("--lr", o.lr, 3e-3);
+  fill("--eval-every", o.eval_every, p.steps / 10);
+  fill("--sample", o.sample_tokens, int64_t(200));
+}
+
+int run_train(const TrainOptions& o, std::ostream& out) {
+  check_train_options(o);
+  const Device device = checked_device(o.device);
+  for (const std::string& path : {o.save, o.graph, o.plot})
+    if (!path.empty()) nn::check_writable(path);  // fail now, not after the whole run
+  set_num_threads(o.threads);
+  Corpus corpus = load_corpus(o);
+  return o.model == "gpt" ? train_gpt(o, corpus, device, out) : train_mini(o, corpus, device, out);
 }
 
 // ---------------------------------------------------------------- generate and info
@@ -308,21 +469,28 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
   require(!prompt.empty(), "the prompt is empty (pass --prompt TEXT)");
   std::vector<int64_t> ids = m.vocab.encode(prompt);
   Generator gen(o.seed);
-  ids = continue_text(*m.model, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu());
+  ids = m.gpt ? continue_text(*m.gpt, m.gpt->cfg.context_length, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu())
+              : continue_text(*m.model, m.model->config.context, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu());
   out << encode_utf8(m.vocab.decode(ids)) << "\n";
   return 0;
 }
 
 int run_info(const std::string& path, std::ostream& out) {
   LoadedModel m = load_model(path);
-  const nn::CharModelConfig& c = m.model->config;
   out << fmt::format("checkpoint: {}\n", path);
-  out << fmt::format("model: character self-attention, vocab {} dim {} context {} heads {}, trained {} steps\n", c.vocab,
-                     c.dim, c.context, c.heads, m.checkpoint.metadata["steps"]);
+  if (m.gpt) {
+    const nn::GPTConfig& c = m.gpt->cfg;
+    out << fmt::format("model: GPT, {} blocks, vocab {} dim {} context {} heads {}, trained {} steps\n", c.n_layers,
+                       c.vocab_size, c.emb_dim, c.context_length, c.n_heads, m.checkpoint.metadata["steps"]);
+  } else {
+    const nn::CharModelConfig& c = m.model->config;
+    out << fmt::format("model: character self-attention, vocab {} dim {} context {} heads {}, trained {} steps\n",
+                       c.vocab, c.dim, c.context, c.heads, m.checkpoint.metadata["steps"]);
+  }
   std::string shown;
   for (char32_t ch : m.vocab.chars()) shown += (shown.empty() ? "" : " ") + printable(ch);
   out << "vocabulary: " << shown << "\n";
-  out << fmt::format("parameters: {}\n", m.model->num_parameters());
+  out << fmt::format("parameters: {}\n", m.gpt ? m.gpt->num_parameters() : m.model->num_parameters());
   for (const auto& [name, t] : m.checkpoint.tensors)
     out << fmt::format("  {:<16} {:<10} {}\n", name, shape_to_string(t.shape()), dtype_name(t.dtype()));
   return 0;

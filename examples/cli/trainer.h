@@ -1,6 +1,7 @@
 // trainer.h — what `scratchgrad train | generate | info` do, callable from tests as well as main().
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@ namespace cli {
 inline const char* kWorkshopText = "aditi likes warm dosa ";
 
 struct TrainOptions {
+  std::string model = "mini";  // "mini": the workshop's one-layer model; "gpt": the book's GPT
   std::string text_file;  // empty: the workshop's text
   int64_t steps = 301, batch = 16, context = 8, dim = 24, heads = 1;
   double lr = 0.01;
@@ -24,7 +26,20 @@ struct TrainOptions {
   std::string save;            // checkpoint path (safetensors); empty: don't save
   std::string graph;           // write the step's autograd graph as Graphviz DOT here
   std::string plot;            // write the loss curve as SVG here
+  // --model gpt only (apply_gpt_preset fills what the command line left unset):
+  int64_t layers = 3;
+  double dropout = 0.0;
+  int64_t warmup = 100;        // linear warm-up steps, then cosine decay to 10% of --lr at --steps
+  double weight_decay = 0.1;   // AdamW's, on the Linear weights only (not biases, LayerNorm, embeddings)
+  double clip = 1.0;           // global gradient-norm clip; 0: none
+  int64_t accumulate = 1;      // micro-batches of --batch windows per optimizer step
 };
+
+// A GPT preset sized for a laptop: "tiny" (2 blocks, D 48, H 4, T 32, B 16, 1000 steps) or "small" (3 blocks,
+// D 96, H 4, T 64, B 16, 3000 steps), with nanoGPT's recipe (AdamW lr 3e-3, 100 warm-up steps then cosine
+// decay, weight decay 0.1, clip 1.0). `is_set(name)` says whether the command line gave that flag itself;
+// those keep their value. Throws UsageError for another name.
+void apply_gpt_preset(TrainOptions& options, const std::string& preset, const std::function<bool(const char*)>& is_set);
 
 struct GenerateOptions {
   std::string checkpoint;
