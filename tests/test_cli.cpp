@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 namespace {
@@ -172,4 +173,40 @@ TEST(Cli, RefusesBadGptFlags) {
   expect_refused(scratchgrad("train --model gpt --clip -1"), "--clip");
   expect_refused(scratchgrad("train --model gpt --accumulate 0"), "--accumulate");
   expect_refused(scratchgrad("train --model transformer"), "--model");
+}
+
+// A GPT run killed (kill -9) after its first periodic checkpoint, then resumed, prints the same losses
+// from there on, and ends with the same final and held-out losses, as the run that was never stopped.
+TEST(Cli, AKilledGptRunResumesToTheSameLosses) {
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "pack my box with five dozen liquor jugs. ";
+  const fs::path corpus = temp_file("resume_corpus.txt", text);
+  const fs::path ck = testing_process::scratch("resume.safetensors");
+  fs::remove(ck);
+  const std::string run = "train --model gpt --preset tiny --steps 30 --warmup 5 --batch 4 --dropout 0.1 --eval-every 1 --text " +
+                          corpus.string();
+  CliRun whole = scratchgrad(run);
+  ASSERT_EQ(whole.status, 0) << whole.err;
+  const std::string bin = std::string(SCRATCHGRAD_BIN_DIR) + "/scratchgrad ";
+  testing_process::shell("(" + bin + run + " --save " + ck.string() + " --save-every 10 >/dev/null & pid=$!; while [ ! -e " +
+                         ck.string() + " ]; do sleep 0.005; done; kill -9 $pid; wait $pid) 2>/dev/null");
+  ASSERT_TRUE(fs::exists(ck));
+  CliRun resumed = scratchgrad("train --resume " + ck.string());
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resuming"), std::string::npos) << resumed.out;
+  auto losses_from = [](const std::string& out, int first) {  // "step  k | loss x | held-out y" for k >= first
+    std::string kept;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.starts_with("final")) kept += line + "\n";
+      if (!line.starts_with("step") || std::stoi(line.substr(5, 3)) < first) continue;
+      kept += line.substr(0, line.find(" tok/s")).substr(0, line.rfind(" | ", line.find(" tok/s"))) + "\n";
+    }
+    return kept;
+  };
+  const int from = std::stoi(resumed.out.substr(resumed.out.find("at step ") + 8));
+  EXPECT_GE(from, 10);
+  EXPECT_EQ(losses_from(resumed.out, from), losses_from(whole.out, from));
+  EXPECT_NE(losses_from(whole.out, from).find("final loss"), std::string::npos);
+  expect_refused(scratchgrad("train --resume " + corpus.string()), corpus.string());
 }

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--weight-decay", train.weight_decay, "gpt: AdamW weight decay of the Linear weights")->capture_default_str();
   train_cmd->add_option("--clip", train.clip, "gpt: clip the gradients' global norm to this (0: none)")->capture_default_str();
   train_cmd->add_option("--accumulate", train.accumulate, "gpt: micro-batches per step")->capture_default_str();
+  train_cmd->add_option("--save-every", train.save_every, "gpt: also write --save every N steps (atomically)");
+  train_cmd->add_option("--resume", train.resume, "gpt: continue the run saved in this checkpoint to its --steps");
   train_cmd->add_option("--text", train.text_file, "UTF-8 text file to learn (default: the workshop's phrase)");
   train_cmd->add_option("--steps", train.steps, "training steps")->capture_default_str();
   train_cmd->add_option("--batch", train.batch, "windows per batch (B)")->capture_default_str();
@@ -64,7 +66,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*train_cmd && (train.model == "gpt" || !preset.empty())) {
+    if (*train_cmd && train.resume.empty() && (train.model == "gpt" || !preset.empty())) {
       if (train.model != "gpt") throw cli::UsageError("--preset is for --model gpt");
       cli::apply_gpt_preset(train, preset.empty() ? "small" : preset,
                             [&](const char* flag) { return train_cmd->get_option(flag)->count() > 0; });

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <iostream>
 #include <cmath>
 #include <limits>
@@ -51,6 +52,8 @@ void check_train_options(const TrainOptions& o) {
           fmt::format("--weight-decay must be non-negative, got {}", o.weight_decay));
   require(std::isfinite(o.clip) && o.clip >= 0, fmt::format("--clip must be non-negative (0: none), got {}", o.clip));
   require(o.accumulate >= 1, fmt::format("--accumulate must be at least 1, got {}", o.accumulate));
+  require(o.save_every >= 0, fmt::format("--save-every must be non-negative, got {}", o.save_every));
+  require(o.save_every == 0 || !o.save.empty(), "--save-every needs --save PATH");
   require(o.model != "gpt" || o.warmup < o.steps,
           fmt::format("--warmup {} must be below --steps {} (the cosine decay needs steps after it)", o.warmup, o.steps));
 }
@@ -197,6 +200,47 @@ std::map<std::string, std::string> gpt_metadata(const nn::GPTConfig& c, const Vo
           {"sample_prompt", encode_utf8(sample_prompt)}};
 }
 
+// ---- a run's state, for --save-every and --resume: the model's tensors, the optimizer's ("optimizer."
+// + its state_dict), and in the metadata the step reached, the schedule's position, the generator's state
+// and every training option, so that a resumed run draws the same batches and ends as the uninterrupted one.
+constexpr const char* kOptimizerPrefix = "optimizer.";
+
+std::string hex_of(const std::vector<uint8_t>& bytes) {
+  std::string out;
+  for (uint8_t b : bytes) out += fmt::format("{:02x}", b);
+  return out;
+}
+std::vector<uint8_t> bytes_of(const std::string& hex, const std::string& path) {
+  if (hex.size() % 2) throw nn::CheckpointError(fmt::format("{}: generator state is malformed", path));
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    try {
+      out.push_back(uint8_t(std::stoul(hex.substr(i, 2), nullptr, 16)));
+    } catch (const std::exception&) {
+      throw nn::CheckpointError(fmt::format("{}: generator state is malformed", path));
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> run_metadata(const TrainOptions& o, int64_t steps_done, int64_t schedule_epoch) {
+  return {{"run.text", o.text_file},          {"run.steps", std::to_string(o.steps)},
+          {"run.batch", std::to_string(o.batch)}, {"run.lr", fmt::format("{:.17g}", o.lr)},
+          {"run.seed", std::to_string(o.seed)}, {"run.eval_every", std::to_string(o.eval_every)},
+          {"run.dropout", fmt::format("{:.17g}", o.dropout)}, {"run.warmup", std::to_string(o.warmup)},
+          {"run.weight_decay", fmt::format("{:.17g}", o.weight_decay)}, {"run.clip", fmt::format("{:.17g}", o.clip)},
+          {"run.accumulate", std::to_string(o.accumulate)}, {"run.sample", std::to_string(o.sample_tokens)},
+          {"run.steps_done", std::to_string(steps_done)}, {"run.schedule_epoch", std::to_string(schedule_epoch)},
+          {"run.generator", hex_of(default_generator().get_state())}};
+}
+
+nn::NamedTensors without_optimizer(const nn::NamedTensors& tensors) {
+  nn::NamedTensors out;
+  for (const auto& [name, t] : tensors)
+    if (!name.starts_with(kOptimizerPrefix)) out.emplace_back(name, t);
+  return out;
+}
+
 struct LoadedModel {
   std::unique_ptr<nn::MiniSelfAttention> model;  // one of the two
   std::unique_ptr<nn::GPTModel> gpt;
@@ -229,11 +273,11 @@ LoadedModel load_model(const std::string& path) {
                            .n_heads = heads, .n_layers = metadata_int(ck, path, "layers"), .drop_rate = 0.0,
                            .qkv_bias = ck.metadata["qkv_bias"] == "1"};
       m.gpt = std::make_unique<nn::GPTModel>(config);
-      m.gpt->load_state_dict(ck.tensors);
+      m.gpt->load_state_dict(without_optimizer(ck.tensors));
       m.gpt->eval();
     } else {
       m.model = std::make_unique<nn::MiniSelfAttention>(nn::CharModelConfig{int64_t(chars.size()), dim, context, heads});
-      m.model->load_state_dict(ck.tensors);
+      m.model->load_state_dict(without_optimizer(ck.tensors));
       m.model->eval();
     }
   } catch (const std::invalid_argument& e) {
@@ -395,8 +439,32 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, std::o
       model.train();
       return loss;
     };
+  int64_t first_step = 0;
+  if (!o.resume.empty()) {  // the saved run's parameters, moments, schedule and random stream
+    nn::Checkpoint ck = nn::load_safetensors(o.resume);
+    nn::NamedTensors optimizer_state;
+    for (const auto& [name, t] : ck.tensors)
+      if (name.starts_with(kOptimizerPrefix)) optimizer_state.emplace_back(name.substr(std::strlen(kOptimizerPrefix)), t);
+    try {
+      model.load_state_dict(without_optimizer(ck.tensors));
+      opt.load_state_dict(optimizer_state);
+    } catch (const std::exception& e) {
+      throw nn::CheckpointError(fmt::format("{}: cannot resume from it: {}", o.resume, e.what()));
+    }
+    for (int64_t k = 0, n = metadata_int(ck, o.resume, "run.schedule_epoch"); k < n; ++k) schedule.step();
+    default_generator().set_state(bytes_of(ck.metadata["run.generator"], o.resume));
+    first_step = std::stoll(ck.metadata["run.steps_done"]);
+    out << fmt::format("resuming {} at step {}\n", o.resume, first_step);
+  }
+  auto save = [&](int64_t steps_done) {
+    nn::NamedTensors tensors = model.state_dict();
+    for (auto& [name, t] : opt.state_dict()) tensors.emplace_back(kOptimizerPrefix + name, t);
+    auto metadata = gpt_metadata(config, corpus.vocab, corpus.text.substr(0, size_t(T)), steps_done);
+    metadata.merge(run_metadata(o, steps_done, schedule.last_epoch()));
+    nn::save_safetensors(o.save, tensors, metadata);  // a temporary file renamed into place
+  };
   double last_loss = 0;
-  for (int64_t step = 0; step < o.steps; ++step) {
+  for (int64_t step = first_step; step < o.steps; ++step) {
     opt.zero_grad();
     double step_loss = 0;
     for (int64_t micro = 0; micro < o.accumulate; ++micro) {  // gradients add up over the micro-batches
@@ -414,10 +482,13 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, std::o
     schedule.step();
     last_loss = step_loss;
     progress.report(step, last_loss, held_out);
+    if (o.save_every > 0 && (step + 1) % o.save_every == 0 && step + 1 < o.steps) save(step + 1);
   }
   model.eval();
   const std::u32string prompt = corpus.text.substr(0, size_t(T));
-  finish(model, corpus, T, V, device, progress, last_loss, gpt_metadata(config, corpus.vocab, prompt, o.steps),
+  auto metadata = gpt_metadata(config, corpus.vocab, prompt, o.steps);
+  metadata.merge(run_metadata(o, o.steps, schedule.last_epoch()));
+  finish(model, corpus, T, V, device, progress, last_loss, metadata,
          fmt::format("loss, GPT {} blocks, {} steps, D {} T {} B {} heads {}, lr {}", o.layers, o.steps, o.dim, T,
                      o.batch, o.heads, o.lr));
   return 0;
@@ -447,13 +518,38 @@ void apply_gpt_preset(TrainOptions& o, const std::string& preset, const std::fun
   fill("--sample", o.sample_tokens, int64_t(200));
 }
 
-int run_train(const TrainOptions& o, std::ostream& out) {
+// --resume: the saved run's options (the command line gives only --resume, and may add --save, --save-every,
+// --threads, --plot, --device). Its text is read again from the same path unless --text names another.
+TrainOptions resumed_options(TrainOptions o) {
+  nn::Checkpoint ck = nn::load_safetensors(o.resume);
+  if (ck.metadata["format"] != "scratchgrad-gpt" || !ck.metadata.count("run.steps_done"))
+    throw nn::CheckpointError(fmt::format("{}: not a checkpoint of a GPT training run (train --model gpt --save)", o.resume));
+  auto num = [&](const char* key) {
+    try {
+      return std::stod(ck.metadata.at(key));
+    } catch (const std::exception&) {
+      throw nn::CheckpointError(fmt::format("{}: metadata '{}' is missing or not a number", o.resume, key));
+    }
+  };
+  o.model = "gpt";
+  if (o.text_file.empty()) o.text_file = ck.metadata["run.text"];
+  o.layers = int64_t(num("layers")), o.dim = int64_t(num("dim")), o.heads = int64_t(num("heads"));
+  o.context = int64_t(num("context")), o.steps = int64_t(num("run.steps")), o.batch = int64_t(num("run.batch"));
+  o.lr = num("run.lr"), o.seed = uint64_t(num("run.seed")), o.eval_every = int64_t(num("run.eval_every"));
+  o.dropout = num("run.dropout"), o.warmup = int64_t(num("run.warmup")), o.weight_decay = num("run.weight_decay");
+  o.clip = num("run.clip"), o.accumulate = int64_t(num("run.accumulate")), o.sample_tokens = int64_t(num("run.sample"));
+  return o;
+}
+
+int run_train(const TrainOptions& given, std::ostream& out) {
+  const TrainOptions o = given.resume.empty() ? given : resumed_options(given);
   check_train_options(o);
   const Device device = checked_device(o.device);
   for (const std::string& path : {o.save, o.graph, o.plot})
     if (!path.empty()) nn::check_writable(path);  // fail now, not after the whole run
   set_num_threads(o.threads);
   Corpus corpus = load_corpus(o);
+  require(o.resume.empty() || o.model == "gpt", "--resume continues a GPT run");
   return o.model == "gpt" ? train_gpt(o, corpus, device, out) : train_mini(o, corpus, device, out);
 }
 

@@ -33,6 +33,8 @@ struct TrainOptions {
   double weight_decay = 0.1;   // AdamW's, on the Linear weights only (not biases, LayerNorm, embeddings)
   double clip = 1.0;           // global gradient-norm clip; 0: none
   int64_t accumulate = 1;      // micro-batches of --batch windows per optimizer step
+  int64_t save_every = 0;      // also write --save every N steps (atomically); 0: only at the end
+  std::string resume;          // continue the run saved in this checkpoint, to its original --steps
 };
 
 // A GPT preset sized for a laptop: "tiny" (2 blocks, D 48, H 4, T 32, B 16, 1000 steps) or "small" (3 blocks,
