@@ -30,7 +30,11 @@ FeedForward::FeedForward(const GPTConfig& cfg) {
 
 Tensor FeedForward::forward(const Tensor& x) const { return (*contract)((*gelu)((*expand)(x))); }
 
-TransformerBlock::TransformerBlock(const GPTConfig& cfg) {
+TransformerBlock::TransformerBlock(const GPTConfig& cfg, int64_t index)
+    : attention_line(fmt::format("trf_blocks.{}: x = att(norm1(x))", index)),
+      attention_residual(fmt::format("trf_blocks.{}: x = drop_shortcut(x) + shortcut", index)),
+      ff_line(fmt::format("trf_blocks.{}: x = ff(norm2(x))", index)),
+      ff_residual(fmt::format("trf_blocks.{}: return drop_shortcut(x) + shortcut", index)) {
   att = register_module("att", std::make_shared<MultiHeadAttention>(cfg.emb_dim, cfg.emb_dim, cfg.context_length,
                                                                     cfg.drop_rate, cfg.n_heads, cfg.qkv_bias));
   ff = register_module("ff", std::make_shared<FeedForward>(cfg));
@@ -40,15 +44,19 @@ TransformerBlock::TransformerBlock(const GPTConfig& cfg) {
 }
 
 Tensor TransformerBlock::forward(const Tensor& x_in) const {
+  CallSite line(attention_line);  // labels every node recorded below, for traces and graphs
   Tensor shortcut = x_in;  // shortcut connection for the attention block
   Tensor x = (*norm1)(x_in);
   x = (*att)(x);
+  line.set(attention_residual);
   x = (*drop_shortcut)(x);
   x = x + shortcut;
 
+  line.set(ff_line);
   shortcut = x;  // and for the feed-forward block
   x = (*norm2)(x);
   x = (*ff)(x);
+  line.set(ff_residual);
   x = (*drop_shortcut)(x);
   return x + shortcut;
 }
@@ -60,7 +68,7 @@ GPTModel::GPTModel(const GPTConfig& c) : cfg(c) {
   pos_emb = register_module("pos_emb", std::make_shared<Embedding>(cfg.context_length, cfg.emb_dim));
   drop_emb = register_module("drop_emb", std::make_shared<Dropout>(cfg.drop_rate));
   trf_blocks = register_module("trf_blocks", std::make_shared<ModuleList<TransformerBlock>>());
-  for (int64_t i = 0; i < cfg.n_layers; ++i) trf_blocks->push_back(std::make_shared<TransformerBlock>(cfg));
+  for (int64_t i = 0; i < cfg.n_layers; ++i) trf_blocks->push_back(std::make_shared<TransformerBlock>(cfg, i));
   final_norm = register_module("final_norm", std::make_shared<LayerNorm>(cfg.emb_dim));
   out_head = register_module("out_head", std::make_shared<Linear>(cfg.emb_dim, cfg.vocab_size, false));
 }
@@ -76,8 +84,10 @@ Tensor GPTModel::embed(const Tensor& in_idx) const {
 }
 
 Tensor GPTModel::forward(const Tensor& in_idx) const {
+  CallSite line("x = drop_emb(tok_emb(in_idx) + pos_emb(arange(T)))");
   Tensor x = embed(in_idx);
   for (const auto& block : *trf_blocks) x = (*block)(x);
+  line.set("logits = out_head(final_norm(x))");
   x = (*final_norm)(x);
   return (*out_head)(x);
 }

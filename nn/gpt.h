@@ -5,6 +5,7 @@
 // LayerNorm and GELU are the fused ops (layer_norm, gelu), which round as PyTorch's kernels do.
 #pragma once
 #include <memory>
+#include <string>
 
 #include "nn/attention.h"
 #include "nn/layers.h"
@@ -51,13 +52,17 @@ class FeedForward : public Module {
 // x + drop(att(norm1(x))), then x + drop(ff(norm2(x))).
 class TransformerBlock : public Module {
  public:
-  explicit TransformerBlock(const GPTConfig& cfg);
+  // `index`: its place in GPTModel's trf_blocks, for the call-site labels traces and graphs show.
+  explicit TransformerBlock(const GPTConfig& cfg, int64_t index = 0);
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
   std::shared_ptr<MultiHeadAttention> att;
   std::shared_ptr<FeedForward> ff;
   std::shared_ptr<LayerNorm> norm1, norm2;
   std::shared_ptr<Dropout> drop_shortcut;
+
+ private:
+  std::string attention_line, attention_residual, ff_line, ff_residual;  // "trf_blocks.0: x = att(norm1(x))", ...
 };
 
 class GPTModel : public Module {
