@@ -1,6 +1,8 @@
 // gpt.cpp — the book's GPT, each forward line for line with its Python.
 #include "nn/gpt.h"
 
+#include <functional>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -90,6 +92,24 @@ Tensor GPTModel::forward(const Tensor& in_idx) const {
   line.set("logits = out_head(final_norm(x))");
   x = (*final_norm)(x);
   return (*out_head)(x);
+}
+
+void GPTModel::tie_weights() {
+  out_head->weight = tok_emb->weight;
+  out_head->set_parameter("weight", tok_emb->weight);
+}
+
+std::pair<NamedTensors, NamedTensors> weight_decay_groups(const Module& model) {
+  std::set<const autograd::TensorImpl*> linear_weights;
+  std::function<void(const Module&)> visit = [&](const Module& m) {
+    if (auto* linear = dynamic_cast<const Linear*>(&m)) linear_weights.insert(&linear->weight.impl());
+    for (const auto& [name, child] : m.named_children()) visit(*child);
+  };
+  visit(model);
+  std::pair<NamedTensors, NamedTensors> groups;
+  for (const auto& entry : model.named_parameters())
+    (linear_weights.count(&entry.second.impl()) ? groups.first : groups.second).push_back(entry);
+  return groups;
 }
 
 }  // namespace nn

@@ -6,6 +6,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "nn/attention.h"
 #include "nn/layers.h"
@@ -73,6 +74,9 @@ class GPTModel : public Module {
   Tensor operator()(const Tensor& in_idx) const { return forward(in_idx); }
   // tok_emb + pos_emb, after drop_emb: what the blocks receive
   Tensor embed(const Tensor& in_idx) const;
+  // out_head.weight = tok_emb.weight (one matrix, listed once, as tok_emb.weight); out_head's own
+  // initial weight was drawn and is dropped, as in Python.
+  void tie_weights();
 
   GPTConfig cfg;
   std::shared_ptr<Embedding> tok_emb, pos_emb;
@@ -81,5 +85,10 @@ class GPTModel : public Module {
   std::shared_ptr<LayerNorm> final_norm;
   std::shared_ptr<Linear> out_head;
 };
+
+// AdamW's two groups as the book sets them up: the weights of every Linear layer (decayed), and all
+// other parameters (embeddings, biases, LayerNorm scale/shift), each in named_parameters() order.
+// A Linear weight tied to an embedding counts as a Linear weight.
+std::pair<NamedTensors, NamedTensors> weight_decay_groups(const Module& model);
 
 }  // namespace nn

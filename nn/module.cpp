@@ -22,6 +22,15 @@ Tensor Module::register_parameter(const std::string& name, Tensor value) {
   return value;
 }
 
+void Module::set_parameter(const std::string& name, const Tensor& value) {
+  for (auto& [n, t] : parameters_)
+    if (n == name) {
+      t = value;
+      return;
+    }
+  throw std::invalid_argument(fmt::format("set_parameter: this module has no parameter '{}'", name));
+}
+
 Tensor Module::register_buffer(const std::string& name, Tensor value) {
   buffers_.emplace_back(name, value);
   return value;

@@ -40,6 +40,10 @@ class Module {
   // held elsewhere, e.g. by an optimizer, see the moved data).
   void to(autograd::Device device);
   void zero_grad();  // sets every parameter's .grad to none (PyTorch 2's default set_to_none=True)
+  // Makes the parameter registered as `name` (own, not a submodule's) be `value` — Python's
+  // `module.weight = other_parameter`, e.g. to tie two layers' weights. The member field that held the
+  // old tensor must be updated by the caller.
+  void set_parameter(const std::string& name, const Tensor& value);
 
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
   int64_t num_parameters() const;

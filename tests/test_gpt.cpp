@@ -136,13 +136,6 @@ TEST(GptModel, Step0EndToEndWithinTheProductsRounding) {
     EXPECT_CLOSE(p.grad(), s.get("grad." + name), 5e-6, "grad." + name);  // measured at most 4.6e-7
 }
 
-// The book's AdamW grouping: weight decay for the weights of Linear layers only (not embeddings,
-// biases or LayerNorm's scale/shift).
-bool decays(const std::string& name) {
-  const bool weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
-  return weight && name.rfind("tok_emb.", 0) != 0 && name.rfind("pos_emb.", 0) != 0;
-}
-
 // Window `start` of the token stream, for `batch` starts: rows of T ids, shifted by `shift`.
 Tensor windows(const std::vector<double>& stream, const std::vector<int64_t>& starts, int64_t T, int64_t shift) {
   std::vector<int64_t> ids;
@@ -151,32 +144,38 @@ Tensor windows(const std::vector<double>& stream, const std::vector<int64_t>& st
   return from_vector(ids, {int64_t(starts.size()), T});
 }
 
+std::vector<std::string> names_in(const nn::NamedTensors& entries) { return names_of(entries); }
+std::vector<Tensor> tensors_in(const nn::NamedTensors& entries) {
+  std::vector<Tensor> out;
+  for (const auto& [name, t] : entries) out.push_back(t);
+  return out;
+}
+
 // The products' few-ulp differences (see above) grow over 20 steps; the schedule's lr is exact.
 constexpr double kTrainingBound = 2e-5;  // measured: at most 1.7e-6 (one final weight), the losses 1.5e-7
 
-TEST(GptTraining, TwentyAdamWStepsFollowPyTorch) {
-  auto model = seeded_model();
-  std::vector<Tensor> decay, no_decay;
-  std::vector<std::string> decay_names, no_decay_names;
-  for (const auto& [name, p] : model->named_parameters()) {
-    (decays(name) ? decay : no_decay).push_back(p);
-    (decays(name) ? decay_names : no_decay_names).push_back(name);
-  }
-  const Section& header = section("header");
+// The fixture's training run on `model`: AdamW with the book's two groups (checked against the
+// fixture's `group` lines), LambdaLR warm-up + cosine, clip_grad_norm_(1.0) before every step; each
+// step's lr (exactly), loss and gradient norm (within kTrainingBound) as recorded.
+void replay_training(nn::GPTModel& model, const std::vector<Section>& fixture) {
+  const Section& header = gpt_fixtures::find_section(fixture, "header");
   auto group_names = [&](const std::string& index) {  // "group <i> weight_decay <wd> <names...>"
     for (const Words& w : header.lines)
       if (w[0] == "group" && w[1] == index) return std::vector<std::string>(w.begin() + 4, w.end());
     throw std::runtime_error("no group " + index);
   };
-  EXPECT_EQ(decay_names, group_names("0"));
-  EXPECT_EQ(no_decay_names, group_names("1"));
+  auto [decay, no_decay] = nn::weight_decay_groups(model);
+  EXPECT_EQ(names_in(decay), group_names("0"));
+  EXPECT_EQ(names_in(no_decay), group_names("1"));
 
-  optim::AdamW opt(decay, {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
-  opt.add_param_group(no_decay, {{"weight_decay", 0.0}});
+  optim::AdamW opt(tensors_in(decay), {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
+  opt.add_param_group(tensors_in(no_decay), {{"weight_decay", 0.0}});
   optim::LambdaLR sched(opt, optim::warmup_cosine(4, 20, 0.1));
 
   const std::vector<double>& stream = header.get("stream").values;
-  const std::vector<Words>& steps = section("steps").lines;
+  std::vector<Words> steps;
+  for (const Words& w : gpt_fixtures::find_section(fixture, "steps").lines)
+    if (w[0] == "step") steps.push_back(w);
   ASSERT_EQ(steps.size(), 20u);
   for (const Words& w : steps) {
     // step <k> lr <hex> loss <hex> grad_norm <hex> starts <s0> <s1> <s2> <s3>
@@ -188,17 +187,65 @@ TEST(GptTraining, TwentyAdamWStepsFollowPyTorch) {
     Tensor x = windows(stream, starts, 12, 0), y = windows(stream, starts, 12, 1);
 
     opt.zero_grad();
-    Tensor logits = model->forward(x);
-    Tensor loss = cross_entropy(logits.reshape({-1, model->cfg.vocab_size}), y.reshape({-1}));
+    Tensor logits = model.forward(x);
+    Tensor loss = cross_entropy(logits.reshape({-1, model.cfg.vocab_size}), y.reshape({-1}));
     EXPECT_NEAR(loss.item(), gpt_fixtures::hex(w[5]), kTrainingBound * gpt_fixtures::hex(w[5])) << "loss at step " << k;
     loss.backward();
-    Tensor total = optim::clip_grad_norm_(model->parameters(), 1.0);
+    Tensor total = optim::clip_grad_norm_(model.parameters(), 1.0);
     EXPECT_NEAR(total.item(), gpt_fixtures::hex(w[7]), kTrainingBound * gpt_fixtures::hex(w[7])) << "grad norm at step " << k;
     opt.step();
     sched.step();
   }
+}
+
+TEST(GptTraining, TwentyAdamWStepsFollowPyTorch) {
+  auto model = seeded_model();
+  replay_training(*model, gpt_fixture());
   for (const auto& [name, p] : model->named_parameters())
     EXPECT_CLOSE(p, section("final").get(name), kTrainingBound, "final " + name);
+}
+
+// ---------------------------------------------------------------- gpt_tied.txt: out_head.weight = tok_emb.weight
+
+const std::vector<Section>& tied_fixture() {
+  static const std::vector<Section> sections = gpt_fixtures::read_sections("gpt_tied.txt");
+  return sections;
+}
+
+std::shared_ptr<nn::GPTModel> tied_model() {
+  auto model = seeded_model();
+  model->tie_weights();
+  return model;
+}
+
+TEST(GptTied, OneMatrixUnderItsFirstName) {
+  auto model = tied_model();
+  const Section& header = gpt_fixtures::find_section(tied_fixture(), "header");
+  EXPECT_EQ(names_of(model->state_dict()), words_after_first(header.line("state_dict")));
+  EXPECT_EQ(names_of(model->named_parameters()), words_after_first(header.line("named_parameters")));
+  EXPECT_TRUE(model->out_head->weight.same(model->tok_emb->weight));
+}
+
+TEST(GptTied, Step0WithinTheProductsRounding) {
+  auto model = tied_model();
+  const Section& s = gpt_fixtures::find_section(tied_fixture(), "step0");
+  Tensor logits = model->forward(s.get("xb").tensor());
+  EXPECT_CLOSE(logits, s.get("logits"), 2e-6, "logits");
+  Tensor loss = cross_entropy(logits.reshape({-1, model->cfg.vocab_size}), s.get("yb").tensor().reshape({-1}));
+  EXPECT_NEAR(loss.item(), gpt_fixtures::hex(s.line("loss")[1]), 2e-6 * loss.item());
+  loss.backward();
+  int checked = 0;
+  for (const auto& [name, p] : model->named_parameters())
+    if (s.has("grad." + name)) {
+      EXPECT_CLOSE(p.grad(), s.get("grad." + name), 5e-6, "grad." + name);
+      ++checked;
+    }
+  EXPECT_EQ(checked, 17);  // the biases, the LayerNorms' scale/shift and the tied matrix
+}
+
+TEST(GptTied, TwentyAdamWStepsFollowPyTorch) {
+  auto model = tied_model();
+  replay_training(*model, tied_fixture());
 }
 
 }  // namespace
