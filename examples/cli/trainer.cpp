@@ -403,15 +403,16 @@ int train_mini(const TrainOptions& o, const Corpus& corpus, Device device, std::
 }
 
 // AdamW with decay on the Linear weights only: biases, LayerNorm's scale and shift and the embeddings
-// are left out (nanoGPT's rule, as param groups).
+// are a second param group without it (nanoGPT's rule; nn::weight_decay_groups finds them by module).
 optim::AdamW gpt_optimizer(const nn::GPTModel& model, const TrainOptions& o) {
-  std::vector<Tensor> decay, no_decay;
-  for (const auto& [name, p] : model.named_parameters()) {
-    const bool embedding = name.starts_with("tok_emb.") || name.starts_with("pos_emb.");
-    (p.dim() >= 2 && !embedding ? decay : no_decay).push_back(p);
-  }
-  optim::AdamW opt(decay, {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay});
-  if (!no_decay.empty()) opt.add_param_group(no_decay, {{"weight_decay", 0.0}});
+  auto [decay, no_decay] = nn::weight_decay_groups(model);
+  auto tensors = [](const nn::NamedTensors& named) {
+    std::vector<Tensor> out;
+    for (const auto& [name, t] : named) out.push_back(t);
+    return out;
+  };
+  optim::AdamW opt(tensors(decay), {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay});
+  if (!no_decay.empty()) opt.add_param_group(tensors(no_decay), {{"weight_decay", 0.0}});
   return opt;
 }
 
