@@ -143,9 +143,17 @@ TEST(Cli, TrainsAGptThenGeneratesAndDescribesIt) {
   for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps over the lazy dog. ";
   const fs::path corpus = temp_file("gpt_corpus.txt", text);
   const fs::path ck = testing_process::scratch("gpt.safetensors");
+  const fs::path graph = testing_process::scratch("gpt.dot"), plot = testing_process::scratch("gpt.svg");
   CliRun t = scratchgrad("train --model gpt --preset tiny --steps 30 --warmup 5 --batch 4 --accumulate 2 --dropout 0.1 "
-                         "--eval-every 10 --text " + corpus.string() + " --save " + ck.string());
+                         "--eval-every 10 --text " + corpus.string() + " --save " + ck.string() + " --graph " +
+                         graph.string() + " --plot " + plot.string());
   ASSERT_EQ(t.status, 0) << t.err;
+  const std::string dot = slurp(graph);  // each block's nodes carry the line of the block that made them
+  for (const char* line : {"trf_blocks.0: x = att(norm1(x))", "trf_blocks.1: x = ff(norm2(x))",
+                           "trf_blocks.1: return drop_shortcut(x) + shortcut", "logits = out_head(final_norm(x))"})
+    EXPECT_NE(dot.find(line), std::string::npos) << line;
+  EXPECT_NE(dot.find("NativeLayerNormBackward0"), std::string::npos);
+  EXPECT_NE(slurp(plot).find("<svg"), std::string::npos);
   EXPECT_NE(t.out.find("training a GPT on 1800 characters"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("2 blocks D 48 T 32 B 4×2 heads 4"), std::string::npos) << t.out;
   EXPECT_NE(t.out.find("step  29 | loss"), std::string::npos) << t.out;
