@@ -97,6 +97,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     out_shape.push_back(b.size(1));
     Tensor folded = batched_product(a.reshape({-1, a.size(-1)}), b, "MmBackward0");
     Tensor out = folded.detach().view(out_shape);
+    if (!needs_grad({folded})) return out;
     return record("UnsafeViewBackward0", out, {folded}, {}, [shape = folded.shape()](const Tensor& g) {
       return Grads{g.reshape(shape)};
     });
