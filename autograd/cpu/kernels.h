@@ -48,6 +48,12 @@ void nll_loss_backward(const Tensor& grad, const Tensor& targets, int64_t ignore
 void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out,
                     MatmulStructure structure = MatmulStructure::dense, bool add_to_out = false,
                     const Tensor& start_row = Tensor());
+// Which products BLIS computes (SCRATCHGRAD_MATMUL at start-up): none (the exact kernels, BLIS's
+// generic order without FMA), the large ones ("blis"), or every one PyTorch hands to BLIS ("blis-all":
+// this machine's BLIS kernels, so PyTorch's bits wherever PyTorch ran on the same BLIS sub-configuration).
+enum class MatmulMode { exact, blis_large, blis_all };
+void set_matmul_mode(MatmulMode mode);
+MatmulMode matmul_mode();
 // Below this many multiply-adds a BLIS call (about 1.4 µs of fixed cost) loses to a plain loop.
 inline constexpr int64_t kSmallMatmulFlops = 16 * 1024;
 

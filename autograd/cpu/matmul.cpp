@@ -14,7 +14,9 @@
 // known to be zeros (MatmulStructure, for causal attention) without changing a bit.
 //
 // SCRATCHGRAD_MATMUL=blis switches products above kSmallMatmulFlops to BLIS's optimised kernels
-// (AVX-512/AVX2 with FMA): faster on big matrices, but no longer bit-identical.
+// (AVX-512/AVX2 with FMA): faster on big matrices, but no longer bit-identical. =blis-all sends every
+// product PyTorch hands to BLIS there: PyTorch's forward bits on a machine whose BLIS picks the same
+// sub-configuration as the one PyTorch ran on.
 #include <blis.h>
 #include <fmt/format.h>
 
@@ -450,12 +452,25 @@ bool uses_blis_dot(bool batched, int64_t m, int64_t n, int64_t k, int64_t acs, i
 // Below this many multiply-adds (over all batch items) a product stays on one thread.
 constexpr double kParallelMatmulWork = 1 << 20;
 
-bool use_blis_for_large_products() {
-  static const bool yes = [] {
+// SCRATCHGRAD_MATMUL: "blis" sends large products to BLIS; "blis-all" every product PyTorch would
+// send there (set_matmul_mode overrides it at run time).
+MatmulMode& matmul_mode_setting() {
+  static MatmulMode mode = [] {
     const char* env = std::getenv("SCRATCHGRAD_MATMUL");
-    return env && std::strcmp(env, "blis") == 0;
+    if (env && std::strcmp(env, "blis") == 0) return MatmulMode::blis_large;
+    if (env && std::strcmp(env, "blis-all") == 0) return MatmulMode::blis_all;
+    return MatmulMode::exact;
   }();
-  return yes;
+  return mode;
+}
+
+bool use_blis_for_large_products() { return matmul_mode_setting() != MatmulMode::exact; }
+
+// Whether a product of this size goes to BLIS: above kSmallMatmulFlops in "blis" mode; in "blis-all"
+// mode wherever PyTorch calls BLIS (all but batched products under bmm's 400 multiply-adds).
+bool blis_takes(bool batched, int64_t m, int64_t n, int64_t k) {
+  if (matmul_mode_setting() == MatmulMode::blis_all) return !(batched && m * n * k < 400);
+  return m * n * k > kSmallMatmulFlops;
 }
 
 // BLIS rejects some stride pairs for dims of size 1 or stride 0; give those dims a harmless stride.
@@ -482,6 +497,9 @@ void blis_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t
 
 }  // namespace
 
+void set_matmul_mode(MatmulMode mode) { matmul_mode_setting() = mode; }
+MatmulMode matmul_mode() { return matmul_mode_setting(); }
+
 void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulStructure structure,
                     bool add_to_out, const Tensor& start_row) {
   init_cpu_runtime();
@@ -502,7 +520,7 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
   if (structure == MatmulStructure::lower_a || structure == MatmulStructure::upper_a) {
     if (m != k) throw std::logic_error(fmt::format("matmul: a triangular A must be square, got {} x {}", m, k));
   }
-  const bool large = m * n * k > kSmallMatmulFlops;
+  const bool large = blis_takes(!batch.empty(), m, n, k);
   const bool dots = uses_blis_dot(!batch.empty(), m, n, k, acs, brs);
   dispatch_floating(out.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
