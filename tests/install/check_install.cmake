@@ -27,8 +27,13 @@ set(expected "${CMAKE_MATCH_2}")
 file(WRITE ${WORK_DIR}/project/main.cpp "${code}")
 file(COPY ${SOURCE_DIR}/tests/install/CMakeLists.txt DESTINATION ${WORK_DIR}/project)
 
+# A sanitizer build's libraries need the sanitizers' runtime in the program that links them.
+set(flags)
+if(SANITIZE)
+  set(flags "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
+endif()
 run(${CMAKE_COMMAND} -S ${WORK_DIR}/project -B ${WORK_DIR}/build -DCMAKE_BUILD_TYPE=Release
-    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
+    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix ${flags})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/readme_example)
 if(NOT run_output STREQUAL expected)
