@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "test_helpers.h"
 
 #ifndef SCRATCHGRAD_SOURCE_DIR
 #define SCRATCHGRAD_SOURCE_DIR "/work/main"
@@ -28,17 +29,7 @@ using autograd::Tensor;
 
 inline const std::string kDir = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/gpt/";
 
-struct Recorded {
-  std::string name;
-  Shape shape;
-  std::vector<double> values;  // float32 values (exact in double), or the ints of an `itensor`
-  bool is_int = false;
-
-  Tensor tensor(autograd::DType dtype = autograd::DType::Float32) const {
-    if (is_int) return autograd::from_vector(std::vector<int64_t>(values.begin(), values.end()), shape);
-    return autograd::from_vector(values, shape, dtype);
-  }
-};
+using testing_helpers::Recorded;
 
 using Words = std::vector<std::string>;
 
@@ -88,16 +79,7 @@ inline std::vector<Section> read_sections(const std::string& file) {
     } else if (kind == "init" || kind == "step0" || kind == "steps" || kind == "final") {
       sections.push_back({kind, {}, {}});
     } else if (kind == "tensor" || kind == "itensor") {
-      Recorded r;
-      r.is_int = kind == "itensor";
-      int64_t ndim = 0;
-      words >> r.name >> ndim;
-      r.shape.resize(size_t(ndim));
-      for (int64_t& d : r.shape) words >> d;
-      for (std::string v; words >> v;) r.values.push_back(std::strtod(v.c_str(), nullptr));  // hex floats, inf, nan
-      if (int64_t(r.values.size()) != autograd::shape_numel(r.shape))
-        throw std::runtime_error("bad fixture line in " + file + ": " + line.substr(0, 80));
-      sections.back().tensors.push_back(std::move(r));
+      sections.back().tensors.push_back(testing_helpers::read_recorded(words, kind, line));
     } else {
       Words w{kind};
       for (std::string v; words >> v;) w.push_back(v);

@@ -12,6 +12,8 @@
 #include <exception>
 #include <initializer_list>
 #include <random>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,34 @@
 #endif
 
 namespace testing_helpers {
+
+// One recorded tensor of a fixture file: a `tensor NAME NDIM D0 .. V0 ..` line (float32 values as hex
+// floats) or an `itensor` line (integers) — the format of fixtures/nn/README.md, also used by the GPT's.
+struct Recorded {
+  std::string name;
+  autograd::Shape shape;
+  std::vector<double> values;  // float32 values (exact in double), or the ints of an `itensor`
+  bool is_int = false;
+
+  autograd::Tensor tensor(autograd::DType dtype = autograd::DType::Float32) const {
+    if (is_int) return autograd::from_vector(std::vector<int64_t>(values.begin(), values.end()), shape);
+    return autograd::from_vector(values, shape, dtype);
+  }
+};
+
+// The rest of such a line, after its first word (`kind`, "tensor" or "itensor"); `line` is for the error.
+inline Recorded read_recorded(std::istringstream& words, const std::string& kind, const std::string& line) {
+  Recorded r;
+  r.is_int = kind == "itensor";
+  int64_t ndim = 0;
+  words >> r.name >> ndim;
+  r.shape.resize(size_t(ndim));
+  for (int64_t& d : r.shape) words >> d;
+  for (std::string v; words >> v;) r.values.push_back(std::strtod(v.c_str(), nullptr));  // hex floats, inf, nan
+  if (int64_t(r.values.size()) != autograd::shape_numel(r.shape))
+    throw std::runtime_error("bad fixture line: " + line.substr(0, 80));
+  return r;
+}
 
 using autograd::DType;
 using autograd::Shape;

@@ -39,17 +39,7 @@ const std::vector<std::string> kKernelSets = {"default", "avx2"};
 
 // ---------------------------------------------------------------- reading fixtures (format: fixtures/nn/README.md)
 
-struct Recorded {
-  std::string name;
-  Shape shape;
-  std::vector<double> values;  // float32 values (exact in double), or the ints of an `itensor`
-  bool is_int = false;
-
-  Tensor tensor() const {
-    return is_int ? from_vector(std::vector<int64_t>(values.begin(), values.end()), shape)
-                  : from_vector(values, shape, DType::Float32);
-  }
-};
+using testing_helpers::Recorded;
 
 struct Case {
   std::string label;  // the words after `case`, e.g. "0 Linear(3,2)"
@@ -75,15 +65,7 @@ std::vector<Case> read_cases(const std::string& path) {
       std::getline(words >> std::ws, rest);
       cases.push_back({rest, {}});
     } else if (kind == "tensor" || kind == "itensor") {
-      Recorded r;
-      r.is_int = kind == "itensor";
-      int64_t ndim = 0;
-      words >> r.name >> ndim;
-      r.shape.resize(size_t(ndim));
-      for (int64_t& d : r.shape) words >> d;
-      for (std::string v; words >> v;) r.values.push_back(std::strtod(v.c_str(), nullptr));  // reads hex floats
-      if (int64_t(r.values.size()) != shape_numel(r.shape)) throw std::runtime_error("bad fixture line: " + line);
-      cases.back().tensors.push_back(std::move(r));
+      cases.back().tensors.push_back(testing_helpers::read_recorded(words, kind, line));
     }
   }
   return cases;
