@@ -1,6 +1,8 @@
 // safetensors.cpp — writing and (carefully) reading safetensors files.
 #include "nn/safetensors.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <regex>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,6 +22,10 @@ namespace nn {
 
 using namespace autograd;
 using json = nlohmann::json;
+
+// The checksum lives in the metadata, so other safetensors readers see one more string and load the
+// file as before; files without it (written by other tools) load unchecked.
+constexpr const char* kChecksumKey = "scratchgrad.checksum";
 
 namespace {
 
@@ -43,23 +51,131 @@ std::optional<DType> dtype_from_code(const std::string& code) {
   throw CheckpointError(fmt::format("{}: {}", path, problem));
 }
 
+// ---- the checksum ----
+// FNV-1a over 64 bits: each step h = (h ^ byte) * prime is a bijection of h, so changing any one byte of
+// the input always changes the result. That is what a flipped byte or a torn write needs; it is not a
+// defence against someone forging a file.
+class Fnv1a64 {
+ public:
+  void add(const void* bytes, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(bytes);
+    for (size_t i = 0; i < n; ++i) h_ = (h_ ^ p[i]) * 0x100000001b3ull;
+  }
+  std::string str() const { return fmt::format("fnv1a64:{:016x}", h_); }
+
+ private:
+  uint64_t h_ = 0xcbf29ce484222325ull;
+};
+
+// What the checksum covers: the header as JSON without the checksum itself (nlohmann sorts keys and adds
+// no spaces, so writer and reader dump the same bytes), then every data byte.
+std::string header_for_checksum(json header) {
+  if (header.contains("__metadata__")) {
+    header["__metadata__"].erase(kChecksumKey);
+    if (header["__metadata__"].empty()) header.erase("__metadata__");
+  }
+  return header.dump();
+}
+
+// ---- writing: write(2) and fsync, so that every failure (ENOSPC, EFBIG, EIO) is seen and named ----
 std::string temp_path_for(const std::string& path) {
   std::random_device rd;
-  return fmt::format("{}.tmp-{:08x}", path, rd());
+  return fmt::format("{}.tmp-{}-{:08x}", path, ::getpid(), rd());
+}
+
+class TempFile {
+ public:
+  TempFile(const std::string& path) : path_(path), temp_(temp_path_for(path)) {
+    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail(path_, fmt::format("cannot create {} ({})", temp_, std::strerror(errno)));
+  }
+  ~TempFile() {  // not committed: an error was thrown, so the old file stays and the temp one goes
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(temp_.c_str());
+  }
+  void write(const void* bytes, size_t n) {
+    const char* p = static_cast<const char*>(bytes);
+    while (n > 0) {
+      const ssize_t done = ::write(fd_, p, std::min<size_t>(n, size_t(1) << 30));
+      if (done < 0 && errno == EINTR) continue;
+      if (done <= 0)
+        fail(path_, fmt::format("write failed after {} bytes ({}); the previous file is kept", written_,
+                                done < 0 ? std::strerror(errno) : "no progress"));
+      p += done, n -= size_t(done), written_ += size_t(done);
+    }
+  }
+  // fsync, close, rename over the target, fsync the folder: after this returns the new file is the one
+  // a reader sees, even after a power cut; before it, the old one is.
+  void commit() {
+    if (::fsync(fd_) != 0) fail(path_, fmt::format("fsync failed ({}); the previous file is kept", std::strerror(errno)));
+    const int fd = std::exchange(fd_, -1);
+    if (::close(fd) != 0) fail(path_, fmt::format("close failed ({}); the previous file is kept", std::strerror(errno)));
+    if (::rename(temp_.c_str(), path_.c_str()) != 0)
+      fail(path_, fmt::format("cannot rename the finished file into place ({})", std::strerror(errno)));
+    committed_ = true;
+    const std::filesystem::path folder = std::filesystem::path(path_).parent_path();
+    const int dir = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) ::fsync(dir), ::close(dir);
+  }
+
+ private:
+  std::string path_, temp_;
+  int fd_ = -1;
+  size_t written_ = 0;
+  bool committed_ = false;
+};
+
+// A file that carries a checksum must match it: a flipped byte is reported, never trained on.
+void verify_checksum(const std::string& path, const json& header, const char* data, size_t data_size) {
+  if (!header.contains("__metadata__")) return;
+  // A flipped byte may hit the key itself: a value that is unmistakably a checksum, under another key,
+  // is a damaged file too.
+  static const std::regex checksum_value("fnv1a64:[0-9a-f]{16}");
+  for (const auto& [key, value] : header["__metadata__"].items())
+    if (key != kChecksumKey && std::regex_match(value.get<std::string>(), checksum_value))
+      fail(path, fmt::format("checksum entry damaged: metadata '{}' holds a checksum (the file is corrupt)", key));
+  if (!header["__metadata__"].contains(kChecksumKey)) return;
+  Fnv1a64 checksum;
+  const std::string covered = header_for_checksum(header);
+  checksum.add(covered.data(), covered.size());
+  checksum.add(data, data_size);
+  const std::string stored = header["__metadata__"][kChecksumKey].get<std::string>();
+  if (checksum.str() != stored)
+    fail(path, fmt::format("checksum mismatch: the file says {} but its bytes give {} (the file is corrupt)", stored,
+                           checksum.str()));
 }
 
 }  // namespace
 
+// "<name>.tmp-<pid>-<8 hex>" next to `path`, left by a process that is gone: removed. A live process's
+// temporary file is never touched (a pid reused since is the rare case where one stays).
+void remove_stale_temp_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::regex pattern(R"(\.tmp-([0-9]+)-[0-9a-f]{8})");
+  const std::string prefix = target.filename().string();
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::smatch m;
+    const std::string rest = name.size() > prefix.size() ? name.substr(prefix.size()) : std::string();
+    if (!name.starts_with(prefix) || !std::regex_match(rest, m, pattern)) continue;
+    const long pid = std::stol(m[1]);
+    if (pid > 0 && ::kill(pid_t(pid), 0) == -1 && errno == ESRCH) fs::remove(entry.path(), ec);
+  }
+}
+
 void check_writable(const std::string& path) {
-  std::string probe = temp_path_for(path);
-  std::ofstream out(probe, std::ios::binary);
-  if (!out) fail(path, fmt::format("cannot write here ({})", std::strerror(errno)));
-  out.close();
-  std::filesystem::remove(probe);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path, "is a folder, not a file to write");
+  remove_stale_temp_files(path);
+  TempFile probe(path);  // created, then removed by its destructor
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
+  if (metadata.count(kChecksumKey)) fail(path, fmt::format("metadata key '{}' is reserved for the checksum", kChecksumKey));
   json header = json::object();
   std::vector<Tensor> contiguous;
   size_t offset = 0;
@@ -73,33 +189,22 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     contiguous.push_back(c);
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
+  Fnv1a64 checksum;
+  const std::string covered = header.dump();
+  checksum.add(covered.data(), covered.size());
+  for (const Tensor& c : contiguous) checksum.add(c.raw_data(), size_t(c.numel()) * dtype_size(c.dtype()));
+  header["__metadata__"][kChecksumKey] = checksum.str();
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
 
-  const std::string temp = temp_path_for(path);
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(path, fmt::format("cannot create {} ({})", temp, std::strerror(errno)));
-    uint64_t n = text.size();
-    unsigned char length[8];
-    for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(n >> (8 * i));  // little-endian
-    out.write(reinterpret_cast<const char*>(length), 8);
-    out.write(text.data(), std::streamsize(text.size()));
-    for (const Tensor& c : contiguous)
-      out.write(static_cast<const char*>(c.raw_data()), std::streamsize(size_t(c.numel()) * dtype_size(c.dtype())));
-    out.flush();
-    if (!out) {
-      out.close();
-      std::filesystem::remove(temp);
-      fail(path, "write failed (disk full?)");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) {
-    std::filesystem::remove(temp);
-    fail(path, fmt::format("cannot rename the finished file into place ({})", ec.message()));
-  }
+  remove_stale_temp_files(path);
+  TempFile out(path);
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(uint64_t(text.size()) >> (8 * i));  // little-endian
+  out.write(length, 8);
+  out.write(text.data(), text.size());
+  for (const Tensor& c : contiguous) out.write(c.raw_data(), size_t(c.numel()) * dtype_size(c.dtype()));
+  out.commit();
 }
 
 Checkpoint load_safetensors(const std::string& path) {
@@ -131,7 +236,7 @@ Checkpoint load_safetensors(const std::string& path) {
       if (!entry.is_object()) fail(path, "__metadata__ is not an object");
       for (const auto& [k, v] : entry.items()) {
         if (!v.is_string()) fail(path, fmt::format("metadata value for '{}' is not a string", k));
-        ck.metadata[k] = v.get<std::string>();
+        if (k != kChecksumKey) ck.metadata[k] = v.get<std::string>();
       }
       continue;
     }
@@ -170,6 +275,7 @@ Checkpoint load_safetensors(const std::string& path) {
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i)
     if (ranges[i].first < ranges[i - 1].second) fail(path, "tensor data ranges overlap");
+  verify_checksum(path, header, data, data_size);
   // keep file order (json iterates keys alphabetically; order by offset like the writer laid them out)
   std::stable_sort(ck.tensors.begin(), ck.tensors.end(), [&](const auto& a, const auto& b) {
     return header[a.first]["data_offsets"][0].template get<size_t>() < header[b.first]["data_offsets"][0].template get<size_t>();

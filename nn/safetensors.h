@@ -23,14 +23,22 @@ struct Checkpoint {
   std::map<std::string, std::string> metadata;  // "__metadata__": string → string
 };
 
-// Writes to a temporary file next to `path`, then renames it over `path`, so a crash never leaves half
-// a file behind. Tensors are written contiguous, on the CPU.
+// Writes to a temporary file next to `path` ("<path>.tmp-<pid>-<random>"), fsyncs it, then renames it
+// over `path`: a crash or kill -9 at any moment leaves the previous file whole, and a failed write (a full
+// disk) throws and keeps it. Temporary files of processes that are gone are removed by the next save.
+// The metadata gains "scratchgrad.checksum" (FNV-1a of the header and the data), which the loader checks.
+// Tensors are written contiguous, on the CPU.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
 // Reads and checks everything: header length, JSON, dtypes, shapes, offsets inside the file, overlaps,
-// truncation. Throws CheckpointError.
+// truncation, and the checksum when the file has one (files from other tools have none and load as they
+// are). The checksum is not returned in `metadata`. Throws CheckpointError.
 Checkpoint load_safetensors(const std::string& path);
+
+// Removes the temporary files that saves of `path` left when their process died (kill -9 mid-save).
+// save_safetensors and check_writable call it; so does a run that resumes from `path`.
+void remove_stale_temp_files(const std::string& path);
 
 // Throws CheckpointError if a file could not be created in the folder of `path` (checked before a long
 // training run, so a bad --save path fails at once).

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -114,6 +115,20 @@ TEST(Cli, RefusesPromptOutsideTheVocabulary) {
   fs::remove(ck);
 }
 
+// The same file as another safetensors writer would make it: no checksum entry (the header keeps its
+// length, padded with the spaces JSON allows, so the data offsets stay right).
+std::string without_checksum(std::string file) {
+  const std::regex entry(R"("scratchgrad\.checksum":"fnv1a64:[0-9a-f]{16}",|,"scratchgrad\.checksum":"fnv1a64:[0-9a-f]{16}")");
+  std::smatch m;
+  if (!std::regex_search(file, m, entry)) return file;
+  size_t header_end = 8;
+  for (int i = 0; i < 8; ++i) header_end += size_t(static_cast<unsigned char>(file[size_t(i)])) << (8 * i);
+  const size_t at = size_t(m.position()), n = size_t(m.length());
+  file.erase(at, n);
+  file.insert(header_end - n, n, ' ');
+  return file;
+}
+
 TEST(Cli, RefusesCorruptAndTruncatedCheckpoints) {
   fs::path ck = fs::temp_directory_path() / ("scratchgrad_cli_bad_" + std::to_string(::getpid()) + ".safetensors");
   ASSERT_EQ(scratchgrad("train --steps 2 --save " + ck.string()).status, 0);
@@ -130,9 +145,15 @@ TEST(Cli, RefusesCorruptAndTruncatedCheckpoints) {
   std::string bad_dtype = good;
   bad_dtype.replace(bad_dtype.find("\"F32\""), 5, "\"F16\"");
   expect_refused(scratchgrad("info --checkpoint " + temp_file("dtype.st", bad_dtype).string()), "dtype");
-  std::string bad_shape = good;
+  std::string edited = good;  // metadata edited by hand: the checksum no longer holds
+  edited.replace(edited.find("\"dim\":\"24\""), 10, "\"dim\":\"12\"");
+  expect_refused(scratchgrad("generate --checkpoint " + temp_file("edited.st", edited).string()), "checksum mismatch");
+  std::string bad_shape = without_checksum(good);  // the same lie in a file with no checksum: load_state_dict sees it
+  ASSERT_EQ(bad_shape.find("scratchgrad.checksum"), std::string::npos);
   bad_shape.replace(bad_shape.find("\"dim\":\"24\""), 10, "\"dim\":\"12\"");
   expect_refused(scratchgrad("generate --checkpoint " + temp_file("shape.st", bad_shape).string()), "size mismatch");
+  CliRun foreign = scratchgrad("generate --tokens 5 --checkpoint " + temp_file("foreign.st", without_checksum(good)).string());
+  EXPECT_EQ(foreign.status, 0) << foreign.err;  // no checksum: loads, as files from other tools do
   fs::remove(ck);
 }
 

@@ -548,6 +548,7 @@ int run_train(const TrainOptions& given, std::ostream& out) {
   const Device device = checked_device(o.device);
   for (const std::string& path : {o.save, o.graph, o.plot})
     if (!path.empty()) nn::check_writable(path);  // fail now, not after the whole run
+  if (!o.resume.empty()) nn::remove_stale_temp_files(o.resume);  // what a killed save of it left
   set_num_threads(o.threads);
   Corpus corpus = load_corpus(o);
   require(o.resume.empty() || o.model == "gpt", "--resume continues a GPT run");
