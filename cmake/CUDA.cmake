@@ -73,7 +73,13 @@ file(GLOB SCRATCHGRAD_GPU_SOURCES CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/gpu/*.cpp ${PROJECT_SOURCE_DIR}/gpu/*.cu)
 list(FILTER SCRATCHGRAD_GPU_SOURCES EXCLUDE REGEX "/bench_[^/]*$")
 add_library(scratchgrad_gpu STATIC ${SCRATCHGRAD_GPU_SOURCES})
-target_link_libraries(scratchgrad_gpu PUBLIC scratchgrad_autograd PRIVATE CUDA::cudart CUDA::cublas)
+# Nothing of CUDA is loaded until a CUDA device is first used: the runtime is linked statically (it opens
+# the driver, libcuda.so, on its first call) and cuBLAS is opened with dlopen by gpu/cublas_library.cpp.
+# So a CPU run of a CUDA build starts as quickly, and stays as small, as a CPU-only build.
+target_link_libraries(scratchgrad_gpu PUBLIC scratchgrad_autograd PRIVATE CUDA::cudart_static ${CMAKE_DL_LIBS})
+target_include_directories(scratchgrad_gpu PRIVATE ${CUDAToolkit_INCLUDE_DIRS})  # cublas_v2.h, for the types
+set_source_files_properties(${PROJECT_SOURCE_DIR}/gpu/cublas_library.cpp PROPERTIES
+  COMPILE_DEFINITIONS SCRATCHGRAD_CUDA_LIBRARY_DIR="${CUDAToolkit_LIBRARY_DIR}")
 target_compile_definitions(scratchgrad_gpu PUBLIC SCRATCHGRAD_HAS_CUDA)
 # The .cu files include autograd headers, which are C++20, and CUDA_STANDARD follows CXX_STANDARD. CMake
 # before 3.27 does not know nvcc's C++20 flag (generation fails with "requires the language dialect

@@ -11,7 +11,6 @@
 // merged where they line up; one batch dim becomes one cublas<S|D>gemmStridedBatched call (stride 0 is
 // fine there), more are looped over on the host — or, when that loop would be long, the operands are
 // copied contiguous so that the batch collapses to one dim.
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <array>
@@ -22,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "gpu/check.h"
+#include "gpu/cublas_library.h"
 #include "gpu/kernels.h"
 
 namespace gpu::kernels {
@@ -33,17 +33,17 @@ using autograd::Shape;
 
 void check_blas(cublasStatus_t status, const char* call) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(fmt::format("gpu matmul: {} failed: {} ({})", call, cublasGetStatusString(status),
-                                         cublasGetStatusName(status)));
+    throw std::runtime_error(fmt::format("gpu matmul: {} failed: {} ({})", call, cublas().status_string(status),
+                                         cublas().status_name(status)));
 }
 
 cublasHandle_t handle() {
   // Made on first use (it needs a device) and kept for the life of the process.
   static cublasHandle_t h = [] {
     cublasHandle_t made = nullptr;
-    check_blas(cublasCreate(&made), "cublasCreate");
+    check_blas(cublas().create(&made), "cublasCreate");
     // Plain FP32 arithmetic (no TF32), as PyTorch's default torch.backends.cuda.matmul.allow_tf32 = False.
-    check_blas(cublasSetMathMode(made, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    check_blas(cublas().set_math_mode(made, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     return made;
   }();
   return h;
@@ -109,12 +109,12 @@ void gemm_strided_batched(cublasOperation_t ta, cublasOperation_t tb, int m, int
                           long long sa, const T* b, int ldb, long long sb, T* c, int ldc, long long sc, int count) {
   const T one = 1, zero = 0;
   if constexpr (std::is_same_v<T, float>)
-    check_blas(cublasSgemmStridedBatched(handle(), ta, tb, m, n, k, &one, a, lda, sa, b, ldb, sb, &zero, c, ldc, sc,
-                                         count),
+    check_blas(cublas().sgemm_strided_batched(handle(), ta, tb, m, n, k, &one, a, lda, sa, b, ldb, sb, &zero, c, ldc,
+                                             sc, count),
                "cublasSgemmStridedBatched");
   else
-    check_blas(cublasDgemmStridedBatched(handle(), ta, tb, m, n, k, &one, a, lda, sa, b, ldb, sb, &zero, c, ldc, sc,
-                                         count),
+    check_blas(cublas().dgemm_strided_batched(handle(), ta, tb, m, n, k, &one, a, lda, sa, b, ldb, sb, &zero, c, ldc,
+                                             sc, count),
                "cublasDgemmStridedBatched");
 }
 
