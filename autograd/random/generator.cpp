@@ -175,10 +175,19 @@ void Generator::set_state(const std::vector<uint8_t>& state) {
   if (float_valid) next_float_normal_ = std::bit_cast<float>(get_le<uint32_t>(state, kFloatSampleAt));
 }
 
+namespace {
+thread_local Generator* this_threads_generator = nullptr;  // set by ThreadDefaultGenerator
+}
+
 Generator& default_generator() {
   static Generator gen;
-  return gen;
+  return this_threads_generator ? *this_threads_generator : gen;
 }
+
+ThreadDefaultGenerator::ThreadDefaultGenerator(Generator& g) : previous_(this_threads_generator) {
+  this_threads_generator = &g;
+}
+ThreadDefaultGenerator::~ThreadDefaultGenerator() { this_threads_generator = previous_; }
 
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 

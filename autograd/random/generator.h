@@ -6,7 +6,7 @@
 // from a description of PyTorch's algorithms; no PyTorch code is used.
 //
 // A Generator is not thread-safe (PyTorch guards its generator with a mutex); share one across
-// threads only behind your own lock.
+// threads only behind your own lock, or give each thread its own (ThreadDefaultGenerator below).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -60,9 +60,24 @@ class Generator {
   std::optional<double> next_double_normal_;
 };
 
-// The process-wide generator used when no generator is passed (torch's default CPU generator).
+// The generator used when no generator is passed: the process-wide one (torch's default CPU generator),
+// unless this thread has chosen its own with ThreadDefaultGenerator.
 Generator& default_generator();
 void manual_seed(uint64_t seed);  // seeds default_generator()
+
+// While alive, default_generator() on this thread is `g`: model initialisation, dropout and batch
+// sampling on this thread then draw from `g`. Threads that each train their own model get the same
+// numbers as if each ran alone, instead of racing on one stream. Scopes nest; other threads see nothing.
+class ThreadDefaultGenerator {
+ public:
+  explicit ThreadDefaultGenerator(Generator& g);
+  ~ThreadDefaultGenerator();
+  ThreadDefaultGenerator(const ThreadDefaultGenerator&) = delete;
+  ThreadDefaultGenerator& operator=(const ThreadDefaultGenerator&) = delete;
+
+ private:
+  Generator* previous_;
+};
 
 // nn.init helpers, computed in double exactly as torch.nn.init does:
 // kaiming_uniform_(w, a): gain = sqrt(2 / (1 + a^2)), std = gain / sqrt(fan_in), bound = sqrt(3) * std.
