@@ -2,6 +2,7 @@
 // refused with one line on stderr and exit status 2.
 #include <gtest/gtest.h>
 
+#include "test_helpers.h"
 #include "test_process.h"
 #include <sys/wait.h>
 
@@ -39,6 +40,9 @@ void expect_refused(const CliRun& r, const std::string& needle) {
   EXPECT_NE(r.err.find("scratchgrad: error:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.err;
   EXPECT_EQ(r.err.find("terminate"), std::string::npos);
+  const size_t program = r.command.find("/bin/scratchgrad ");
+  const std::string call = program == std::string::npos ? r.command : r.command.substr(program + 5);
+  testing_helpers::record_refusal(call, r.err.substr(0, r.err.find('\n')));
 }
 
 TEST(Cli, DefaultTrainReproducesTheWorkshopRun) {

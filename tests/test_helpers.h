@@ -9,7 +9,9 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <initializer_list>
 #include <random>
 #include <sstream>
@@ -150,6 +152,22 @@ inline void expect_message_contains(const std::string& message, std::initializer
         << "the error from `" << statement << "` should mention \"" << p << "\"; it says: " << message;
 }
 
+// The catalog of refused inputs in docs/reliability.md is made from the error tests themselves: when
+// SCRATCHGRAD_CATALOG names a file, every EXPECT_THROW_WITH (and every refused command line in
+// test_cli.cpp) appends a line "<test>\t<call>\t<message>" to it. Docs.TheCatalogOfRefusedInputsIsCurrent
+// (test_house.cpp) runs the error tests that way and compares.
+inline void record_refusal(const std::string& call, const std::string& message) {
+  const char* file = std::getenv("SCRATCHGRAD_CATALOG");
+  if (!file) return;
+  auto one_line = [](std::string s) {
+    for (char& c : s) c = (c == '\n' || c == '\t') ? ' ' : c;
+    return s;
+  };
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::ofstream(file, std::ios::app) << test->test_suite_name() << '.' << test->name() << '\t' << one_line(call) << '\t'
+                                     << one_line(message) << '\n';
+}
+
 }  // namespace testing_helpers
 
 // EXPECTs gradcheck to pass and shows its message (which input, which element, both numbers) if not.
@@ -168,6 +186,7 @@ inline void expect_message_contains(const std::string& message, std::initializer
     } catch (const exception_type& e) {                                                                \
       threw_ = true;                                                                                   \
       testing_helpers::expect_message_contains(e.what(), {__VA_ARGS__}, #statement);                   \
+      testing_helpers::record_refusal(#statement, e.what());                                           \
     } catch (const std::exception& e) {                                                                \
       threw_ = true;                                                                                   \
       ADD_FAILURE() << "`" #statement "` threw the wrong exception type (expected " #exception_type "): " \

@@ -34,6 +34,7 @@ inline fs::path scratch(const std::string& name) {
 struct Shell {
   int status;  // the exit status, -1 if the command did not exit normally
   std::string out, err;
+  std::string command;  // what was run
 };
 
 // Runs `command` through /bin/sh, capturing what it writes.
@@ -42,7 +43,7 @@ inline Shell shell(const std::string& command) {
   const int n = counter++;
   fs::path out = scratch("out" + std::to_string(n)), err = scratch("err" + std::to_string(n));
   int raw = std::system((command + " >" + out.string() + " 2>" + err.string()).c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err), command};
 }
 
 // How many times `part` occurs in `text` (overlapping occurrences count).
