@@ -8,6 +8,14 @@
 #include "ranks.h"
 #include "trainer.h"
 
+// Prints one error line (in one write: under mpirun the ranks share stderr) and ends the run. Errors in the
+// options or in a checkpoint are the same on every rank, so only rank 0 says them.
+static int fail(const char* kind, const char* what, int status, bool every_rank) {
+  if (every_rank || cli::process_rank() == 0)
+    std::cerr << (std::string("scratchgrad: ") + kind + cli::rank_label() + ": " + what + "\n") << std::flush;
+  return cli::end_run(status);
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"scratchgrad: train a character-level attention model or GPT, and sample from it"};
   app.require_subcommand(1);
@@ -87,13 +95,10 @@ int main(int argc, char** argv) {
     }
     return cli::run_info(info_path, std::cout);
   } catch (const cli::UsageError& e) {
-    std::cerr << "scratchgrad: error" << cli::rank_label() << ": " << e.what() << "\n";
-    return cli::end_run(2);
+    return fail("error", e.what(), 2, false);
   } catch (const nn::CheckpointError& e) {
-    std::cerr << "scratchgrad: error" << cli::rank_label() << ": " << e.what() << "\n";
-    return cli::end_run(2);
+    return fail("error", e.what(), 2, false);
   } catch (const std::exception& e) {
-    std::cerr << "scratchgrad: internal error" << cli::rank_label() << ": " << e.what() << "\n";
-    return cli::end_run(1);
+    return fail("internal error", e.what(), 1, true);
   }
 }

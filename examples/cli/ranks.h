@@ -52,6 +52,8 @@ class Ranks {
 // For main(): a run across several ranks that fails on one of them must end them all (the others would
 // wait forever in their next collective): aborts the MPI job with `status`. Otherwise returns `status`.
 int end_run(int status);
+// This process's rank: 0 alone or before MPI started.
+int process_rank();
 // "" for one process; " (rank 1 of 2)" under mpirun, to tell the ranks' error lines apart.
 std::string rank_label();
 

@@ -109,11 +109,14 @@ double Ranks::sync_seconds() const { return state_->ddp ? state_->ddp->sync_seco
 
 int end_run(int status) {
   if (status != 0 && dist::is_initialized() && dist::world_size() > 1) {
+    signal(SIGTERM, SIG_DFL);  // this rank is ending the job itself: no "stopped from outside" line
     std::fflush(nullptr);
     dist::abort(status);
   }
   return status;
 }
+
+int process_rank() { return dist::rank(); }
 
 std::string rank_label() {
   return dist::is_initialized() ? fmt::format(" (rank {} of {})", dist::rank(), dist::world_size()) : "";

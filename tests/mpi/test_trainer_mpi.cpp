@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 
 #include "nn/safetensors.h"
@@ -42,13 +43,15 @@ std::string gpt_run(int steps) {
          " --warmup 5 --batch 8 --eval-every 10 --sample 8 --check-every 5 --text " + corpus().string();
 }
 
-// The largest |a − b| over every tensor of two checkpoints (which must hold the same names and shapes).
-double max_difference(const fs::path& a, const fs::path& b) {
+// The largest |a − b| over every tensor of two checkpoints (which must hold the same names and shapes),
+// but for the tensors named in `except`.
+double max_difference(const fs::path& a, const fs::path& b, const std::vector<std::string>& except = {}) {
   nn::Checkpoint ca = nn::load_safetensors(a.string()), cb = nn::load_safetensors(b.string());
   EXPECT_EQ(ca.tensors.size(), cb.tensors.size());
   double worst = 0;
   for (size_t k = 0; k < std::min(ca.tensors.size(), cb.tensors.size()); ++k) {
     EXPECT_EQ(ca.tensors[k].first, cb.tensors[k].first);
+    if (std::find(except.begin(), except.end(), ca.tensors[k].first) != except.end()) continue;
     std::vector<double> x = ca.tensors[k].second.to_vector<double>(), y = cb.tensors[k].second.to_vector<double>();
     EXPECT_EQ(x.size(), y.size());
     for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
@@ -56,12 +59,13 @@ double max_difference(const fs::path& a, const fs::path& b) {
   return worst;
 }
 
-// The bound we state (docs/distributed.md): after 20 steps of AdamW (lr 3e-3) from the same start, every
-// parameter of the 2-rank run is within 1e-4 of the one-process run's. Averaging two shard means instead of
-// one mean over the batch changes each gradient by a few float32 roundings (relative 1e-7); Adam's update
-// divides by √v, so a few ulps of gradient become a few ulps of each step, which add up over 20 steps. Measured:
-// 1e-6 to 1e-5; a wrong shard, a missed average or a gradient off by a factor would be 1e-3 and more.
-constexpr double kTwoRanksVsOneBound = 1e-4;
+// The bound we state (docs/distributed.md): after 20–40 Adam steps from the same start, every parameter of
+// the 2-rank run is within 1e-5 of the one-process run's. Averaging two shard means instead of taking one
+// mean over the batch changes each gradient by a few float32 roundings; Adam's step m/√v is scale-free, so a
+// relative change of 1e-7 in a gradient is a relative change of 1e-7 in its step, and these add up over
+// the steps. Measured: at most 1e-6 (GPT tiny, 20 steps) and 5e-7 (the workshop model, 40 steps). A wrong
+// shard, a missed average or a gradient off by a factor is 1e-3 and more.
+constexpr double kTwoRanksVsOneBound = 1e-5;
 
 TEST(MpiTrainer, TwoRanksTrainTheGptLikeOneProcessAndRerunBitForBit) {
   const fs::path one = scratch("gpt_one.safetensors"), two = scratch("gpt_two.safetensors"),
@@ -74,6 +78,7 @@ TEST(MpiTrainer, TwoRanksTrainTheGptLikeOneProcessAndRerunBitForBit) {
   EXPECT_EQ(testing_process::count(b.out, "step  10 |"), 1) << "only rank 0 prints:\n" << b.out;
   EXPECT_NE(b.out.find("gradient buckets"), std::string::npos) << b.out;
   const double difference = max_difference(one, two);
+  std::cout << "GPT tiny, 20 steps: 2 ranks vs 1 process, largest parameter difference " << difference << "\n";
   EXPECT_LT(difference, kTwoRanksVsOneBound);
   EXPECT_GT(difference, 0.0) << "two shard means averaged round differently from one mean: equal bits are a surprise";
   Shell c = two_ranks(gpt_run(20) + " --save " + again.string());
@@ -88,7 +93,13 @@ TEST(MpiTrainer, TwoRanksTrainTheWorkshopModelLikeOneProcess) {
   ASSERT_EQ(a.status, 0) << a.err;
   Shell b = two_ranks(run + " --save " + two.string());
   ASSERT_EQ(b.status, 0) << b.err << b.out;
-  EXPECT_LT(max_difference(one, two), kTwoRanksVsOneBound);
+  // All but the key bias: it adds q·b to every score of a row, which softmax ignores, so its exact gradient is
+  // zero and the computed one is rounding noise (about 1e-9), different for each order of additions.
+  // Adam divides that noise by its own size and moves the bias by about lr per step in a random direction,
+  // in one process as in two: 0.018 apart after 40 steps, measured.
+  const double difference = max_difference(one, two, {"k.bias"});
+  std::cout << "workshop model, 40 steps: 2 ranks vs 1 process, largest parameter difference " << difference << "\n";
+  EXPECT_LT(difference, kTwoRanksVsOneBound);
 }
 
 TEST(MpiTrainer, DeterministicReduceGivesTheSameBitsOnOneAndTwoRanks) {
@@ -105,9 +116,10 @@ TEST(MpiTrainer, DeterministicReduceGivesTheSameBitsOnOneAndTwoRanks) {
 TEST(MpiTrainer, BadRankCountsAreRefusedOnEveryRank) {
   Shell r = two_ranks("--model gpt --preset tiny --batch 7 --text " + corpus().string());
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.err.find("scratchgrad: error (rank 0 of 2): --batch 7 does not split into 2 equal shards"),
+  EXPECT_NE(r.err.find("scratchgrad: error (rank 0 of 2): --batch 7 does not split into 2 equal shards (one per rank)\n"),
             std::string::npos)
       << r.err;
+  EXPECT_EQ(testing_process::count(r.err, "does not split"), 1) << "said once, by rank 0:\n" << r.err;
   Shell d = two_ranks("--model gpt --preset tiny --dropout 0.1 --text " + corpus().string());
   EXPECT_NE(d.status, 0);
   EXPECT_NE(d.err.find("dropout is not supported across ranks"), std::string::npos) << d.err;
@@ -173,7 +185,11 @@ TEST(MpiTrainer, AKilledRankEndsTheJobAndItsCheckpointResumesOnAnyRankCount) {
   EXPECT_EQ(slurp(on_two), slurp(whole));
   Shell one = one_process("--resume " + ck_copy.string() + " --save " + on_one.string());
   ASSERT_EQ(one.status, 0) << one.err;
-  EXPECT_LT(max_difference(on_one, whole), 1e-3);  // see kRankCountResumeBound below
+  // Steps 11 to 300 on one process instead of two (measured: 5e-7; the bound allows for growth over the steps).
+  const double difference = max_difference(on_one, whole);
+  std::cout << "GPT tiny, resumed at step " << steps_done << " on 1 process vs 2 ranks throughout: largest parameter difference "
+            << difference << "\n";
+  EXPECT_LT(difference, 1e-4);
 }
 
 }  // namespace
