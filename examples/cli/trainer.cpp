@@ -406,14 +406,15 @@ class ShardedGradients {
   double loss_ = 0;       // this rank's share of the step's mean loss
 };
 
-// Under mpirun: how the step time splits (for bench/data_parallel.sh and docs/distributed.md).
+// Under mpirun: how the step time splits (for bench/data_parallel.sh and docs/distributed.md), over the
+// `steps` steps timed (all but the first).
 void report_data_parallel(const Ranks& ranks, const TrainOptions& o, double step_seconds, int64_t steps, std::ostream& out) {
-  if (!ranks.under_mpirun() || steps == 0) return;
-  const double sync = ranks.sync_seconds();
+  if (!ranks.under_mpirun() || steps <= 0) return;
+  const double sync_per_step = ranks.sync_seconds() / double(steps + 1);  // measured over every step
   out << fmt::format("data parallel: {} ranks x {} threads, {}, {} gradient buckets: {:.2f} ms per step, "
                      "{:.2f} ms of it waiting for gradients after backward\n",
                      ranks.size(), o.threads, o.deterministic_reduce ? "deterministic reduce" : (o.overlap ? "overlapped" : "not overlapped"),
-                     ranks.bucket_sizes().size(), 1e3 * step_seconds / double(steps), 1e3 * sync / double(steps));
+                     ranks.bucket_sizes().size(), 1e3 * step_seconds / double(steps), 1e3 * sync_per_step);
 }
 
 
@@ -518,12 +519,12 @@ int train_mini(const TrainOptions& o, const Corpus& corpus, Device device, Ranks
     });
     last_loss = gradients.finish_step();
     opt.step();
-    step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (step > 0) step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (ranks.is_root()) progress.report(step, last_loss, held_out);
     if ((step + 1) % o.check_every == 0) ranks.check_same_parameters(model, step + 1);
   }
   ranks.check_same_parameters(model, o.steps);
-  report_data_parallel(ranks, o, step_seconds, o.steps, out);
+  report_data_parallel(ranks, o, step_seconds, o.steps - 1, out);
   const std::u32string prompt = corpus.text.substr(0, size_t(T));
   if (ranks.is_root())
     finish(model, corpus, T, V, device, progress, last_loss, model_metadata(config, corpus.vocab, prompt, o.steps),
@@ -615,7 +616,8 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
     if (o.clip > 0) optim::clip_grad_norm_(model.parameters(), o.clip);
     opt.step();
     schedule.step();
-    step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (step > first_step)  // the first step warms caches and pools up: not timed
+      step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (ranks.is_root()) progress.report(step, last_loss, held_out);
     if ((step + 1) % o.check_every == 0) ranks.check_same_parameters(model, step + 1);
     if (o.save_every > 0 && (step + 1) % o.save_every == 0 && step + 1 < o.steps) {
@@ -625,7 +627,7 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
     }
   }
   ranks.check_same_parameters(model, o.steps);
-  report_data_parallel(ranks, o, step_seconds, o.steps - first_step, out);
+  report_data_parallel(ranks, o, step_seconds, o.steps - first_step - 1, out);
   model.eval();
   const std::u32string prompt = corpus.text.substr(0, size_t(T));
   auto metadata = gpt_metadata(config, corpus.vocab, prompt, o.steps);
