@@ -192,6 +192,7 @@ Tensor Tensor::detach() const {
   out->requires_grad = false;
   out->grad_fn = nullptr;
   out->grad = nullptr;
+  out->post_accumulate_grad_hooks.clear();  // they belong to the original leaf, not to a new one
   return Tensor(out);
 }
 

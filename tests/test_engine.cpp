@@ -516,6 +516,16 @@ TEST(EngineHooks, ALeafNoGradientReachesGetsNoCall) {
   EXPECT_EQ(leaf_calls, 1);
 }
 
+TEST(EngineHooks, ADetachedCopyDoesNotInheritTheHooks) {
+  Tensor x = leaf64({1.0});
+  int calls = 0;
+  x.register_post_accumulate_grad_hook([&](Tensor&) { ++calls; });
+  Tensor copy = x.detach().requires_grad_();
+  (copy * 2.0).sum().backward();
+  EXPECT_EQ(calls, 0);
+  expect_values(copy.grad(), {1}, {2});
+}
+
 TEST(EngineHooks, OnlyALeafThatRequiresGradTakesAHook) {
   Tensor x = leaf64({1.0});
   Tensor y = x * 2.0;

@@ -102,6 +102,17 @@ TEST(MpiTrainer, TwoRanksTrainTheWorkshopModelLikeOneProcess) {
   EXPECT_LT(difference, kTwoRanksVsOneBound);
 }
 
+// --accumulate 2: the first micro-batch's backward only accumulates (no allreduce), the second sends the sums.
+TEST(MpiTrainer, AccumulatedMicroBatchesAverageLikeOneProcess) {
+  const fs::path one = scratch("acc_one.safetensors"), two = scratch("acc_two.safetensors");
+  const std::string run = gpt_run(10) + " --accumulate 2";
+  Shell a = one_process(run + " --save " + one.string());
+  ASSERT_EQ(a.status, 0) << a.err;
+  Shell b = two_ranks(run + " --save " + two.string());
+  ASSERT_EQ(b.status, 0) << b.err << b.out;
+  EXPECT_LT(max_difference(one, two), kTwoRanksVsOneBound);
+}
+
 TEST(MpiTrainer, DeterministicReduceGivesTheSameBitsOnOneAndTwoRanks) {
   const fs::path one = scratch("det_one.safetensors"), two = scratch("det_two.safetensors");
   const std::string run = gpt_run(12) + " --deterministic-reduce --reduce-shards 4";
