@@ -2,11 +2,24 @@
 // is doing nothing and the ordered sum is a plain loop (see ranks.h).
 #include "ranks.h"
 
+#include <cstdlib>
+#include <string>
+
+#include "text.h"
+
 namespace cli {
 
 struct Ranks::State {};
 
-Ranks::Ranks() : state_(std::make_unique<State>()) {}
+// Started by `mpirun -np N` with N > 1, each process would train alone and all would write the same files.
+Ranks::Ranks() : state_(std::make_unique<State>()) {
+  for (const char* variable : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const char* size = std::getenv(variable);
+    if (size && std::atoi(size) > 1)
+      throw UsageError(std::string("started by mpirun with ") + size +
+                       " processes, but this build has no MPI (install libopenmpi-dev and build again)");
+  }
+}
 Ranks::~Ranks() = default;
 int Ranks::rank() const { return 0; }
 int Ranks::size() const { return 1; }
