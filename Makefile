@@ -2,7 +2,8 @@
 # what is missing with apt-get; otherwise they print the apt-get line to run.
 BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
-PACKAGES = cmake g++ make libblis-dev libfmt-dev libgtest-dev libcli11-dev nlohmann-json3-dev
+# libopenmpi-dev and openmpi-bin: data parallelism (nn/dist/) and its 2-rank tests; the build works without them.
+PACKAGES = cmake g++ make libblis-dev libfmt-dev libgtest-dev libcli11-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin
 CMAKE_FLAGS ?=
 
 .PHONY: all deps configure build test train bench clean

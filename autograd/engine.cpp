@@ -7,6 +7,9 @@
 //   3. Call the node's closure; add each returned gradient into the input node's pending sum, or into the
 //      leaf's .grad.
 //   4. Unless retain_graph, drop the closures so the saved tensors are freed.
+//   5. A leaf with post-accumulate-grad hooks is counted like a node: once every edge into it has been
+//      passed, its .grad is complete for this pass and its hooks run (what data-parallel training uses to
+//      start sending a gradient while backward goes on).
 // Why not plain recursion from the root? A value used twice (x in x*x + x) would be visited once per use
 // and pass on a partial gradient each time; the topological order waits until all uses have reported.
 #include <stdexcept>
@@ -110,8 +113,16 @@ Tensor record(const char* name, Tensor out, std::span<const Tensor> inputs, std:
 // comes from one arena per backward(), so a pass makes no allocation per node for it.
 using DependencyCounts = memory::NodeTable<Node, int>;
 using PendingGradients = memory::NodeTable<Node, Tensor>;  // an undefined Tensor: no gradient (yet, or any more)
+// Only for leaves with hooks: edges not yet passed, and whether any of them brought a gradient.
+struct LeafProgress {
+  int edges_left = 0;
+  bool got_gradient = false;
+};
+using HookedLeaves = memory::NodeTable<TensorImpl, LeafProgress>;
 
-static DependencyCounts count_dependencies(Node* root, std::pmr::memory_resource* arena) {
+static bool has_hooks(const Edge& e) { return e.leaf && !e.leaf->post_accumulate_grad_hooks.empty(); }
+
+static DependencyCounts count_dependencies(Node* root, HookedLeaves& hooked, std::pmr::memory_resource* arena) {
   DependencyCounts dependencies(arena);
   dependencies[root] = 0;
   std::pmr::vector<Node*> stack({root}, arena);
@@ -119,6 +130,7 @@ static DependencyCounts count_dependencies(Node* root, std::pmr::memory_resource
     Node* node = stack.back();
     stack.pop_back();
     for (const Edge& e : node->inputs) {
+      if (has_hooks(e)) ++hooked[e.leaf.get()].edges_left;
       Node* child = e.node.get();
       if (!child) continue;
       if (!dependencies.contains(child)) stack.push_back(child);
@@ -158,7 +170,13 @@ static void accumulate_into_leaf(TensorImpl& leaf, const Tensor& grad) {
   }
 }
 
-static void run_node(Node& node, Tensor grad_output, PendingGradients& pending, size_t position) {
+static void run_post_accumulate_grad_hooks(const std::shared_ptr<TensorImpl>& leaf) {
+  Tensor t(leaf);
+  for (auto& [id, hook] : leaf->post_accumulate_grad_hooks) hook(t);
+}
+
+static void run_node(Node& node, Tensor grad_output, PendingGradients& pending, HookedLeaves& hooked,
+                     size_t position) {
   if (node.released)
     throw std::runtime_error(fmt::format(
         "backward: the graph through {} has already been freed by an earlier backward(); pass "
@@ -179,6 +197,7 @@ static void run_node(Node& node, Tensor grad_output, PendingGradients& pending, 
     if (!grads[i].defined() || !e.wants_grad()) continue;
     if (e.leaf) {
       accumulate_into_leaf(*e.leaf, grads[i]);
+      if (has_hooks(e)) hooked[e.leaf.get()].got_gradient = true;
     } else {
       Tensor& slot = pending[e.node.get()];
       slot = slot.defined() ? add(slot, grads[i]) : grads[i];
@@ -207,6 +226,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   NoGradGuard no_grad;  // the backward formulas themselves are not recorded
   if (!root.grad_fn()) {  // backward on a leaf: its gradient is the seed itself
     accumulate_into_leaf(root.impl(), seed);
+    run_post_accumulate_grad_hooks(root.impl_ptr());
     return;
   }
   std::byte arena_buffer[16 * 1024];  // enough for a few hundred nodes; larger graphs spill to the heap
@@ -214,7 +234,8 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   PendingGradients pending(&arena);
   Node* root_node = root.grad_fn().get();
   pending[root_node] = seed;
-  DependencyCounts dependencies = count_dependencies(root_node, &arena);
+  HookedLeaves hooked(&arena);
+  DependencyCounts dependencies = count_dependencies(root_node, hooked, &arena);
   // A node is ready once every node that feeds it has run. Among ready nodes the newest (highest
   // sequence number) runs first — PyTorch's order, which also fixes the order in which gradients
   // arriving at a shared input are summed, so sums round exactly as they do there.
@@ -230,15 +251,19 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     if (slot.defined()) {  // else no gradient reached it (only through non-differentiable paths)
       Tensor grad_output = std::move(slot);
       slot = Tensor();
-      run_node(*node, std::move(grad_output), pending, ran++);
+      run_node(*node, std::move(grad_output), pending, hooked, ran++);
       if (!retain_graph) {
         node->backward = nullptr;  // frees every tensor the closure captured
         node->saved.clear();
         node->released = true;
       }
     }
-    for (const Edge& e : node->inputs)
+    for (const Edge& e : node->inputs) {
       if (e.node && --dependencies[e.node.get()] == 0) ready.push(e.node.get());
+      if (!has_hooks(e)) continue;
+      LeafProgress& leaf = hooked[e.leaf.get()];
+      if (--leaf.edges_left == 0 && leaf.got_gradient) run_post_accumulate_grad_hooks(e.leaf);
+    }
   }
 }
 

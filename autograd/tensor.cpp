@@ -1,6 +1,7 @@
 // tensor.cpp — storage, metadata, construction and data access. Ops with gradients live in ops/.
 #include "autograd/tensor.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -11,6 +12,7 @@
 #include "autograd/backend.h"
 #include "autograd/ops.h"
 #include "autograd/memory/pool.h"
+#include "autograd/node.h"
 
 namespace autograd {
 
@@ -163,6 +165,21 @@ Tensor& Tensor::requires_grad_(bool on) {
 
 Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
 
+uint64_t Tensor::register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook) {
+  if (grad_fn() || !requires_grad())
+    throw std::invalid_argument(fmt::format(
+        "register_post_accumulate_grad_hook: the tensor of shape {} is not a leaf that requires grad{}", shape_str(),
+        grad_fn() ? fmt::format(" (it was made by {})", grad_fn()->grad_fn_name()) : ""));
+  static std::atomic<uint64_t> next_id{1};
+  const uint64_t id = next_id++;
+  impl().post_accumulate_grad_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void Tensor::remove_post_accumulate_grad_hook(uint64_t id) {
+  std::erase_if(impl().post_accumulate_grad_hooks, [id](const auto& entry) { return entry.first == id; });
+}
+
 void Tensor::set_grad(const Tensor& g) const {
   if (g.defined() && g.shape() != shape())
     throw std::invalid_argument(
@@ -175,6 +192,7 @@ Tensor Tensor::detach() const {
   out->requires_grad = false;
   out->grad_fn = nullptr;
   out->grad = nullptr;
+  out->post_accumulate_grad_hooks.clear();  // they belong to the original leaf, not to a new one
   return Tensor(out);
 }
 

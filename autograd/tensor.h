@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/device.h"
@@ -47,6 +48,9 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;  // accumulated gradient of a leaf
   bool is_view = false;              // shares storage with the tensor it was made from
   std::string name;                  // optional: a parameter's dotted name, shown in traces and graphs
+  // Called by backward() once this leaf's .grad is complete for the pass (PyTorch's post-accumulate-grad
+  // hooks); each has an id so its owner can remove it. Empty for almost every tensor.
+  std::vector<std::pair<uint64_t, std::function<void(Tensor&)>>> post_accumulate_grad_hooks;
 };
 
 // A nested initializer list of numbers: tensor({{1, 2}, {3, 4}}). Integer-only lists give int64 tensors,
@@ -112,6 +116,11 @@ class Tensor {
   bool requires_grad() const { return impl().requires_grad; }
   Tensor& requires_grad_(bool on = true);
   Tensor grad() const;  // undefined Tensor until a backward pass reaches this leaf
+  // `hook(leaf)` runs during backward() as soon as every gradient this pass sends to the leaf has been
+  // added into its .grad (torch's register_post_accumulate_grad_hook), so a caller can start using that
+  // gradient while the rest of backward still runs. Returns an id for remove_post_accumulate_grad_hook.
+  uint64_t register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook);
+  void remove_post_accumulate_grad_hook(uint64_t id);
   void set_grad(const Tensor& g) const;
   const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
   bool is_leaf() const { return impl().grad_fn == nullptr; }

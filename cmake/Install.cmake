@@ -1,5 +1,5 @@
 # cmake/Install.cmake — `cmake --install` puts the headers (in the source layout), the libraries, a CMake
-# package (find_package(scratchgrad) → scratchgrad::autograd, ::nn, ::optim, ::gpu) and a pkg-config file
+# package (find_package(scratchgrad) → scratchgrad::autograd, ::nn, ::optim, ::gpu, ::dist) and a pkg-config file
 # under the prefix.
 include(CMakePackageConfigHelpers)
 
@@ -9,6 +9,12 @@ if(TARGET scratchgrad_gpu)
   set(SCRATCHGRAD_PACKAGE_HAS_GPU ON)
 else()
   set(SCRATCHGRAD_PACKAGE_HAS_GPU OFF)
+endif()
+if(TARGET scratchgrad_dist)
+  list(APPEND _sg_exported scratchgrad_dist)
+  set(SCRATCHGRAD_PACKAGE_HAS_MPI ON)
+else()
+  set(SCRATCHGRAD_PACKAGE_HAS_MPI OFF)
 endif()
 install(TARGETS ${_sg_exported} EXPORT scratchgradTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -453,4 +453,95 @@ TEST(Engine, BackwardObserverSeesEveryNodeOnce) {
   EXPECT_EQ(seen, (std::vector<std::string>{"SumBackward0", "AddBackward0", "MulBackward0", "ExpBackward0"}));
 }
 
+// ---------------------------------------------------------------- post-accumulate-grad hooks
+
+TEST(EngineHooks, ALeafsHookRunsOnceWhenItsGradientIsComplete) {
+  // x is used by three nodes; the hook must see the sum of all three contributions, once.
+  Tensor x = leaf64({1.0, 2.0});
+  Tensor w = leaf64({3.0, 4.0});
+  std::vector<std::vector<double>> seen;
+  x.register_post_accumulate_grad_hook([&](Tensor& leaf) { seen.push_back(values(leaf.grad())); });
+  Tensor f = (x * w + x * x + x.exp()).sum();
+  f.backward();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], values(x.grad()));
+  expect_values(x.grad(), {2}, {3 + 2 * 1 + std::exp(1.0), 4 + 2 * 2 + std::exp(2.0)});
+}
+
+TEST(EngineHooks, HooksRunDuringBackwardInTheOrderGradientsComplete) {
+  // a is used only at the end of the forward, b only at its start: a's gradient completes first, while
+  // the nodes that lead to b have yet to run.
+  Tensor b = leaf64({2.0}), a = leaf64({3.0});
+  Tensor h = (b * 5.0).exp().log();  // three nodes between b and the loss
+  Tensor f = (h * a).sum();
+  std::vector<std::string> order;
+  size_t nodes_run_when_a_completed = 0, nodes_run = 0;
+  BackwardObserver previous = set_backward_observer([&](const BackwardEvent& e) { nodes_run = e.position + 1; });
+  a.register_post_accumulate_grad_hook([&](Tensor&) {
+    order.push_back("a");
+    nodes_run_when_a_completed = nodes_run;
+  });
+  b.register_post_accumulate_grad_hook([&](Tensor&) { order.push_back("b"); });
+  f.backward();
+  set_backward_observer(previous);
+  EXPECT_EQ(order, (std::vector<std::string>{"a", "b"}));
+  EXPECT_LT(nodes_run_when_a_completed, nodes_run);  // a's hook ran before backward was over
+}
+
+TEST(EngineHooks, RemovedHooksDoNotRunAndAccumulationCarriesOver) {
+  Tensor x = leaf64({1.0});
+  int calls = 0;
+  uint64_t id = x.register_post_accumulate_grad_hook([&](Tensor&) { ++calls; });
+  (x * 2.0).sum().backward();
+  (x * 3.0).sum().backward();
+  EXPECT_EQ(calls, 2);  // once per pass
+  expect_values(x.grad(), {1}, {5});  // the hook sees the gradient accumulated over both passes
+  x.remove_post_accumulate_grad_hook(id);
+  (x * 2.0).sum().backward();
+  EXPECT_EQ(calls, 2);
+}
+
+TEST(EngineHooks, ALeafNoGradientReachesGetsNoCall) {
+  Tensor x = leaf64({1.0}), y = leaf64({2.0});
+  int x_calls = 0, y_calls = 0;
+  x.register_post_accumulate_grad_hook([&](Tensor&) { ++x_calls; });
+  y.register_post_accumulate_grad_hook([&](Tensor&) { ++y_calls; });
+  (x * 2.0).sum().backward();
+  EXPECT_EQ(x_calls, 1);
+  EXPECT_EQ(y_calls, 0);
+  Tensor leaf = leaf64({4.0});  // backward on the leaf itself completes its gradient at once
+  int leaf_calls = 0;
+  leaf.register_post_accumulate_grad_hook([&](Tensor&) { ++leaf_calls; });
+  leaf.backward(tensor({1.0}, DType::Float64));
+  EXPECT_EQ(leaf_calls, 1);
+}
+
+TEST(EngineHooks, ADetachedCopyDoesNotInheritTheHooks) {
+  Tensor x = leaf64({1.0});
+  int calls = 0;
+  x.register_post_accumulate_grad_hook([&](Tensor&) { ++calls; });
+  Tensor copy = x.detach().requires_grad_();
+  (copy * 2.0).sum().backward();
+  EXPECT_EQ(calls, 0);
+  expect_values(copy.grad(), {1}, {2});
+}
+
+TEST(EngineHooks, OnlyALeafThatRequiresGradTakesAHook) {
+  Tensor x = leaf64({1.0});
+  Tensor y = x * 2.0;
+  EXPECT_THROW(
+      {
+        try {
+          y.register_post_accumulate_grad_hook([](Tensor&) {});
+        } catch (const std::invalid_argument& e) {
+          EXPECT_NE(std::string(e.what()).find("not a leaf that requires grad (it was made by MulBackward0)"),
+                    std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      std::invalid_argument);
+  EXPECT_THROW(tensor({1.0}).register_post_accumulate_grad_hook([](Tensor&) {}), std::invalid_argument);
+}
+
 }  // namespace

@@ -5,7 +5,16 @@
 #include <CLI/CLI.hpp>
 
 #include "nn/safetensors.h"
+#include "ranks.h"
 #include "trainer.h"
+
+// Prints one error line (in one write: under mpirun the ranks share stderr) and ends the run. Errors in the
+// options or in a checkpoint are the same on every rank, so only rank 0 says them.
+static int fail(const char* kind, const char* what, int status, bool every_rank) {
+  if (every_rank || cli::process_rank() == 0)
+    std::cerr << (std::string("scratchgrad: ") + kind + cli::rank_label() + ": " + what + "\n") << std::flush;
+  return cli::end_run(status);
+}
 
 int main(int argc, char** argv) {
   CLI::App app{"scratchgrad: train a character-level attention model or GPT, and sample from it"};
@@ -39,6 +48,13 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--save", train.save, "write a safetensors checkpoint here");
   train_cmd->add_option("--graph", train.graph, "write one step's autograd graph (Graphviz DOT) here");
   train_cmd->add_option("--plot", train.plot, "write the loss curve (SVG) here");
+  train_cmd->add_flag("--deterministic-reduce", train.deterministic_reduce,
+                      "mpirun: add micro-shards' gradients in one fixed order (bits independent of the rank count)");
+  train_cmd->add_option("--reduce-shards", train.reduce_shards,
+                        "--deterministic-reduce: micro-shards per batch (default: one per window)");
+  train_cmd->add_option("--check-every", train.check_every, "mpirun: compare the ranks' parameters every N steps")
+      ->capture_default_str();
+  train_cmd->add_flag("!--no-overlap", train.overlap, "mpirun: start the gradient allreduces only after backward");
 
   cli::GenerateOptions gen;
   std::string prompt;
@@ -65,26 +81,24 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // Under mpirun a failure must end every rank (cli::end_run); the error lines name their rank.
   try {
     if (*train_cmd && train.resume.empty() && (train.model == "gpt" || !preset.empty())) {
       if (train.model != "gpt") throw cli::UsageError("--preset is for --model gpt");
       cli::apply_gpt_preset(train, preset.empty() ? "small" : preset,
                             [&](const char* flag) { return train_cmd->get_option(flag)->count() > 0; });
     }
-    if (*train_cmd) return cli::run_train(train, std::cout);
+    if (*train_cmd) return cli::end_run(cli::run_train(train, std::cout));
     if (*gen_cmd) {
       if (*prompt_opt) gen.prompt = prompt;
       return cli::run_generate(gen, std::cout);
     }
     return cli::run_info(info_path, std::cout);
   } catch (const cli::UsageError& e) {
-    std::cerr << "scratchgrad: error: " << e.what() << "\n";
-    return 2;
+    return fail("error", e.what(), 2, false);
   } catch (const nn::CheckpointError& e) {
-    std::cerr << "scratchgrad: error: " << e.what() << "\n";
-    return 2;
+    return fail("error", e.what(), 2, false);
   } catch (const std::exception& e) {
-    std::cerr << "scratchgrad: internal error: " << e.what() << "\n";
-    return 1;
+    return fail("internal error", e.what(), 1, true);
   }
 }

@@ -19,6 +19,7 @@
 #include "nn/nn.h"
 #include "nn/safetensors.h"
 #include "optim/optim.h"
+#include "ranks.h"
 
 namespace cli {
 
@@ -54,8 +55,26 @@ void check_train_options(const TrainOptions& o) {
   require(o.accumulate >= 1, fmt::format("--accumulate must be at least 1, got {}", o.accumulate));
   require(o.save_every >= 0, fmt::format("--save-every must be non-negative, got {}", o.save_every));
   require(o.save_every == 0 || !o.save.empty(), "--save-every needs --save PATH");
+  require(o.reduce_shards >= 0, fmt::format("--reduce-shards must be non-negative, got {}", o.reduce_shards));
+  require(o.reduce_shards == 0 || o.deterministic_reduce, "--reduce-shards needs --deterministic-reduce");
+  require(o.reduce_shards == 0 || o.batch % o.reduce_shards == 0,
+          fmt::format("--reduce-shards {} must divide --batch {}", o.reduce_shards, o.batch));
+  require(o.check_every >= 1, fmt::format("--check-every must be at least 1, got {}", o.check_every));
   require(o.model != "gpt" || o.warmup < o.steps,
           fmt::format("--warmup {} must be below --steps {} (the cosine decay needs steps after it)", o.warmup, o.steps));
+}
+
+// What only the number of ranks decides: equal shards of every batch, no dropout shared between ranks.
+void check_options_for_ranks(const TrainOptions& o, const Ranks& ranks) {
+  const int n = ranks.size();
+  if (n == 1) return;
+  require(o.batch % n == 0, fmt::format("--batch {} does not split into {} equal shards (one per rank)", o.batch, n));
+  const int64_t shards = o.reduce_shards ? o.reduce_shards : o.batch;
+  require(!o.deterministic_reduce || shards % n == 0,
+          fmt::format("--deterministic-reduce: {} micro-shards do not split over {} ranks", shards, n));
+  // Every rank draws from the same random stream, so their dropout masks would be the same: refuse.
+  require(o.dropout == 0, fmt::format("--dropout {} with {} ranks: dropout is not supported across ranks yet", o.dropout, n));
+  require(o.device == "cpu", fmt::format("--device {} with {} ranks: the ranks exchange CPU tensors", o.device, n));
 }
 
 Device checked_device(const std::string& name) {
@@ -231,7 +250,9 @@ std::map<std::string, std::string> run_metadata(const TrainOptions& o, int64_t s
           {"run.weight_decay", fmt::format("{:.17g}", o.weight_decay)}, {"run.clip", fmt::format("{:.17g}", o.clip)},
           {"run.accumulate", std::to_string(o.accumulate)}, {"run.sample", std::to_string(o.sample_tokens)},
           {"run.steps_done", std::to_string(steps_done)}, {"run.schedule_epoch", std::to_string(schedule_epoch)},
-          {"run.generator", hex_of(default_generator().get_state())}};
+          {"run.generator", hex_of(default_generator().get_state())},
+          {"run.deterministic_reduce", o.deterministic_reduce ? "1" : "0"},
+          {"run.reduce_shards", std::to_string(o.reduce_shards)}, {"run.check_every", std::to_string(o.check_every)}};
 }
 
 nn::NamedTensors without_optimizer(const nn::NamedTensors& tensors) {
@@ -297,6 +318,105 @@ LoadedModel load_model(const std::string& path) {
 // ---------------------------------------------------------------- train
 
 namespace {
+
+// ---------------------------------------------------------------- one step's gradients, over the ranks
+
+// The parameters' gradients side by side in one 1-D tensor, and back.
+Tensor flat_gradients(const nn::Module& model) {
+  std::vector<Tensor> pieces;
+  for (const Tensor& p : model.parameters())
+    pieces.push_back(p.grad().defined() ? p.grad().reshape({-1}) : zeros({p.numel()}, p.dtype()));
+  return cat(pieces, 0);
+}
+
+void set_flat_gradients(const nn::Module& model, const Tensor& flat) {
+  int64_t offset = 0;
+  for (const Tensor& p : model.parameters()) {
+    p.set_grad(flat.slice(0, offset, offset + p.numel()).view(p.shape()).clone());
+    offset += p.numel();
+  }
+}
+
+using LossOf = std::function<Tensor(const Tensor& x, const Tensor& y)>;
+
+// Every rank draws the same global batch from the shared random stream, and rank r of N trains on its
+// rows [r·B/N, (r+1)·B/N). The ranks' gradients are combined in one of two ways:
+//   default: each rank's gradient of the mean loss over its shard, averaged over the ranks by
+//     DistributedDataParallel's bucketed allreduce: the global batch's gradient, up to the rounding of a
+//     different order of additions;
+//   --deterministic-reduce: the batch cut into S micro-shards (S fixed by the options, not by N); each
+//     micro-shard's gradient computed on its own, and the S gradients added one after another in shard
+//     order (dist::sum_in_rank_order): the same bits for every N that divides S.
+class ShardedGradients {
+ public:
+  ShardedGradients(Ranks& ranks, nn::Module& model, const TrainOptions& o)
+      : ranks_(ranks), model_(model), o_(o), shards_(o.reduce_shards ? o.reduce_shards : o.batch) {
+    if (o.deterministic_reduce) ranks_.set_require_sync(false);  // no bucketed averaging in this mode
+  }
+
+  void begin_step() {
+    model_.zero_grad();
+    ordered_total_ = Tensor();
+    loss_ = 0;
+  }
+
+  // Adds the gradients of one (micro-)batch of the global stream; `last` is the step's last one.
+  void add(const Tensor& xb, const Tensor& yb, bool last, const LossOf& loss_of) {
+    if (o_.deterministic_reduce) return add_in_shard_order(xb, yb, loss_of);
+    const int64_t n = ranks_.size(), rows = xb.size(0) / n, first = ranks_.rank() * rows;
+    const Tensor x = n > 1 ? xb.slice(0, first, first + rows) : xb, y = n > 1 ? yb.slice(0, first, first + rows) : yb;
+    ranks_.set_require_sync(last);  // earlier micro-batches only accumulate locally
+    Tensor loss = loss_of(x, y);
+    (o_.accumulate > 1 ? loss / double(o_.accumulate) : loss).backward();
+    loss_ += loss.item() / double(o_.accumulate);
+  }
+
+  // Leaves in every .grad the gradient of the mean loss over the step's global batch; returns that loss.
+  double finish_step() {
+    if (!o_.deterministic_reduce) {
+      ranks_.finish_gradient_sync();
+      return ranks_.size() > 1 ? ranks_.sum(loss_) / double(ranks_.size()) : loss_;
+    }
+    ordered_total_.mul_(1.0 / double(shards_ * o_.accumulate));
+    set_flat_gradients(model_, ordered_total_);
+    return ranks_.sum(loss_);
+  }
+
+ private:
+  void add_in_shard_order(const Tensor& xb, const Tensor& yb, const LossOf& loss_of) {
+    const int64_t rows = xb.size(0) / shards_, mine = shards_ / ranks_.size(), first = ranks_.rank() * mine;
+    std::vector<Tensor> parts;
+    for (int64_t k = first; k < first + mine; ++k) {
+      model_.zero_grad();
+      Tensor loss = loss_of(xb.slice(0, k * rows, (k + 1) * rows), yb.slice(0, k * rows, (k + 1) * rows));
+      loss.backward();
+      loss_ += loss.item() / double(shards_ * o_.accumulate);
+      parts.push_back(flat_gradients(model_));
+    }
+    Tensor total = ranks_.sum_in_rank_order(parts);
+    if (ordered_total_.defined()) ordered_total_.add_(total);
+    else ordered_total_ = total;
+  }
+
+  Ranks& ranks_;
+  nn::Module& model_;
+  const TrainOptions& o_;
+  const int64_t shards_;
+  Tensor ordered_total_;  // --deterministic-reduce: the step's micro-batches' ordered sums so far
+  double loss_ = 0;       // this rank's share of the step's mean loss
+};
+
+// Under mpirun: how the step time splits (for bench/data_parallel.sh and docs/distributed.md), over the
+// `steps` steps timed (all but the first).
+void report_data_parallel(const Ranks& ranks, const TrainOptions& o, double step_seconds, int64_t steps, std::ostream& out) {
+  if (!ranks.under_mpirun() || steps <= 0) return;
+  const double sync_per_step = ranks.sync_seconds() / double(steps + 1);  // measured over every step
+  out << fmt::format("data parallel: {} ranks x {} threads, {}, {} gradient buckets: {:.2f} ms per step, "
+                     "{:.2f} ms of it waiting for gradients after backward\n",
+                     ranks.size(), o.threads, o.deterministic_reduce ? "deterministic reduce" : (o.overlap ? "overlapped" : "not overlapped"),
+                     ranks.bucket_sizes().size(), 1e3 * step_seconds / double(steps), 1e3 * sync_per_step);
+}
+
 
 // What a run shows and writes as it goes, for either model: one line per report (loss, held-out loss,
 // tokens/s, elapsed and remaining time), the loss curve for --plot.
@@ -368,11 +488,12 @@ void write_step_graph(const TrainOptions& o, const Tensor& loss, const nn::Modul
                                    .root_name = "loss"}));
 }
 
-int train_mini(const TrainOptions& o, const Corpus& corpus, Device device, std::ostream& out) {
+int train_mini(const TrainOptions& o, const Corpus& corpus, Device device, Ranks& ranks, std::ostream& out) {
   manual_seed(o.seed);  // then the model, then the optimizer: the workshop's order of random draws
   nn::CharModelConfig config{corpus.vocab.size(), o.dim, o.context, o.heads};
   nn::MiniSelfAttention model(config);
   model.to(device);
+  ranks.share_parameters(model, o.overlap);
   optim::Adam opt(model.parameters(), {.lr = o.lr});
   const int64_t V = config.vocab, T = o.context;
 
@@ -382,23 +503,33 @@ int train_mini(const TrainOptions& o, const Corpus& corpus, Device device, std::
   Progress progress{o, out, o.batch * T, &out == &std::cout && isatty(STDOUT_FILENO)};
   std::function<double()> held_out;
   if (corpus.val.defined()) held_out = [&] { return held_out_loss(model, corpus.val, T, V, device); };
-  double last_loss = 0;
+  ShardedGradients gradients(ranks, model, o);
+  double last_loss = 0, step_seconds = 0;
   for (int64_t step = 0; step < o.steps; ++step) {
-    auto [xb, yb] = nn::random_windows(corpus.train, o.batch, T);
-    Tensor logits = model(xb.to(device));
-    CallSite label("loss = cross_entropy(logits.view(-1, V), yb.view(-1))");  // for traces and graphs
-    Tensor loss = cross_entropy(logits.view({-1, V}), yb.to(device).view({-1}));
-    if (step == 0 && !o.graph.empty())
-      write_step_graph(o, loss, model, fmt::format("D {} T {} B {} heads {}", o.dim, T, o.batch, o.heads));
-    opt.zero_grad();
-    loss.backward();
+    const auto started = std::chrono::steady_clock::now();
+    auto [xb, yb] = nn::random_windows(corpus.train, o.batch, T);  // the global batch: the same on every rank
+    gradients.begin_step();
+    gradients.add(xb, yb, true, [&](const Tensor& x, const Tensor& y) {
+      Tensor logits = model(x.to(device));
+      CallSite label("loss = cross_entropy(logits.view(-1, V), yb.view(-1))");  // for traces and graphs
+      Tensor loss = cross_entropy(logits.view({-1, V}), y.to(device).view({-1}));
+      if (step == 0 && !o.graph.empty() && ranks.is_root())
+        write_step_graph(o, loss, model, fmt::format("D {} T {} B {} heads {}", o.dim, T, o.batch, o.heads));
+      return loss;
+    });
+    last_loss = gradients.finish_step();
     opt.step();
-    last_loss = loss.item();
-    progress.report(step, last_loss, held_out);
+    if (step > 0) step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (ranks.is_root()) progress.report(step, last_loss, held_out);
+    if ((step + 1) % o.check_every == 0) ranks.check_same_parameters(model, step + 1);
   }
+  ranks.check_same_parameters(model, o.steps);
+  report_data_parallel(ranks, o, step_seconds, o.steps - 1, out);
   const std::u32string prompt = corpus.text.substr(0, size_t(T));
-  finish(model, corpus, T, V, device, progress, last_loss, model_metadata(config, corpus.vocab, prompt, o.steps),
-         fmt::format("loss, {} steps, D {} T {} B {} heads {}, lr {}", o.steps, o.dim, T, o.batch, o.heads, o.lr));
+  if (ranks.is_root())
+    finish(model, corpus, T, V, device, progress, last_loss, model_metadata(config, corpus.vocab, prompt, o.steps),
+           fmt::format("loss, {} steps, D {} T {} B {} heads {}, lr {}", o.steps, o.dim, T, o.batch, o.heads, o.lr));
+  ranks.barrier();  // the others wait for rank 0's checkpoint
   return 0;
 }
 
@@ -416,7 +547,7 @@ optim::AdamW gpt_optimizer(const nn::GPTModel& model, const TrainOptions& o) {
   return opt;
 }
 
-int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, std::ostream& out) {
+int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks& ranks, std::ostream& out) {
   manual_seed(o.seed);
   nn::GPTConfig config{.vocab_size = corpus.vocab.size(), .context_length = o.context, .emb_dim = o.dim,
                        .n_heads = o.heads, .n_layers = o.layers, .drop_rate = o.dropout, .qkv_bias = false};
@@ -464,34 +595,48 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, std::o
     metadata.merge(run_metadata(o, steps_done, schedule.last_epoch()));
     nn::save_safetensors(o.save, tensors, metadata);  // a temporary file renamed into place
   };
-  double last_loss = 0;
+  ranks.share_parameters(model, o.overlap);  // after a resume too: rank 0's parameters win
+  ShardedGradients gradients(ranks, model, o);
+  double last_loss = 0, step_seconds = 0;
   for (int64_t step = first_step; step < o.steps; ++step) {
-    opt.zero_grad();
-    double step_loss = 0;
+    const auto started = std::chrono::steady_clock::now();
+    gradients.begin_step();
     for (int64_t micro = 0; micro < o.accumulate; ++micro) {  // gradients add up over the micro-batches
-      auto [xb, yb] = nn::random_windows(corpus.train, o.batch, T);
-      Tensor logits = model(xb.to(device));
-      CallSite label("loss = cross_entropy(logits.flatten(0, 1), targets.flatten())");
-      Tensor loss = cross_entropy(logits.view({-1, V}), yb.to(device).view({-1}));
-      if (step == 0 && micro == 0 && !o.graph.empty())
-        write_step_graph(o, loss, model, fmt::format("GPT, {} blocks D {} T {} B {} heads {}", o.layers, o.dim, T, o.batch, o.heads));
-      (o.accumulate > 1 ? loss / double(o.accumulate) : loss).backward();
-      step_loss += loss.item() / double(o.accumulate);
+      auto [xb, yb] = nn::random_windows(corpus.train, o.batch, T);  // the global batch: the same on every rank
+      gradients.add(xb, yb, micro + 1 == o.accumulate, [&](const Tensor& x, const Tensor& y) {
+        Tensor logits = model(x.to(device));
+        CallSite label("loss = cross_entropy(logits.flatten(0, 1), targets.flatten())");
+        Tensor loss = cross_entropy(logits.view({-1, V}), y.to(device).view({-1}));
+        if (step == 0 && micro == 0 && !o.graph.empty() && ranks.is_root())
+          write_step_graph(o, loss, model, fmt::format("GPT, {} blocks D {} T {} B {} heads {}", o.layers, o.dim, T, o.batch, o.heads));
+        return loss;
+      });
     }
+    last_loss = gradients.finish_step();
     if (o.clip > 0) optim::clip_grad_norm_(model.parameters(), o.clip);
     opt.step();
     schedule.step();
-    last_loss = step_loss;
-    progress.report(step, last_loss, held_out);
-    if (o.save_every > 0 && (step + 1) % o.save_every == 0 && step + 1 < o.steps) save(step + 1);
+    if (step > first_step)  // the first step warms caches and pools up: not timed
+      step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (ranks.is_root()) progress.report(step, last_loss, held_out);
+    if ((step + 1) % o.check_every == 0) ranks.check_same_parameters(model, step + 1);
+    if (o.save_every > 0 && (step + 1) % o.save_every == 0 && step + 1 < o.steps) {
+      if (ranks.is_root()) save(step + 1);
+      ranks.barrier();  // the others wait until the checkpoint is in place
+      ranks.note_checkpoint(o.save, step + 1);
+    }
   }
+  ranks.check_same_parameters(model, o.steps);
+  report_data_parallel(ranks, o, step_seconds, o.steps - first_step - 1, out);
   model.eval();
   const std::u32string prompt = corpus.text.substr(0, size_t(T));
   auto metadata = gpt_metadata(config, corpus.vocab, prompt, o.steps);
   metadata.merge(run_metadata(o, o.steps, schedule.last_epoch()));
-  finish(model, corpus, T, V, device, progress, last_loss, metadata,
-         fmt::format("loss, GPT {} blocks, {} steps, D {} T {} B {} heads {}, lr {}", o.layers, o.steps, o.dim, T,
-                     o.batch, o.heads, o.lr));
+  if (ranks.is_root())
+    finish(model, corpus, T, V, device, progress, last_loss, metadata,
+           fmt::format("loss, GPT {} blocks, {} steps, D {} T {} B {} heads {}, lr {}", o.layers, o.steps, o.dim, T,
+                       o.batch, o.heads, o.lr));
+  ranks.barrier();  // the others wait for rank 0's checkpoint
   return 0;
 }
 
@@ -539,20 +684,31 @@ TrainOptions resumed_options(TrainOptions o) {
   o.lr = num("run.lr"), o.seed = uint64_t(num("run.seed")), o.eval_every = int64_t(num("run.eval_every"));
   o.dropout = num("run.dropout"), o.warmup = int64_t(num("run.warmup")), o.weight_decay = num("run.weight_decay");
   o.clip = num("run.clip"), o.accumulate = int64_t(num("run.accumulate")), o.sample_tokens = int64_t(num("run.sample"));
+  if (ck.metadata.count("run.deterministic_reduce")) {  // checkpoints older than data parallelism lack these
+    o.deterministic_reduce = ck.metadata["run.deterministic_reduce"] == "1";
+    o.reduce_shards = int64_t(num("run.reduce_shards")), o.check_every = int64_t(num("run.check_every"));
+  }
   return o;
 }
 
-int run_train(const TrainOptions& given, std::ostream& out) {
+int run_train(const TrainOptions& given, std::ostream& given_out) {
   const TrainOptions o = given.resume.empty() ? given : resumed_options(given);
   check_train_options(o);
+  Ranks ranks;  // under mpirun: this process is one of N
+  check_options_for_ranks(o, ranks);
+  std::ostream quiet(nullptr);  // only rank 0 prints
+  std::ostream& out = ranks.is_root() ? given_out : quiet;
   const Device device = checked_device(o.device);
   for (const std::string& path : {o.save, o.graph, o.plot})
-    if (!path.empty()) nn::check_writable(path);  // fail now, not after the whole run
-  if (!o.resume.empty()) nn::remove_stale_temp_files(o.resume);  // what a killed save of it left
+    if (!path.empty() && ranks.is_root()) nn::check_writable(path);  // fail now, not after the whole run
+  if (!o.resume.empty() && ranks.is_root()) nn::remove_stale_temp_files(o.resume);  // what a killed save of it left
   set_num_threads(o.threads);
   Corpus corpus = load_corpus(o);
   require(o.resume.empty() || o.model == "gpt", "--resume continues a GPT run");
-  return o.model == "gpt" ? train_gpt(o, corpus, device, out) : train_mini(o, corpus, device, out);
+  if (ranks.size() > 1)
+    out << fmt::format("data parallel: {} ranks, each {} of the {} windows of every batch{}\n", ranks.size(),
+                       o.batch / ranks.size(), o.batch, o.deterministic_reduce ? ", deterministic reduce" : "");
+  return o.model == "gpt" ? train_gpt(o, corpus, device, ranks, out) : train_mini(o, corpus, device, ranks, out);
 }
 
 // ---------------------------------------------------------------- generate and info

@@ -35,6 +35,11 @@ struct TrainOptions {
   int64_t accumulate = 1;      // micro-batches of --batch windows per optimizer step
   int64_t save_every = 0;      // also write --save every N steps (atomically); 0: only at the end
   std::string resume;          // continue the run saved in this checkpoint, to its original --steps
+  // data parallelism, under `mpirun -np N` (docs/distributed.md):
+  bool deterministic_reduce = false;  // add micro-shards' gradients in one fixed order: bits independent of N
+  int64_t reduce_shards = 0;          // --deterministic-reduce: micro-shards per batch (0: one per window)
+  int64_t check_every = 100;          // compare the ranks' parameter checksums every N steps, and at the end
+  bool overlap = true;                // start each gradient bucket's allreduce during backward
 };
 
 // A GPT preset sized for a laptop: "tiny" (2 blocks, D 48, H 4, T 32, B 16, 1000 steps) or "small" (3 blocks,
