@@ -42,6 +42,16 @@ TEST(Overflow, ViewsMustStayInsideTheirStorage) {
   EXPECT_EQ(t.as_strided({0, 9}, {100, 100}, 0).numel(), 0);      // nothing reached: fine
 }
 
+TEST(Overflow, BroadcastsAndProductsWhoseResultCannotBeCounted) {
+  const Tensor column = ones({1, 1}).expand({kHuge, 1}), row = ones({1, 1}).expand({1, kHuge});
+  EXPECT_THROW_WITH(column + row, std::invalid_argument, "add", "[4294967296, 4294967296]", "int64");
+  EXPECT_THROW_WITH(where(zeros({1, 1}, DType::Bool), column, row), std::invalid_argument, "where", "[4294967296, 4294967296]");
+  const Tensor batch = ones({1, 1, 1}).expand({kHuge, 1, 1}), wide = ones({1, 1, 1}).expand({1, 1, kHuge});
+  EXPECT_THROW_WITH(matmul(batch, wide), std::invalid_argument, "matmul", "[4294967296, 1, 4294967296]", "int64");
+  EXPECT_THROW_WITH(stack({ones({1}).expand({int64_t(1) << 62}), ones({1}).expand({int64_t(1) << 62})}, 0),
+                    std::invalid_argument, "stack", "[2, 4611686018427387904]");
+}
+
 TEST(Overflow, CatOfSizesThatAddUpPastInt64) {
   Tensor big = zeros({0, int64_t(1) << 62}).t();  // [2^62, 0]: no elements, a huge dim
   EXPECT_THROW_WITH(cat({big, big, big, big}, 0), std::invalid_argument, "cat", "int64");

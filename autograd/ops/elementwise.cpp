@@ -45,6 +45,7 @@ static Tensor binary_kernel(BinaryOp op, const char* name, const Tensor& a, cons
     return out;
   }
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  checked_nbytes(shape, out_dtype, name);  // a broadcast can be too big to count: say so under the op's name
   Tensor out = empty(shape, out_dtype, a.device());
   NoGradGuard no_grad;
   backend(a.device()).binary(op, a.shape() == shape ? a : a.expand(shape), b.shape() == shape ? b : b.expand(shape), out);
@@ -218,6 +219,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
                                             dtype_name(cond.dtype()), cond.shape_str()));
   check_same_dtype_and_device(a, b, "where");
   Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  checked_nbytes(shape, a.dtype(), "where");
   Tensor out = empty(shape, a.dtype(), a.device());
   {
     NoGradGuard no_grad;

@@ -55,6 +55,7 @@ static Tensor batched_product(const Tensor& a, const Tensor& b, const char* name
     s.push_back(c);
     return s;
   };
+  checked_nbytes(with(m, n), a.dtype(), "matmul");  // a broadcast batch can make the product too big to count
   Tensor out = empty(with(m, n), a.dtype(), a.device());
   {
     NoGradGuard no_grad;  // the expanded views are kernel arguments, not graph nodes

@@ -360,6 +360,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   dim = wrap_dim(dim, first.dim() + 1, "stack");
   Shape out_shape = first.shape();
   out_shape.insert(out_shape.begin() + dim, int64_t(tensors.size()));
+  checked_nbytes(out_shape, first.dtype(), "stack");
   Tensor out = empty(out_shape, first.dtype(), first.device());
   Shape item_strides = out.strides();  // entry i is out.select(dim, i): out's strides without `dim`
   item_strides.erase(item_strides.begin() + dim);
