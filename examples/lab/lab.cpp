@@ -194,10 +194,13 @@ json key_dimension(const json& request) {
   const double unscaled_max = unscaled.max().item(), scaled_max = scaled.max().item();
   std::string note;
   if (d_k == 1) note = "d_k = 1: √d_k = 1, so scaling changes nothing and the two rows are the same.";
-  else if (unscaled_max >= 0.99995)
+  else if (unscaled_max >= 0.99)
     note = fmt::format("d_k = {}: the unscaled softmax has collapsed into a spike (max weight {:.4f}): one key takes "
-                       "everything and the gradient through the others vanishes. Scaled by 1/√d_k it stays soft.",
-                       d_k, unscaled_max);
+                       "almost everything and the gradient through the others vanishes. Scaled by 1/√d_k it stays "
+                       "soft (max weight {:.4f}).",
+                       d_k, unscaled_max, scaled_max);
+  if (d_k == kMaxKeyDimension)
+    note = fmt::format("d_k = {} is as far as the slider goes. ", d_k) + note;
   return {{"d_k", d_k},
           {"scores", values_of(scores)},
           {"unscaled", values_of(unscaled)},
