@@ -25,7 +25,8 @@ function element(tag, attributes, text) {
   return e;
 }
 
-// Weights in [0, 1]: white to blue. Gradients (signed): red below zero, blue above, scaled by the largest.
+// Weights in [0, 1]: white to blue, 2 decimals. Gradients (signed): red below zero, blue above, scaled by
+// the matrix's largest, 3 significant digits.
 function colour(v, signed, largest) {
   if (v === null) return '#eeeeee';  // -inf (a masked score)
   const t = signed ? Math.min(1, Math.abs(v) / (largest || 1)) : Math.max(0, Math.min(1, v));
@@ -47,7 +48,8 @@ function heatmap(box, matrix, options) {
     const tr = element('tr');
     tr.appendChild(element('th', {}, rows[i]));
     row.forEach((v, j) => {
-      const td = element('td', { 'data-i': i, 'data-j': j }, v === null ? '−∞' : v.toFixed(digits));
+      const shown = v === null ? '−∞' : signed ? v.toPrecision(digits) : v.toFixed(digits);
+      const td = element('td', { 'data-i': i, 'data-j': j }, shown);
       td.style.background = colour(v, signed, largest);
       const strength = signed ? Math.abs(v) / (largest || 1) : v;
       if (v !== null && strength > 0.6) td.style.color = 'white';
@@ -166,7 +168,7 @@ function runBackward() {
     const box = element('div', { class: 'grad' });
     box.appendChild(element('h4', {}, `${g.name}.grad ${g.shape}`));
     const map = element('div');
-    heatmap(map, g.values, { rows: g.values.map((_, i) => `out ${i}`), cols: ['x₁', 'x₂', 'x₃'], signed: true, digits: 4 });
+    heatmap(map, g.values, { rows: g.values.map((_, i) => `out ${i}`), cols: ['x₁', 'x₂', 'x₃'], signed: true, digits: 3 });
     box.appendChild(map);
     return box;
   }));

@@ -143,9 +143,11 @@ try {
   nodes.forEach((t, i) => check(t, want.nodes[i].text, `backward node ${i + 1}`));
   check(await text(page, '#backward-loss'), `${want.loss_line}\n${want.loss}`, 'backward: the loss');
   const cells = await page.locator('#backward-grads td').allTextContents();
-  check(cells.join(' '), want.grads.flatMap((g) => g.values.flat().map((v) => v.toFixed(4))).join(' '), 'gradient heatmaps');
+  check(cells.join(' '), want.grads.flatMap((g) => g.values.flat().map((v) => v.toPrecision(3))).join(' '), 'gradient heatmaps');
   assert.ok(nodes.some((t) => t.includes('MaskedFillBackward0')) || nodes.length > 10);
   await page.locator('#backward').screenshot({ path: path.join(shots, 'backward.png') });
+  await page.locator('#backward-grads').screenshot({ path: path.join(shots, 'backward-grads.png') });
+  await page.locator('#backward-nodes li').nth(5).screenshot({ path: path.join(shots, 'backward-node.png') });
 
   // Train 301 steps in the page.
   await page.locator('#train-run').click();
