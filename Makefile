@@ -6,7 +6,7 @@ JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 PACKAGES = cmake g++ make libblis-dev libfmt-dev libgtest-dev libcli11-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test train bench clean
+.PHONY: all deps configure build test train bench lab lab-deps clean
 
 all: build
 
@@ -36,6 +36,18 @@ train: build
 
 bench: build
 	@bench/compare.sh
+
+# The lab page (examples/lab/), computed by the engine compiled to WebAssembly: builds build-wasm/lab/ and
+# serves it on 127.0.0.1 (the folder also works opened from disk: build-wasm/lab/index.html).
+LAB_PACKAGES = cmake make emscripten python3 libfmt-dev nlohmann-json3-dev
+LAB_PORT ?= 8016
+lab-deps:
+	@$(MAKE) --no-print-directory deps PACKAGES="$(LAB_PACKAGES)"
+
+lab: lab-deps
+	@examples/lab/build.sh build-wasm
+	@echo "the lab: http://127.0.0.1:$(LAB_PORT)/  (or open build-wasm/lab/index.html; Ctrl-C stops the server)"
+	@cd build-wasm/lab && python3 -m http.server $(LAB_PORT) --bind 127.0.0.1
 
 clean:
 	rm -rf $(BUILD)

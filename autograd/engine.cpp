@@ -16,7 +16,6 @@
 #include <atomic>
 #include <cstdint>
 #include <queue>
-#include <memory_resource>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -81,7 +80,7 @@ static Edge edge_to(const Tensor& t) {
 }
 
 Tensor record(const char* name, Tensor out, std::span<const Tensor> inputs, std::span<const Tensor> saved,
-              BackwardFn backward, std::source_location where) {
+              BackwardFn backward, compat::source_location where) {
   if (!grad_enabled) return out;
   bool any = false;
   for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
@@ -122,10 +121,10 @@ using HookedLeaves = memory::NodeTable<TensorImpl, LeafProgress>;
 
 static bool has_hooks(const Edge& e) { return e.leaf && !e.leaf->post_accumulate_grad_hooks.empty(); }
 
-static DependencyCounts count_dependencies(Node* root, HookedLeaves& hooked, std::pmr::memory_resource* arena) {
+static DependencyCounts count_dependencies(Node* root, HookedLeaves& hooked, compat::pmr::memory_resource* arena) {
   DependencyCounts dependencies(arena);
   dependencies[root] = 0;
-  std::pmr::vector<Node*> stack({root}, arena);
+  compat::pmr::vector<Node*> stack({root}, arena);
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();
@@ -230,7 +229,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     return;
   }
   std::byte arena_buffer[16 * 1024];  // enough for a few hundred nodes; larger graphs spill to the heap
-  std::pmr::monotonic_buffer_resource arena(arena_buffer, sizeof(arena_buffer));
+  compat::pmr::monotonic_buffer_resource arena(arena_buffer, sizeof(arena_buffer));
   PendingGradients pending(&arena);
   Node* root_node = root.grad_fn().get();
   pending[root_node] = seed;
@@ -240,8 +239,8 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   // sequence number) runs first — PyTorch's order, which also fixes the order in which gradients
   // arriving at a shared input are summed, so sums round exactly as they do there.
   auto newer_first = [](const Node* a, const Node* b) { return a->sequence_nr < b->sequence_nr; };
-  std::priority_queue<Node*, std::pmr::vector<Node*>, decltype(newer_first)> ready(newer_first,
-                                                                                std::pmr::vector<Node*>(&arena));
+  std::priority_queue<Node*, compat::pmr::vector<Node*>, decltype(newer_first)> ready(newer_first,
+                                                                                compat::pmr::vector<Node*>(&arena));
   ready.push(root_node);
   size_t ran = 0;
   while (!ready.empty()) {

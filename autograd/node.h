@@ -7,12 +7,12 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <source_location>
 #include <span>
 #include <string_view>
 #include <string>
 #include <vector>
 
+#include "autograd/compat.h"
 #include "autograd/memory/pooled_function.h"
 #include "autograd/memory/small_vector.h"
 #include "autograd/tensor.h"
@@ -51,7 +51,7 @@ struct Node {
   Shape output_shape;           // the shape the incoming gradient must have
   DType output_dtype = DType::Float32;
   uint64_t sequence_nr = 0;     // creation order: among ready nodes, the engine runs the newest first
-  std::source_location where;   // the op function that recorded it
+  compat::source_location where;   // the op function that recorded it
   std::string_view call_site;   // the user-level label active when recorded (interned; see CallSite)
   bool released = false;
 
@@ -65,11 +65,11 @@ struct Node {
 // mode or when no input requires grad. `saved` lists the tensors the closure captured, so modifying one
 // of them in place before backward is detected.
 Tensor record(const char* name, Tensor out, std::span<const Tensor> inputs, std::span<const Tensor> saved,
-              BackwardFn backward, std::source_location where = std::source_location::current());
+              BackwardFn backward, compat::source_location where = compat::source_location::current());
 // The usual call, with braced lists: record("MulBackward0", out, {a, b}, {a, b}, closure).
 inline Tensor record(const char* name, Tensor out, std::initializer_list<Tensor> inputs,
                      std::initializer_list<Tensor> saved, BackwardFn backward,
-                     std::source_location where = std::source_location::current()) {
+                     compat::source_location where = compat::source_location::current()) {
   return record(name, std::move(out), std::span<const Tensor>(inputs.begin(), inputs.size()),
                 std::span<const Tensor>(saved.begin(), saved.size()), std::move(backward), where);
 }

@@ -140,4 +140,5 @@ int main() {
     std::cout << "  scaled:   " << row4(scaled) << "\n";
     std::cout << fmt::format("  max weight: unscaled {:.4f}, scaled {:.4f}\n", unscaled.max().item(), scaled.max().item());
   }
+  return 0;  // (spelled out: the lab compiles this main() under another name, examples/lab/acts.cpp)
 }

@@ -17,7 +17,10 @@
 // (AVX-512/AVX2 with FMA): faster on big matrices, but no longer bit-identical. =blis-all sends every
 // product PyTorch hands to BLIS there: PyTorch's forward bits on a machine whose BLIS picks the same
 // sub-configuration as the one PyTorch ran on.
+#if __has_include(<blis.h>)  // optional: the WebAssembly build (examples/lab/) has only the exact kernels
 #include <blis.h>
+#define SCRATCHGRAD_HAVE_BLIS 1
+#endif
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -148,7 +151,16 @@ template <typename T, int VB>
 // ---- packing B = Kᵀ (q @ kᵀ, x @ Wᵀ): transposing 8 x 8 tiles in registers
 // Eight rows of K, as eight vectors, become eight rows of B: r[j][i] = K[i][j] afterwards. Three
 // rounds of shuffles (pairs of floats, then pairs of pairs, then halves), the classic AVX transpose
-// written with GCC's portable __builtin_shuffle.
+// written with GCC's portable __builtin_shuffle. (Clang has no __builtin_shuffle: there, as in the
+// WebAssembly build, a plain loop moves the same values.)
+#if defined(__clang__)
+[[gnu::always_inline]] inline void transpose_8x8(Vector32<float>::type r[8]) {
+  float m[8][8];
+  __builtin_memcpy(m, r, sizeof m);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) r[j][i] = m[i][j];
+}
+#else
 [[gnu::always_inline]] inline void transpose_8x8(Vector32<float>::type r[8]) {
   using V = Vector32<float>::type;
   typedef int M __attribute__((vector_size(32)));
@@ -171,6 +183,7 @@ template <typename T, int VB>
     r[j + 4] = __builtin_shuffle(u[j], u[j + 4], second_halves);
   }
 }
+#endif
 
 // dst (kc rows of W values, zero past column n) = rows [0, kc) of B, where B[p, col] = b[p + col * bcs]
 // (B is the transpose of a row-major K with row stride bcs). Floats go 8 x 8 tiles at a time; the
@@ -486,6 +499,7 @@ void blis_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t
   normalise_strides(m, k, ars, acs);
   normalise_strides(k, n, brs, bcs);
   normalise_strides(m, n, crs, ccs);
+#ifdef SCRATCHGRAD_HAVE_BLIS
   T one = 1, beta = add_to_c ? 1 : 0;
   if constexpr (std::is_same_v<T, float>)
     bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &one, const_cast<T*>(a), ars, acs, const_cast<T*>(b),
@@ -493,11 +507,23 @@ void blis_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t
   else
     bli_dgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &one, const_cast<T*>(a), ars, acs, const_cast<T*>(b),
               brs, bcs, &beta, c, crs, ccs);
+#else
+  (void)a, (void)b, (void)c, (void)crs, (void)ccs, (void)add_to_c;
+  throw std::runtime_error(fmt::format("matmul: SCRATCHGRAD_MATMUL={} needs BLIS, and this build has none (the exact "
+                                       "kernels need no BLIS: use the default)",
+                                       matmul_mode_setting() == MatmulMode::blis_all ? "blis-all" : "blis"));
+#endif
 }
 
 }  // namespace
 
-void set_matmul_mode(MatmulMode mode) { matmul_mode_setting() = mode; }
+void set_matmul_mode(MatmulMode mode) {
+#ifndef SCRATCHGRAD_HAVE_BLIS
+  if (mode != MatmulMode::exact)
+    throw std::invalid_argument("set_matmul_mode: BLIS modes need BLIS, and this build has none (only the exact kernels)");
+#endif
+  matmul_mode_setting() = mode;
+}
 MatmulMode matmul_mode() { return matmul_mode_setting(); }
 
 void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulStructure structure,

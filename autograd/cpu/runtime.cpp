@@ -2,8 +2,15 @@
 // thread count, and the CPU feature checks the kernels branch on (see runtime.h).
 #include "autograd/cpu/runtime.h"
 
+// BLIS and x86's FTZ/DAZ are optional: the WebAssembly build (examples/lab/) has neither, and needs
+// neither for the exact kernels.
+#if __has_include(<blis.h>)
 #include <blis.h>
+#define SCRATCHGRAD_HAVE_BLIS 1
+#endif
+#if defined(__SSE__)
 #include <xmmintrin.h>
+#endif
 
 #include <algorithm>
 #include <cstdlib>
@@ -24,15 +31,25 @@ int num_threads = 1;
 void flush_denormals() {
   const char* env = std::getenv("SCRATCHGRAD_DENORMALS");
   if (env && std::strcmp(env, "keep") == 0) return;
+#if defined(__SSE__)
   _mm_setcsr(_mm_getcsr() | 0x8040);
+#endif
 }
 
 // BLIS 0.9 cannot count this CPU's AVX-512 FMA units and falls back to its AVX2 "haswell" kernels;
 // its "skx" kernels are ~1.7x faster on large products. Choose them where the CPU has AVX-512, unless
 // the user already set BLIS_ARCH_TYPE (theirs wins). Must happen before BLIS initialises.
 void choose_blis_kernels() {
+#if defined(SCRATCHGRAD_HAVE_BLIS) && defined(__x86_64__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) setenv("BLIS_ARCH_TYPE", "0", /*overwrite=*/0);
+#endif
+}
+
+void set_blis_threads([[maybe_unused]] int threads) {
+#ifdef SCRATCHGRAD_HAVE_BLIS
+  bli_thread_set_num_threads(threads);
+#endif
 }
 
 }  // namespace
@@ -42,9 +59,11 @@ void init_cpu_runtime() {
   std::call_once(once, [] {
     flush_denormals();
     choose_blis_kernels();
+#ifdef SCRATCHGRAD_HAVE_BLIS
     bli_init();
+#endif
     if (const char* env = std::getenv("SCRATCHGRAD_THREADS")) num_threads = std::max(1, std::atoi(env));
-    bli_thread_set_num_threads(num_threads);
+    set_blis_threads(num_threads);
   });
 }
 
@@ -56,13 +75,17 @@ namespace {
 void set_num_threads(int threads) {
   init_cpu_runtime();
   num_threads = std::max(1, threads);
-  bli_thread_set_num_threads(num_threads);
+  set_blis_threads(num_threads);
 }
 int get_num_threads() { return num_threads; }
 
 const char* blis_kernel_name() {
   init_cpu_runtime();
+#ifdef SCRATCHGRAD_HAVE_BLIS
   return bli_arch_string(bli_arch_query_id());
+#else
+  return "none (built without BLIS)";
+#endif
 }
 
 bool avx512_kernels() {

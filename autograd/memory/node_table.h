@@ -3,9 +3,10 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <memory_resource>
 #include <utility>
 #include <vector>
+
+#include "autograd/compat.h"
 
 namespace autograd::memory {
 
@@ -14,7 +15,7 @@ namespace autograd::memory {
 // allocates a list node per entry and divides by a prime per lookup.
 template <typename Key, typename V> class NodeTable {
  public:
-  explicit NodeTable(std::pmr::memory_resource* arena) : slots_(16, arena) {}
+  explicit NodeTable(compat::pmr::memory_resource* arena) : slots_(16, arena) {}
   // The entry for `node`, created (value-initialised) if it is not there yet.
   V& operator[](Key* node) {
     if (2 * (used_ + 1) > slots_.size()) grow();
@@ -39,7 +40,7 @@ template <typename Key, typename V> class NodeTable {
     return slots_[i];
   }
   void grow() {
-    std::pmr::vector<Slot> old(slots_.size() * 2, slots_.get_allocator());
+    compat::pmr::vector<Slot> old(slots_.size() * 2, slots_.get_allocator());
     old.swap(slots_);
     for (Slot& s : old)
       if (s.node) {
@@ -48,7 +49,7 @@ template <typename Key, typename V> class NodeTable {
         moved.value = std::move(s.value);
       }
   }
-  std::pmr::vector<Slot> slots_;
+  compat::pmr::vector<Slot> slots_;
   size_t used_ = 0;
 };
 

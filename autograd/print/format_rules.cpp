@@ -4,10 +4,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
+
+#include "autograd/compat.h"
 
 #if defined(__SSE__)
 #include <xmmintrin.h>
@@ -314,7 +315,7 @@ class ExactSubnormals {
 
 std::string format_tensor(const PrintData& data, const std::vector<std::string>& suffixes,
                           const PrintOptions& options) {
-  ExactSubnormals exact;
+  [[maybe_unused]] ExactSubnormals exact;  // (empty where the CPU has no such flags)
   const int64_t numel = numel_of(data.shape);
   check_sizes(data, numel);
   const bool empty = numel == 0;
@@ -336,17 +337,15 @@ std::string format_tensor(const PrintData& data, const std::vector<std::string>&
 }
 
 // ---------------------------------------------------------------------------------------------
-// repr(float): std::to_chars finds the shortest round-trip digits; Python's layout rules decide
+// repr(float): std::to_chars finds the shortest round-trip digits (compat.h); Python's layout rules decide
 // where the decimal point goes.
 
 std::string python_float_repr(double v) {
-  ExactSubnormals exact;
+  [[maybe_unused]] ExactSubnormals exact;  // (empty where the CPU has no such flags)
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
 
-  char buf[64];
-  const auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-  const std::string sci(buf, res.ptr);  // e.g. "-5.960464477539063e-08"
+  const std::string sci = compat::shortest_scientific(v);  // e.g. "-5.960464477539063e-08"
 
   const bool negative = sci[0] == '-';
   const size_t e_pos = sci.find('e');

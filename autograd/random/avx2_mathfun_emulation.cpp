@@ -9,10 +9,11 @@
 // samples. The whole project compiles with -ffp-contract=off, so the unfused steps stay unfused.
 #include "autograd/random/avx2_mathfun_emulation.h"
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+
+#include "autograd/compat.h"
 
 namespace autograd::random::avx2_emulation {
 namespace {
@@ -46,14 +47,14 @@ float log(float x) {
   // The vector code turns x <= 0 into NaN with a mask at the end; do the same up front.
   if (x <= 0.0f) return std::numeric_limits<float>::quiet_NaN();
   // Denormals are raised to the smallest normal float, so the exponent trick below works.
-  x = std::fmax(x, std::bit_cast<float>(kSmallestNormal));
+  x = std::fmax(x, compat::bit_cast<float>(kSmallestNormal));
 
   // frexp by bit manipulation: x = m · 2^e with m in [0.5, 1). The biased exponent minus 127 is
   // converted to float and one is added because m is in [0.5, 1) rather than [1, 2).
-  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint32_t bits = compat::bit_cast<uint32_t>(x);
   float e = static_cast<float>(static_cast<int32_t>(bits >> 23) - 0x7f);
   e = e + 1.0f;
-  float m = std::bit_cast<float>((bits & ~kExponentBits) | std::bit_cast<uint32_t>(0.5f));
+  float m = compat::bit_cast<float>((bits & ~kExponentBits) | compat::bit_cast<uint32_t>(0.5f));
 
   // Keep the polynomial's argument small: if m < sqrt(1/2), use 2m - 1 and one less in the exponent,
   // otherwise m - 1. The vector code computes this without branches as (m - 1) + (m or 0), and
@@ -81,7 +82,7 @@ float log(float x) {
 
 void sincos(float x, float& sin_out, float& cos_out) {
   // sin is odd and cos even: work with |x| and give the sine x's sign back at the end.
-  uint32_t sin_sign = std::bit_cast<uint32_t>(x) & kSignBit;
+  uint32_t sin_sign = compat::bit_cast<uint32_t>(x) & kSignBit;
   x = std::fabs(x);
 
   // j = the multiple of π/4 nearest |x| from below, rounded up to an even number: truncate |x|·4/π,
@@ -125,8 +126,8 @@ void sincos(float x, float& sin_out, float& cos_out) {
   // +0); adding 0.0f keeps that behaviour.
   const float sin_magnitude = sine_poly_gives_sine ? 0.0f + s : c + 0.0f;
   const float cos_magnitude = sine_poly_gives_sine ? c + 0.0f : 0.0f + s;
-  sin_out = std::bit_cast<float>(std::bit_cast<uint32_t>(sin_magnitude) ^ sin_sign);
-  cos_out = std::bit_cast<float>(std::bit_cast<uint32_t>(cos_magnitude) ^ cos_sign);
+  sin_out = compat::bit_cast<float>(compat::bit_cast<uint32_t>(sin_magnitude) ^ sin_sign);
+  cos_out = compat::bit_cast<float>(compat::bit_cast<uint32_t>(cos_magnitude) ^ cos_sign);
 }
 
 }  // namespace autograd::random::avx2_emulation

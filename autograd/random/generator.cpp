@@ -4,7 +4,6 @@
 #include "autograd/random/generator.h"
 
 #include <atomic>
-#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <numbers>
@@ -14,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "autograd/compat.h"
 #include "autograd/random/avx2_mathfun_emulation.h"
 
 // The uniform and normal fills must round after every multiply and add, like PyTorch's portable
@@ -131,11 +131,11 @@ std::vector<uint8_t> Generator::get_state() const {
   put_le<uint64_t>(out, kNextAt, next_);
   for (int i = 0; i < kN; ++i) put_le<uint64_t>(out, kWordsAt + 8 * static_cast<size_t>(i), state_[i]);
   if (next_double_normal_) {
-    put_le<uint64_t>(out, kNormalYAt, std::bit_cast<uint64_t>(*next_double_normal_));
+    put_le<uint64_t>(out, kNormalYAt, compat::bit_cast<uint64_t>(*next_double_normal_));
     put_le<uint32_t>(out, kNormalValidAt, 1u);
   }
   if (next_float_normal_) {
-    put_le<uint32_t>(out, kFloatSampleAt, std::bit_cast<uint32_t>(*next_float_normal_));
+    put_le<uint32_t>(out, kFloatSampleAt, compat::bit_cast<uint32_t>(*next_float_normal_));
     out[kFloatValidAt] = 1;
   }
   return out;
@@ -171,8 +171,8 @@ void Generator::set_state(const std::vector<uint8_t>& state) {
   next_ = static_cast<uint32_t>(next);
   next_double_normal_.reset();
   next_float_normal_.reset();
-  if (double_valid) next_double_normal_ = std::bit_cast<double>(get_le<uint64_t>(state, kNormalYAt));
-  if (float_valid) next_float_normal_ = std::bit_cast<float>(get_le<uint32_t>(state, kFloatSampleAt));
+  if (double_valid) next_double_normal_ = compat::bit_cast<double>(get_le<uint64_t>(state, kNormalYAt));
+  if (float_valid) next_float_normal_ = compat::bit_cast<float>(get_le<uint32_t>(state, kFloatSampleAt));
 }
 
 namespace {
