@@ -78,7 +78,7 @@ static Edge edge_to(const Tensor& t) {
 }
 
 Tensor record(const char* name, Tensor out, std::span<const Tensor> inputs, std::span<const Tensor> saved,
-              BackwardFn backward, std::source_location where) {
+              BackwardFn backward, SourceLocation where) {
   if (!grad_enabled) return out;
   bool any = false;
   for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());

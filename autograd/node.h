@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#if __has_include(<source_location>)
 #include <source_location>
+#endif
 #include <span>
 #include <string_view>
 #include <string>
@@ -18,6 +20,31 @@
 #include "autograd/tensor.h"
 
 namespace autograd {
+
+// Where a node was recorded: SourceLocation, or, where the standard library's needs a compiler
+// builtin the compiler lacks (clang 14 with libstdc++ 12, the fuzz build), the same four facts from the
+// builtins clang and GCC have long had. function_name() is then the bare name ("log"), not the signature.
+#if defined(__cpp_lib_source_location)
+using SourceLocation = SourceLocation;
+#else
+struct SourceLocation {
+  static constexpr SourceLocation current(const char* file = __builtin_FILE(), const char* function = __builtin_FUNCTION(),
+                                          unsigned line = __builtin_LINE(), unsigned column = __builtin_COLUMN()) noexcept {
+    SourceLocation s;
+    s.file_ = file, s.function_ = function, s.line_ = line, s.column_ = column;
+    return s;
+  }
+  constexpr const char* file_name() const noexcept { return file_; }
+  constexpr const char* function_name() const noexcept { return function_; }
+  constexpr unsigned line() const noexcept { return line_; }
+  constexpr unsigned column() const noexcept { return column_; }
+
+ private:
+  const char* file_ = "";
+  const char* function_ = "";
+  unsigned line_ = 0, column_ = 0;
+};
+#endif
 
 using Grads = memory::SmallVector<Tensor, 3>;  // one entry per input; an undefined Tensor means "no gradient"
 
@@ -51,7 +78,7 @@ struct Node {
   Shape output_shape;           // the shape the incoming gradient must have
   DType output_dtype = DType::Float32;
   uint64_t sequence_nr = 0;     // creation order: among ready nodes, the engine runs the newest first
-  std::source_location where;   // the op function that recorded it
+  SourceLocation where;   // the op function that recorded it
   std::string_view call_site;   // the user-level label active when recorded (interned; see CallSite)
   bool released = false;
 
@@ -65,11 +92,11 @@ struct Node {
 // mode or when no input requires grad. `saved` lists the tensors the closure captured, so modifying one
 // of them in place before backward is detected.
 Tensor record(const char* name, Tensor out, std::span<const Tensor> inputs, std::span<const Tensor> saved,
-              BackwardFn backward, std::source_location where = std::source_location::current());
+              BackwardFn backward, SourceLocation where = SourceLocation::current());
 // The usual call, with braced lists: record("MulBackward0", out, {a, b}, {a, b}, closure).
 inline Tensor record(const char* name, Tensor out, std::initializer_list<Tensor> inputs,
                      std::initializer_list<Tensor> saved, BackwardFn backward,
-                     std::source_location where = std::source_location::current()) {
+                     SourceLocation where = SourceLocation::current()) {
   return record(name, std::move(out), std::span<const Tensor>(inputs.begin(), inputs.size()),
                 std::span<const Tensor>(saved.begin(), saved.size()), std::move(backward), where);
 }

@@ -148,29 +148,33 @@ template <typename T, int VB>
 // ---- packing B = Kᵀ (q @ kᵀ, x @ Wᵀ): transposing 8 x 8 tiles in registers
 // Eight rows of K, as eight vectors, become eight rows of B: r[j][i] = K[i][j] afterwards. Three
 // rounds of shuffles (pairs of floats, then pairs of pairs, then halves), the classic AVX transpose
-// written with GCC's portable __builtin_shuffle.
+// written with GCC's portable __builtin_shuffle (clang's spelling, __builtin_shufflevector, takes the
+// same indices as constants: the fuzz build uses clang).
+#if defined(__clang__)
+#define SG_SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define SG_SHUFFLE(a, b, ...) __builtin_shuffle(a, b, M{__VA_ARGS__})
+#endif
 [[gnu::always_inline]] inline void transpose_8x8(Vector32<float>::type r[8]) {
   using V = Vector32<float>::type;
-  typedef int M __attribute__((vector_size(32)));
-  const M lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
-  const M lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
-  const M first_halves = {0, 1, 2, 3, 8, 9, 10, 11}, second_halves = {4, 5, 6, 7, 12, 13, 14, 15};
+  [[maybe_unused]] typedef int M __attribute__((vector_size(32)));
   V t[8], u[8];
   for (int i = 0; i < 8; i += 2) {
-    t[i] = __builtin_shuffle(r[i], r[i + 1], lo);
-    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], hi);
+    t[i] = SG_SHUFFLE(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[i + 1] = SG_SHUFFLE(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
   }
   for (int i = 0; i < 8; i += 4) {
-    u[i] = __builtin_shuffle(t[i], t[i + 2], lo2);
-    u[i + 1] = __builtin_shuffle(t[i], t[i + 2], hi2);
-    u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], lo2);
-    u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], hi2);
+    u[i] = SG_SHUFFLE(t[i], t[i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[i + 1] = SG_SHUFFLE(t[i], t[i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    u[i + 2] = SG_SHUFFLE(t[i + 1], t[i + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[i + 3] = SG_SHUFFLE(t[i + 1], t[i + 3], 2, 3, 10, 11, 6, 7, 14, 15);
   }
   for (int j = 0; j < 4; ++j) {
-    r[j] = __builtin_shuffle(u[j], u[j + 4], first_halves);
-    r[j + 4] = __builtin_shuffle(u[j], u[j + 4], second_halves);
+    r[j] = SG_SHUFFLE(u[j], u[j + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    r[j + 4] = SG_SHUFFLE(u[j], u[j + 4], 4, 5, 6, 7, 12, 13, 14, 15);
   }
 }
+#undef SG_SHUFFLE
 
 // dst (kc rows of W values, zero past column n) = rows [0, kc) of B, where B[p, col] = b[p + col * bcs]
 // (B is the transpose of a row-major K with row stride bcs). Floats go 8 x 8 tiles at a time; the

@@ -21,7 +21,7 @@ std::string_view intern(std::string label) {
 }  // namespace
 
 CallSite::CallSite(std::string label) : previous_(call_site) { call_site = intern(std::move(label)); }
-CallSite::CallSite(std::source_location where) : previous_(call_site) {
+CallSite::CallSite(SourceLocation where) : previous_(call_site) {
   call_site = intern(fmt::format("{}:{}", std::filesystem::path(where.file_name()).filename().string(), where.line()));
 }
 CallSite::~CallSite() { call_site = previous_; }

@@ -1,6 +1,5 @@
 // inspect/call_site.h — labels for user-level code, and the text that says where a node came from.
 #pragma once
-#include <source_location>
 #include <string>
 #include <string_view>
 
@@ -19,7 +18,7 @@ namespace autograd::inspect {
 class CallSite {
  public:
   explicit CallSite(std::string label);
-  explicit CallSite(std::source_location where = std::source_location::current());
+  explicit CallSite(SourceLocation where = SourceLocation::current());
   ~CallSite();
   CallSite(const CallSite&) = delete;
   CallSite& operator=(const CallSite&) = delete;

@@ -4,7 +4,6 @@
 // MeanBackward0, mean(dim) MeanBackward1, max(dim) MaxBackward0, max() MaxBackward1.
 #include <algorithm>
 #include <cmath>
-#include <source_location>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -46,7 +45,7 @@ static Tensor sum_values(const Tensor& a, const std::vector<int64_t>& dims, bool
 // out = Σ a over `dims` (all dims when empty): every input element gets the gradient of its sum.
 // `where` defaults to the caller, so the node says it was recorded by sum() (or mean()), not here.
 static Tensor sum_impl(const char* name, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim,
-                       std::source_location where = std::source_location::current()) {
+                       SourceLocation where = SourceLocation::current()) {
   Shape kept;
   Tensor out = sum_values(a, dims, keepdim, kept);
   if (!needs_grad({a})) return out;
@@ -83,7 +82,7 @@ Tensor sum_to(const Tensor& a, const Shape& shape) {
 // out = (Σ a over `dims`) / n, n the number of elements each output averages: the sum, then one
 // division (PyTorch's CPU mean does sum_out(...).div_(n)). Every input element gets g / n.
 static Tensor mean_impl(const char* name, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, int64_t n,
-                        std::source_location where = std::source_location::current()) {
+                        SourceLocation where = SourceLocation::current()) {
   Shape kept;
   Tensor out;
   {

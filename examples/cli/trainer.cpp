@@ -32,6 +32,8 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw UsageError(message);
 }
 
+}  // namespace
+
 void check_train_options(const TrainOptions& o) {
   require(o.steps >= 1, fmt::format("--steps must be at least 1, got {}", o.steps));
   require(o.batch >= 1, fmt::format("--batch must be at least 1, got {}", o.batch));
@@ -57,6 +59,8 @@ void check_train_options(const TrainOptions& o) {
   require(o.model != "gpt" || o.warmup < o.steps,
           fmt::format("--warmup {} must be below --steps {} (the cosine decay needs steps after it)", o.warmup, o.steps));
 }
+
+namespace {
 
 Device checked_device(const std::string& name) {
   Device d;
