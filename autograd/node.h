@@ -25,7 +25,7 @@ namespace autograd {
 // builtin the compiler lacks (clang 14 with libstdc++ 12, the fuzz build), the same four facts from the
 // builtins clang and GCC have long had. function_name() is then the bare name ("log"), not the signature.
 #if defined(__cpp_lib_source_location)
-using SourceLocation = SourceLocation;
+using SourceLocation = std::source_location;
 #else
 struct SourceLocation {
   static constexpr SourceLocation current(const char* file = __builtin_FILE(), const char* function = __builtin_FUNCTION(),

@@ -31,7 +31,10 @@ static Shape drop_reduced(const Shape& shape, const std::vector<bool>& reduced) 
 // The forward of sum and mean: the reduced values (no node recorded), and the kept shape.
 static Tensor sum_values(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, Shape& kept) {
   std::vector<bool> reduced(size_t(a.dim()), dims.empty());  // no dims: reduce everything
-  for (int64_t d : dims) reduced[size_t(wrap_dim(d, a.dim(), "sum"))] = true;
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim(d, a.dim(), "sum");
+    if (a.dim() > 0) reduced[size_t(w)] = true;  // a 0-d tensor's dim 0 (or -1) reduces nothing, as in PyTorch
+  }
   kept = keepdim_shape(a.shape(), reduced);
   Tensor out = empty(kept, a.dtype() == DType::Bool ? DType::Int64 : a.dtype(), a.device());
   {

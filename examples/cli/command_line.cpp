@@ -3,11 +3,24 @@
 
 #include <ostream>
 
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 
 #include "nn/safetensors.h"
 
 namespace cli {
+
+std::string one_line(std::string_view message) {
+  std::string out;
+  for (char c : message) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\x{:02x}", int(c));
+    else out += c;
+  }
+  return out;
+}
 
 Command parse_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"scratchgrad: train a character-level attention model or GPT, and sample from it"};
@@ -65,7 +78,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
     c.status = app.exit(e, out, err);
     return c;
   } catch (const CLI::ParseError& e) {
-    err << "scratchgrad: error: " << e.what() << " (see scratchgrad --help)\n";
+    err << "scratchgrad: error: " << one_line(e.what()) << " (see scratchgrad --help)\n";
     c.status = 2;
     return c;
   }
@@ -100,13 +113,13 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
   try {
     return run_command(parse_command_line(argc, argv, out, err), out);
   } catch (const UsageError& e) {
-    err << "scratchgrad: error: " << e.what() << "\n";
+    err << "scratchgrad: error: " << one_line(e.what()) << "\n";
     return 2;
   } catch (const nn::CheckpointError& e) {
-    err << "scratchgrad: error: " << e.what() << "\n";
+    err << "scratchgrad: error: " << one_line(e.what()) << "\n";
     return 2;
   } catch (const std::exception& e) {
-    err << "scratchgrad: internal error: " << e.what() << "\n";
+    err << "scratchgrad: internal error: " << one_line(e.what()) << "\n";
     return 1;
   }
 }

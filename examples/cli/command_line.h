@@ -4,6 +4,7 @@
 #pragma once
 #include <iosfwd>
 #include <string>
+#include <string_view>
 
 #include "trainer.h"
 
@@ -23,6 +24,10 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
 
 // Runs a parsed command; bad input throws UsageError or nn::CheckpointError.
 int run_command(const Command& command, std::ostream& out);
+
+// `message` with its line breaks and other control characters written as \n, \r, \x01: what is printed
+// stays one line even when it quotes an argument or a file name that holds a line break.
+std::string one_line(std::string_view message);
 
 // Both, turning every bad input into one line on `err` and exit status 2 (anything else: "internal error", 1).
 int run_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err);

@@ -4,8 +4,9 @@
 // are checked (cli::check_train_options). Commands that are cheap are then run in a scratch folder that
 // holds a real checkpoint of each model (mini.safetensors, gpt.safetensors) and a text (text.txt): a
 // train of at most a few thousand multiply-adds a step, a generate of at most 64 characters, any info.
-// Checks: no crash; every refusal is a one-line cli::UsageError or nn::CheckpointError (never the
-// "internal error" of another exception); a parse error or --help gives exit status 2 or 0.
+// Checks: no crash; every refusal is a cli::UsageError or nn::CheckpointError with a message (never the
+// "internal error" of another exception), printed as one line (cli::one_line writes a line break that an
+// argument holds as \n); a parse error or --help gives exit status 2 or 0, a parse error one line.
 // Corpus: corpus/cli/, with the flags in cli.dict.
 #include <unistd.h>
 
@@ -94,10 +95,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (c.kind == cli::Command::Kind::generate && c.generate.tokens > 64) return 0;
     cli::run_command(c, out);
-  } catch (const cli::UsageError& e) {
-    fuzz::check_message(e, "UsageError");
+  } catch (const cli::UsageError& e) {  // printed through cli::one_line, as run_command_line does
+    fuzz::check_message(std::runtime_error(cli::one_line(e.what())), "UsageError");
   } catch (const nn::CheckpointError& e) {
-    fuzz::check_message(e, "CheckpointError");
+    fuzz::check_message(std::runtime_error(cli::one_line(e.what())), "CheckpointError");
   } catch (const std::exception& e) {
     fuzz::fail(std::string("an error the command line calls internal: ") + e.what());
   }

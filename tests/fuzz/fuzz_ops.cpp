@@ -10,7 +10,8 @@
 //   - an invalid call throws a std::exception with a one-line message (never a wrong answer);
 //   - the gradients of the last tensor (through a weighted sum) pass float64 gradcheck;
 //   - the same sequence in float32 (the training kernels) stays within 1e-3 of the reference.
-// Corpus: corpus/ops/ (byte strings that decode to one or two of each op).
+// Corpus: corpus/ops/ (byte strings that decode to one or two of each op). FUZZ_OPS_VERBOSE=1 prints
+// each decoded op, its operands' shapes and the reference's verdict.
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -667,6 +668,7 @@ std::vector<Tensor> run(const Program& p, const std::vector<Tensor>& leaves) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const bool verbose = std::getenv("FUZZ_OPS_VERBOSE") != nullptr;  // print each op as it is decoded
   Bytes in{data, size};
   std::vector<Ref> leaves;  // reference values of every leaf: the first ones, then layer_norm's
   Program program;
@@ -685,6 +687,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (too_big(op, slots)) continue;
     const std::string what = op.describe(shapes);
     Verdict verdict = reference(op, slots, leaves);
+    if (verbose) std::fprintf(stderr, "op %d: %s: %s\n", step, what.c_str(), verdict.kind == Verdict::valid ? "valid" : verdict.kind == Verdict::invalid ? "invalid" : "unsure");
     if (verdict.kind == Verdict::valid && count(verdict.out.shape) > kMaxElements) continue;
     Tensor out;
     try {
@@ -713,7 +716,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // the same program in float32: the training kernels
   std::vector<Tensor> leaves32;
   for (const Tensor& t : leaf_tensors) leaves32.push_back(t.detach().to(DType::Float32).requires_grad_());
-  std::vector<Tensor> out32 = run(program, leaves32);
+  std::vector<Tensor> out32;
+  try {
+    out32 = run(program, leaves32);
+  } catch (const std::exception& e) {
+    fuzz::fail(fmt::format("the float32 run of a valid program threw: {}", e.what()));
+  }
   for (size_t i = size_t(program.first_leaves); i < out32.size(); ++i) {
     fuzz::expect(out32[i].dtype() == DType::Float32, "a float32 program gave a tensor of another dtype");
     compare(out32[i], slots[i], 1e-3, fmt::format("float32 {}", kNames[program.ops[i - size_t(program.first_leaves)].kind]));
@@ -728,7 +736,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < last.v.size(); ++i) w.push_back(0.5 + 0.25 * std::sin(double(i) + 1));
   const Tensor weights = from_vector(w, last.shape, DType::Float64);
   auto f = [&](const std::vector<Tensor>& xs) { return (run(program, xs).back() * weights).sum(); };
-  auto result = inspect::gradcheck(f, leaf_tensors, {.eps = 1e-6, .atol = 1e-5, .rtol = 1e-3});
+  inspect::GradcheckResult result;
+  try {
+    result = inspect::gradcheck(f, leaf_tensors, {.eps = 1e-6, .atol = 1e-5, .rtol = 1e-3});
+  } catch (const std::exception& e) {
+    fuzz::fail(fmt::format("backward (in gradcheck) of a valid program threw: {}", e.what()));
+  }
   if (!result) {
     std::string ops;
     for (const Op& op : program.ops) ops += std::string(ops.empty() ? "" : " → ") + kNames[op.kind];

@@ -4,6 +4,7 @@
 # run adds stays there, the committed seeds are not touched). Logs: BUILD/fuzz/TARGET.log; a crashing
 # input: BUILD/fuzz/artifacts/TARGET/crash-*. Exits 1 if any target found a crash (or failed to run).
 set -uo pipefail
+export UBSAN_OPTIONS="print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 build=$1 seconds=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,6 +18,8 @@ for target in "$@"; do
   cp "$here/corpus/$target"/* "$out/corpus/$target"/
   dict=()
   [ -f "$here/$target.dict" ] && dict=(-dict="$here/$target.dict")
+  # the op fuzzer's programs grow with their bytes (an op takes 3 to 20): let inputs reach 16 ops
+  [ "$target" = ops ] && dict+=(-max_len=512)
   echo "== fuzz_$target: ${seconds}s (log: $out/$target.log)"
   "$bin" "${dict[@]}" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$out/artifacts/$target/" "$out/corpus/$target" >"$out/$target.log" 2>&1
