@@ -101,7 +101,9 @@ static Tensor mean_impl(const char* name, const Tensor& a, const std::vector<int
 
 Tensor mean(const Tensor& a) { return mean_impl("MeanBackward0", a, {}, false, a.numel()); }
 Tensor mean(const Tensor& a, int64_t dim, bool keepdim) {
-  return mean_impl("MeanBackward1", a, {dim}, keepdim, a.size(dim));
+  // a 0-d tensor's dim 0 (or -1) holds its one value, as for sum
+  const int64_t n = a.dim() == 0 ? (wrap_dim(dim, 0, "mean"), int64_t(1)) : a.size(dim);
+  return mean_impl("MeanBackward1", a, {dim}, keepdim, n);
 }
 
 std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim_in, bool keepdim) {

@@ -33,14 +33,20 @@ inline void check_message(const std::exception& e, std::string_view kind) {
     fail(std::string(kind) + " with a message of more than one line: " + m);
 }
 
-// A folder for this process's files (the targets run several at a time on one machine).
+// A folder for this process's files (the targets run several at a time on one machine). A clean exit
+// removes it; a crash (abort) leaves it, to look at.
+struct ScratchDir {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("scratchgrad-fuzz-" + std::to_string(getpid()));
+  ScratchDir() { std::filesystem::create_directories(path); }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
 inline const std::filesystem::path& scratch_dir() {
-  static const std::filesystem::path dir = [] {
-    std::filesystem::path d = std::filesystem::temp_directory_path() / ("scratchgrad-fuzz-" + std::to_string(getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const ScratchDir dir;
+  return dir.path;
 }
 
 inline std::string write_scratch(const std::string& name, const uint8_t* data, size_t size) {

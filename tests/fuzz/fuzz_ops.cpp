@@ -8,7 +8,8 @@
 //   - no crash and no sanitizer report;
 //   - a valid call succeeds, and its values equal the reference's (to 1e-9, relative);
 //   - an invalid call throws a std::exception with a one-line message (never a wrong answer);
-//   - the gradients of the last tensor (through a weighted sum) pass float64 gradcheck;
+//   - the gradients of the last tensor (through a weighted sum) pass float64 gradcheck (unless a
+//     layer_norm row had a variance under 1e-2: then central differences are too coarse);
 //   - the same sequence in float32 (the training kernels) stays within 1e-3 of the reference.
 // Corpus: corpus/ops/ (byte strings that decode to one or two of each op). FUZZ_OPS_VERBOSE=1 prints
 // each decoded op, its operands' shapes and the reference's verdict.
@@ -219,6 +220,10 @@ Verdict unsure() { return {Verdict::unsure, {}}; }
 
 bool dim_ok(int64_t d, size_t rank) { return d >= -int64_t(rank) && d < int64_t(rank); }
 int64_t wrap(int64_t d, size_t rank) { return d < 0 ? d + int64_t(rank) : d; }
+
+// Set by a layer_norm of a row with a tiny variance: its gradients (up to 1/(var + eps)) are then too
+// steep for central differences with eps 1e-6 to agree to rtol 1e-3, so gradcheck is skipped.
+bool ill_conditioned = false;
 
 Verdict reference(const Op& op, const std::vector<Ref>& slots, const std::vector<Ref>& leaves) {
   const Ref& a = slots[size_t(op.a)];
@@ -477,6 +482,7 @@ Verdict reference(const Op& op, const std::vector<Ref>& slots, const std::vector
         mean /= double(M);
         for (int64_t j = 0; j < M; ++j) var += (a.v[size_t(row * M + j)] - mean) * (a.v[size_t(row * M + j)] - mean);
         var /= double(M);
+        if (var + 1e-5 < 1e-2) ill_conditioned = true;
         const double rstd = 1.0 / std::sqrt(var + 1e-5);
         for (int64_t j = 0; j < M; ++j) {
           double y = (a.v[size_t(row * M + j)] - mean) * rstd;
@@ -670,6 +676,7 @@ std::vector<Tensor> run(const Program& p, const std::vector<Tensor>& leaves) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const bool verbose = std::getenv("FUZZ_OPS_VERBOSE") != nullptr;  // print each op as it is decoded
   Bytes in{data, size};
+  ill_conditioned = false;
   std::vector<Ref> leaves;  // reference values of every leaf: the first ones, then layer_norm's
   Program program;
   program.first_leaves = int(1 + in.pick(3));
@@ -730,7 +737,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // gradcheck of a weighted sum of the last tensor, through every recorded op
   size_t inputs = 0;
   for (const Ref& r : leaves) inputs += r.v.size();
-  if (inputs > 96) return 0;
+  if (inputs > 96 || ill_conditioned) return 0;
   const Ref& last = slots.back();
   std::vector<double> w;
   for (size_t i = 0; i < last.v.size(); ++i) w.push_back(0.5 + 0.25 * std::sin(double(i) + 1));
