@@ -15,6 +15,7 @@
 #include "test_process.h"
 #include "command_line.h"
 #include "text.h"
+#include "trainer.h"
 
 using namespace autograd;
 namespace fs = std::filesystem;
@@ -148,4 +149,22 @@ TEST(Fuzzed, EmbeddingRefusesTheIndexMinus1MinusRows) {
   Tensor lp = log_softmax(zeros({2, 3}), 1);
   EXPECT_NO_THROW(nll_loss(lp, from_vector(std::vector<int64_t>{-100, 1}, {2})));
   EXPECT_THROW_WITH(nll_loss(lp, from_vector(std::vector<int64_t>{-4, 1}, {2})), std::out_of_range, "nll_loss", "-4");
+}
+
+// fuzz_checkpoint: metadata whose "dim" (or "context", "layers") lies built a model of that size before
+// any tensor was compared with it, and asked the allocator for terabytes (ASan: requested allocation size
+// exceeds maximum supported size). The sizes are now checked against the file's own tensors first.
+TEST(Fuzzed, CheckpointMetadataThatLiesAboutTheSizesIsRefusedBeforeBuilding) {
+  const std::string corpus = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/fuzz/corpus/checkpoint/";
+  std::ostringstream out;
+  nn::Checkpoint ck = nn::load_safetensors(corpus + "mini.safetensors");
+  ck.metadata["dim"] = "99999999999";
+  const std::string huge = testing_process::scratch("huge-dim.safetensors").string();
+  nn::save_safetensors(huge, ck.tensors, ck.metadata);
+  EXPECT_THROW_WITH(cli::run_info(huge, out), nn::CheckpointError, huge, "size mismatch for head.weight",
+                    "dim 99999999999", "[29, 4]");
+  const std::string layers = corpus + "gpt-many-layers.safetensors";  // the GPT, "layers" 9 for 1 block
+  EXPECT_THROW_WITH(cli::run_info(layers, out), nn::CheckpointError, layers, "trf_blocks.8.att.W_key.weight", "lacks");
+  EXPECT_NO_THROW(cli::run_info(corpus + "gpt.safetensors", out));
+  EXPECT_NO_THROW(cli::run_info(corpus + "mini.safetensors", out));
 }

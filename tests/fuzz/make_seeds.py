@@ -20,6 +20,12 @@ def safetensors(header_json, data=b""):
     h = header_json.encode()
     return struct.pack("<Q", len(h)) + h + data
 
+def patched(data, old, new):
+    """data with `old` replaced by `new` in its header, and the header length fixed to match"""
+    n = struct.unpack("<Q", data[:8])[0]
+    header = data[8 : 8 + n].replace(old, new)
+    return struct.pack("<Q", len(header)) + header + data[8 + n :]
+
 # ---- real checkpoints of both models (small sizes)
 tmp = tempfile.mkdtemp()
 text = os.path.join(tmp, "text.txt")
@@ -44,7 +50,7 @@ for target in ("safetensors", "checkpoint"):
 
     # metadata that lies about the model
     put(target, "metadata-huge-dim.safetensors",
-        real["mini"].replace(b'"dim":"4"', b'"dim":"99999999999"'))
+        patched(real["mini"], b'"dim":"4"', b'"dim":"99999999999"'))
 
 put("safetensors", "empty.safetensors", b"")
 put("safetensors", "short.safetensors", b"\x05\x00\x00")
@@ -63,7 +69,7 @@ put("safetensors", "unknown-dtype.safetensors", safetensors('{"a":{"dtype":"F16"
 put("checkpoint", "no-format.safetensors", real["mini"].replace(b'"format"', b'"formax"'))
 put("checkpoint", "gpt-zero-layers.safetensors", real["gpt"].replace(b'"layers":"1"', b'"layers":"0"'))
 put("checkpoint", "gpt-many-layers.safetensors", real["gpt"].replace(b'"layers":"1"', b'"layers":"9"'))
-put("checkpoint", "bad-vocab.safetensors", real["mini"].replace(b'"vocab":"', b'"vocab":"\\u00ff\\ud800'))
+put("checkpoint", "bad-vocab.safetensors", patched(real["mini"], b'"vocab":"', b'"vocab":"\\u00ff\\ud800'))
 
 # ---- text files
 put("text", "workshop.txt", "aditi likes warm dosa ")
