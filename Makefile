@@ -5,8 +5,14 @@ JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 # libopenmpi-dev and openmpi-bin: data parallelism (nn/dist/) and its 2-rank tests; the build works without them.
 PACKAGES = cmake g++ make libblis-dev libfmt-dev libgtest-dev libcli11-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin
 CMAKE_FLAGS ?=
+# `make fuzz`: each libFuzzer target in tests/fuzz/ runs FUZZ_SECONDS on a copy of its corpus (clang build
+# in FUZZ_BUILD, with ASan + UBSan); it fails if any target finds a crash. FUZZ_TARGETS picks some.
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_TARGETS ?= safetensors checkpoint text cli ops
+FUZZ_PACKAGES = $(PACKAGES) clang libclang-rt-14-dev
 
-.PHONY: all deps configure build test train bench lab lab-deps clean
+.PHONY: all deps configure build test train bench lab lab-deps clean fuzz fuzz-deps fuzz-build
 
 all: build
 
@@ -33,6 +39,17 @@ test: build
 
 train: build
 	@$(BUILD)/bin/scratchgrad train
+
+fuzz-deps:
+	@$(MAKE) --no-print-directory deps PACKAGES="$(FUZZ_PACKAGES)"
+
+fuzz-build: fuzz-deps
+	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCRATCHGRAD_FUZZ=ON -DSCRATCHGRAD_MPI=OFF \
+	  -DSCRATCHGRAD_TESTS=OFF -DSCRATCHGRAD_BENCH=OFF -DSCRATCHGRAD_CUDA=OFF >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+
+fuzz: fuzz-build
+	@tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 bench: build
 	@bench/compare.sh

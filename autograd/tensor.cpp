@@ -224,7 +224,7 @@ Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType 
     throw std::invalid_argument(fmt::format("from_vector: {} values do not fill shape {} ({} elements)", values.size(),
                                             shape_to_string(shape), shape_numel(shape)));
   Tensor src = empty(shape, DType::Float64);
-  std::memcpy(src.raw_data(), values.data(), values.size() * sizeof(double));
+  if (!values.empty()) std::memcpy(src.raw_data(), values.data(), values.size() * sizeof(double));  // (no null pointers)
   return dtype == DType::Float64 ? src : src.to(dtype);
 }
 
@@ -233,7 +233,7 @@ template <typename T> static Tensor from_typed(const std::vector<T>& values, con
     throw std::invalid_argument(fmt::format("from_vector: {} values do not fill shape {} ({} elements)", values.size(),
                                             shape_to_string(shape), shape_numel(shape)));
   Tensor t = empty(shape, dtype_of<T>::value);
-  std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
   return t;
 }
 Tensor from_vector(const std::vector<float>& v, const Shape& s) { return from_typed(v, s); }

@@ -268,6 +268,11 @@ Checkpoint load_safetensors(const std::string& path) {
       fail(path, fmt::format("tensor '{}' ends at byte {} but the data has only {} bytes (truncated file)", name, end,
                              data_size));
     ranges.emplace_back(begin, end);
+    if (*dtype == DType::Bool)  // a C++ bool holds 0 or 1; any other byte would be read as neither
+      for (size_t i = begin; i < end; ++i)
+        if (static_cast<unsigned char>(data[i]) > 1)
+          fail(path, fmt::format("tensor '{}' of dtype BOOL holds the byte {} at element {} (a bool is 0 or 1)", name,
+                                 int(static_cast<unsigned char>(data[i])), i - begin));
     Tensor t = empty(shape, *dtype);
     if (expected) std::memcpy(t.raw_data(), data + begin, expected);
     ck.tensors.emplace_back(name, t);

@@ -163,6 +163,7 @@ template <typename Rows> void for_row_ranges(int64_t rows, int64_t n, Rows rows_
 template <typename T>
 void softmax_typed(const Tensor& in, int64_t dim, bool log, const Tensor& out) {
   const int64_t n = in.shape()[size_t(dim)];
+  if (in.numel() == 0) return;  // no rows, or rows of no values (whose max would read past the end)
   if constexpr (std::is_same_v<T, float>) {
     if (dim == in.dim() - 1 && n > 0 && in.is_contiguous() && out.is_contiguous()) {
       const float* x = ptr<float>(in);
@@ -219,6 +220,7 @@ void log_softmax_backward_float_rows(const float* y, const float* g, float* gx, 
 
 template <typename T>
 void softmax_backward_typed(const Tensor& y, const Tensor& g, int64_t dim, bool log, const Tensor& gx) {
+  if (y.numel() == 0) return;  // rows of no values: the lane sums would read past the end
   // y, g and gx are contiguous (the op makes sure), so each row shares one offset and one stride.
   const int64_t n = y.shape()[size_t(dim)], s = y.strides()[size_t(dim)];
   const bool last = dim == y.dim() - 1;

@@ -96,7 +96,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     // [..., M, K] @ [K, N]: fold the batch into the rows for one big product (as PyTorch does)
     Shape out_shape(a.shape().begin(), a.shape().end() - 1);
     out_shape.push_back(b.size(1));
-    Tensor folded = batched_product(a.reshape({-1, a.size(-1)}), b, "MmBackward0");
+    // (the row count spelled out: reshape cannot infer a -1 next to a size-0 K)
+    Tensor folded = batched_product(a.reshape({shape_numel(Shape(a.shape().begin(), a.shape().end() - 1)), a.size(-1)}), b,
+                                    "MmBackward0");
     Tensor out = folded.detach().view(out_shape);
     if (!needs_grad({folded})) return out;
     return record("UnsafeViewBackward0", out, {folded}, {}, [shape = folded.shape()](const Tensor& g) {
@@ -145,7 +147,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   // a batch of rows: flatten to one matrix, one addmm, view back (PyTorch's _flatten_3d_linear)
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   out_shape.push_back(weight.size(0));
-  return addmm(bias, x.reshape({-1, x.size(-1)}), weight.t()).view(out_shape);
+  return addmm(bias, x.reshape({shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)), x.size(-1)}), weight.t())
+      .view(out_shape);
 }
 
 }  // namespace autograd

@@ -108,12 +108,18 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
 
 // ---------------------------------------------------------------- embedding
 
-static void check_indices(const Tensor& indices, int64_t limit, int64_t allowed, const char* op, const char* what) {
+// Every index in [0, limit), or equal to `allowed` (nll_loss's ignore_index; embedding has none).
+static void check_indices(const Tensor& indices, int64_t limit, std::optional<int64_t> allowed, const char* op,
+                          const char* what) {
   if (indices.dtype() != DType::Int64)
     throw std::invalid_argument(fmt::format("{}: indices must be int64, got {} (shape {})", op,
                                             dtype_name(indices.dtype()), indices.shape_str()));
   Tensor flat = indices.contiguous();
-  const int64_t at = backend(indices.device()).find_index_outside(flat, limit, allowed);
+  // Without an allowed value the kernel is told 0, which is in range anyway, unless the range is empty:
+  // then the first index of all is outside. (An invented sentinel such as -1 - limit would let that
+  // index through, and the lookup read before the weight.)
+  const int64_t at = !allowed && limit <= 0 ? (flat.numel() > 0 ? 0 : -1)
+                                            : backend(indices.device()).find_index_outside(flat, limit, allowed.value_or(0));
   if (at < 0) return;
   throw std::out_of_range(fmt::format("{}: index {} (at flat position {} of indices shaped {}) is out of range for {} {}",
                                       op, flat.reshape({-1})[at].item<int64_t>(), at, indices.shape_str(), limit, what));
@@ -124,7 +130,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
     throw std::invalid_argument(fmt::format("embedding: weight must be 2-D [num_embeddings, dim], got {}", weight.shape_str()));
   const int64_t rows = weight.size(0), dim = weight.size(1);
   // range-checked against a sentinel no index can equal
-  check_indices(indices, rows, -1 - rows, "embedding", "embedding rows");
+  check_indices(indices, rows, std::nullopt, "embedding", "embedding rows");
   if (indices.device() != weight.device())
     throw std::invalid_argument(fmt::format("embedding: indices on {} but weight on {}", indices.device().str(),
                                             weight.device().str()));
@@ -138,7 +144,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return record("EmbeddingBackward0", out, {weight}, {}, [flat, wshape](const Tensor& g) {
     // each output row came from one weight row: add it back there (repeated indices accumulate)
     Tensor gw = zeros(wshape, g.dtype(), g.device());
-    backend(g.device()).index_add_rows(g.contiguous().reshape({-1, wshape[1]}), flat, gw);
+    backend(g.device()).index_add_rows(g.contiguous().reshape({flat.numel(), wshape[1]}), flat, gw);  // (no -1: dim may be 0)
     return Grads{gw};
   });
 }

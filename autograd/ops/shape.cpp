@@ -231,8 +231,16 @@ static Tensor scatter_into_zeros(const Tensor& g, const Shape& in_shape, const s
   return full_grad;
 }
 
+// The dim of `t` that `op` takes a length of: a 0-d tensor has none (wrap_dim alone would accept dim 0
+// and -1 there, as reductions do, and the op would read past the end of the empty shape).
+static int64_t sized_dim(const Tensor& t, int64_t d, const char* op) {
+  if (t.dim() == 0)
+    throw std::invalid_argument(fmt::format("{}: dimension {} given, but a 0-d tensor has no dimensions (shape [])", op, d));
+  return wrap_dim(d, t.dim(), op);
+}
+
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_in, std::optional<int64_t> end_in, int64_t step) const {
-  d = wrap_dim(d, dim(), "slice");
+  d = sized_dim(*this, d, "slice");
   if (step <= 0) throw std::invalid_argument(fmt::format("slice: step must be positive, got {}", step));
   int64_t n = shape()[size_t(d)];
   auto clamp = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
@@ -250,7 +258,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_in, std::optional<i
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
-  int64_t wd = wrap_dim(d, dim(), "narrow");
+  int64_t wd = sized_dim(*this, d, "narrow");
   int64_t n = shape()[size_t(wd)];
   if (start < 0) start += n;
   if (start < 0 || length < 0 || start + length > n)
@@ -260,7 +268,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
-  d = wrap_dim(d, dim(), "select");
+  d = sized_dim(*this, d, "select");
   int64_t n = shape()[size_t(d)];
   if (index < -n || index >= n)
     throw std::out_of_range(fmt::format("select: index {} is out of bounds for dimension {} with size {} (shape {})",
@@ -381,7 +389,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 
 std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
   if (chunks <= 0) throw std::invalid_argument(fmt::format("chunk: chunks must be positive, got {}", chunks));
-  dim = wrap_dim(dim, t.dim(), "chunk");
+  dim = sized_dim(t, dim, "chunk");
   int64_t n = t.shape()[size_t(dim)];
   int64_t step = (n + chunks - 1) / chunks;
   std::vector<Tensor> out;
@@ -392,7 +400,7 @@ std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
 std::vector<Tensor> split(const Tensor& t, int64_t size, int64_t dim) {
   if (size <= 0)
     throw std::invalid_argument(fmt::format("split: split_size must be positive, got {} (shape {})", size, t.shape_str()));
-  dim = wrap_dim(dim, t.dim(), "split");
+  dim = sized_dim(t, dim, "split");
   const int64_t n = t.shape()[size_t(dim)];
   std::vector<Tensor> out;
   for (int64_t start = 0; start < n; start += size) out.push_back(t.narrow(dim, start, std::min(size, n - start)));
@@ -400,7 +408,7 @@ std::vector<Tensor> split(const Tensor& t, int64_t size, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, int64_t dim) {
-  dim = wrap_dim(dim, t.dim(), "split");
+  dim = sized_dim(t, dim, "split");
   int64_t total = 0;
   for (int64_t s : sizes) total += s < 0 ? t.size(dim) + 1 : s;  // a negative size can never add up
   if (total != t.size(dim))

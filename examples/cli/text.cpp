@@ -26,6 +26,15 @@ std::u32string decode_utf8(const std::string& s) {
       if ((cc >> 6) != 0x2) throw UsageError(fmt::format("text is not valid UTF-8 (offset {})", i));
       cp = (cp << 6) | (cc & 0x3F);
     }
+    // One spelling per character, as Python's decoder demands: no longer form than needed (C0 80 for
+    // NUL), no UTF-16 surrogate halves, nothing past U+10FFFF.
+    static constexpr char32_t kLeast[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kLeast[extra])
+      throw UsageError(fmt::format("text is not valid UTF-8 (an overlong encoding of U+{:04X} at offset {})", uint32_t(cp), i));
+    if (cp >= 0xD800 && cp <= 0xDFFF)
+      throw UsageError(fmt::format("text is not valid UTF-8 (the surrogate U+{:04X} at offset {})", uint32_t(cp), i));
+    if (cp > 0x10FFFF)
+      throw UsageError(fmt::format("text is not valid UTF-8 (U+{:X} is past U+10FFFF, at offset {})", uint32_t(cp), i));
     out.push_back(cp);
     i += size_t(extra) + 1;
   }

@@ -33,6 +33,8 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw UsageError(message);
 }
 
+}  // namespace
+
 void check_train_options(const TrainOptions& o) {
   require(o.steps >= 1, fmt::format("--steps must be at least 1, got {}", o.steps));
   require(o.batch >= 1, fmt::format("--batch must be at least 1, got {}", o.batch));
@@ -63,6 +65,8 @@ void check_train_options(const TrainOptions& o) {
   require(o.model != "gpt" || o.warmup < o.steps,
           fmt::format("--warmup {} must be below --steps {} (the cosine decay needs steps after it)", o.warmup, o.steps));
 }
+
+namespace {
 
 // What only the number of ranks decides: equal shards of every batch, no dropout shared between ranks.
 void check_options_for_ranks(const TrainOptions& o, const Ranks& ranks) {
@@ -287,11 +291,37 @@ LoadedModel load_model(const std::string& path) {
                 heads = metadata_int(ck, path, "heads");
   if (dim % heads != 0)
     throw nn::CheckpointError(fmt::format("{}: dim {} is not divisible by heads {}", path, dim, heads));
+  // The sizes the metadata gives must be those of tensors the file holds, before a model that big is built
+  // (a lying "dim" would otherwise ask the allocator for terabytes: found by tests/fuzz/fuzz_checkpoint.cpp).
+  const int64_t vocab = int64_t(chars.size());
+  const int64_t layers = gpt ? metadata_int(ck, path, "layers") : 0;
+  auto expect_shape = [&](const std::string& name, const Shape& want) {
+    for (const auto& [n, t] : ck.tensors)
+      if (n == name) {
+        if (t.shape() != want)
+          throw nn::CheckpointError(fmt::format("{}: size mismatch for {}: the metadata (vocab {}, dim {}, context {}{}) "
+                                                "needs shape {}, the file's is {}",
+                                                path, name, vocab, dim, context,
+                                                gpt ? fmt::format(", layers {}", layers) : "", shape_to_string(want),
+                                                t.shape_str()));
+        return;
+      }
+    throw nn::CheckpointError(fmt::format("{}: the metadata's model needs a tensor {}, which the file lacks", path, name));
+  };
+  if (gpt) {
+    expect_shape("tok_emb.weight", {vocab, dim});
+    expect_shape("pos_emb.weight", {context, dim});
+    expect_shape(fmt::format("trf_blocks.{}.att.W_key.weight", layers - 1), {dim, dim});
+  } else {
+    expect_shape("head.weight", {vocab, dim});
+    expect_shape("pos.weight", {context, dim});
+    expect_shape("k.weight", {dim, dim});
+  }
   LoadedModel m;
   try {
     if (gpt) {
       nn::GPTConfig config{.vocab_size = int64_t(chars.size()), .context_length = context, .emb_dim = dim,
-                           .n_heads = heads, .n_layers = metadata_int(ck, path, "layers"), .drop_rate = 0.0,
+                           .n_heads = heads, .n_layers = layers, .drop_rate = 0.0,
                            .qkv_bias = ck.metadata["qkv_bias"] == "1"};
       m.gpt = std::make_unique<nn::GPTModel>(config);
       m.gpt->load_state_dict(without_optimizer(ck.tensors));

@@ -57,6 +57,10 @@ struct GenerateOptions {
   uint64_t seed = 0;
 };
 
+// The checks run_train makes on its options before anything else (numbers in range, names known): throws
+// UsageError naming the flag and the value.
+void check_train_options(const TrainOptions& options);
+
 // Each returns the process exit status; bad input throws UsageError or nn::CheckpointError.
 int run_train(const TrainOptions& options, std::ostream& out);
 int run_generate(const GenerateOptions& options, std::ostream& out);

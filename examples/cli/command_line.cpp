@@ -1,0 +1,141 @@
+// command_line.cpp — the command line of `scratchgrad` (CLI11): every flag, its default and its help.
+#include "command_line.h"
+
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+
+#include "nn/safetensors.h"
+#include "ranks.h"
+
+namespace cli {
+
+std::string one_line(std::string_view message) {
+  std::string out;
+  for (char c : message) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\x{:02x}", int(c));
+    else out += c;
+  }
+  return out;
+}
+
+Command parse_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"scratchgrad: train a character-level attention model or GPT, and sample from it"};
+  app.require_subcommand(1);
+
+  Command c;
+  TrainOptions& train = c.train;
+  CLI::App* train_cmd = app.add_subcommand("train", "train a model (defaults: the workshop's run of its one-layer model)");
+  train_cmd->add_option("--model", train.model, "mini (the workshop's one-layer model) or gpt")->capture_default_str();
+  std::string preset;
+  train_cmd->add_option("--preset", preset, "gpt: tiny or small (default small), sizes and recipe for a laptop");
+  train_cmd->add_option("--layers", train.layers, "gpt: transformer blocks");
+  train_cmd->add_option("--dropout", train.dropout, "gpt: dropout on the embeddings and residual branches");
+  train_cmd->add_option("--warmup", train.warmup, "gpt: linear warm-up steps before the cosine decay")->capture_default_str();
+  train_cmd->add_option("--weight-decay", train.weight_decay, "gpt: AdamW weight decay of the Linear weights")->capture_default_str();
+  train_cmd->add_option("--clip", train.clip, "gpt: clip the gradients' global norm to this (0: none)")->capture_default_str();
+  train_cmd->add_option("--accumulate", train.accumulate, "gpt: micro-batches per step")->capture_default_str();
+  train_cmd->add_option("--save-every", train.save_every, "gpt: also write --save every N steps (atomically)");
+  train_cmd->add_option("--resume", train.resume, "gpt: continue the run saved in this checkpoint to its --steps");
+  train_cmd->add_option("--text", train.text_file, "UTF-8 text file to learn (default: the workshop's phrase)");
+  train_cmd->add_option("--steps", train.steps, "training steps")->capture_default_str();
+  train_cmd->add_option("--batch", train.batch, "windows per batch (B)")->capture_default_str();
+  train_cmd->add_option("--context", train.context, "characters per window (T)")->capture_default_str();
+  train_cmd->add_option("--dim", train.dim, "embedding size (D)")->capture_default_str();
+  train_cmd->add_option("--heads", train.heads, "attention heads (must divide D)")->capture_default_str();
+  train_cmd->add_option("--lr", train.lr, "Adam learning rate")->capture_default_str();
+  train_cmd->add_option("--seed", train.seed, "manual_seed before building the model")->capture_default_str();
+  train_cmd->add_option("--device", train.device, "cpu or cuda")->capture_default_str();
+  train_cmd->add_option("--threads", train.threads, "CPU threads")->capture_default_str();
+  train_cmd->add_option("--eval-every", train.eval_every, "report every N steps")->capture_default_str();
+  train_cmd->add_option("--sample", train.sample_tokens, "characters to generate at the end")->capture_default_str();
+  train_cmd->add_option("--save", train.save, "write a safetensors checkpoint here");
+  train_cmd->add_option("--graph", train.graph, "write one step's autograd graph (Graphviz DOT) here");
+  train_cmd->add_option("--plot", train.plot, "write the loss curve (SVG) here");
+  train_cmd->add_flag("--deterministic-reduce", train.deterministic_reduce,
+                      "mpirun: add micro-shards' gradients in one fixed order (bits independent of the rank count)");
+  train_cmd->add_option("--reduce-shards", train.reduce_shards,
+                        "--deterministic-reduce: micro-shards per batch (default: one per window)");
+  train_cmd->add_option("--check-every", train.check_every, "mpirun: compare the ranks' parameters every N steps")
+      ->capture_default_str();
+  train_cmd->add_flag("!--no-overlap", train.overlap, "mpirun: start the gradient allreduces only after backward");
+
+  GenerateOptions& gen = c.generate;
+  std::string prompt;
+  CLI::App* gen_cmd = app.add_subcommand("generate", "continue a prompt with a trained model");
+  gen_cmd->add_option("--checkpoint", gen.checkpoint, "safetensors file from `train --save`")->required();
+  CLI::Option* prompt_opt = gen_cmd->add_option("--prompt", prompt, "text to continue (default: the training sample's)");
+  gen_cmd->add_option("--tokens", gen.tokens, "characters to generate")->capture_default_str();
+  gen_cmd->add_option("--temperature", gen.temperature, "0 = greedy, else sample softmax(logits / t)")->capture_default_str();
+  gen_cmd->add_option("--top-k", gen.top_k, "sample only among the k likeliest (0 = all)")->capture_default_str();
+  gen_cmd->add_option("--seed", gen.seed, "seed for sampling")->capture_default_str();
+
+  CLI::App* info_cmd = app.add_subcommand("info", "describe a checkpoint");
+  info_cmd->add_option("--checkpoint", c.info_checkpoint, "safetensors file")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    c.status = app.exit(e, out, err);
+    return c;
+  } catch (const CLI::CallForAllHelp& e) {
+    c.status = app.exit(e, out, err);
+    return c;
+  } catch (const CLI::ParseError& e) {
+    err << "scratchgrad: error: " << one_line(e.what()) << " (see scratchgrad --help)\n";
+    c.status = 2;
+    return c;
+  }
+
+  if (*train_cmd) {
+    c.kind = Command::Kind::train;
+    if (train.resume.empty() && (train.model == "gpt" || !preset.empty())) {
+      if (train.model != "gpt") throw UsageError("--preset is for --model gpt");
+      apply_gpt_preset(train, preset.empty() ? "small" : preset,
+                       [&](const char* flag) { return train_cmd->get_option(flag)->count() > 0; });
+    }
+  } else if (*gen_cmd) {
+    c.kind = Command::Kind::generate;
+    if (*prompt_opt) gen.prompt = prompt;
+  } else {
+    c.kind = Command::Kind::info;
+  }
+  return c;
+}
+
+int run_command(const Command& c, std::ostream& out) {
+  switch (c.kind) {
+    case Command::Kind::train: return run_train(c.train, out);
+    case Command::Kind::generate: return run_generate(c.generate, out);
+    case Command::Kind::info: return run_info(c.info_checkpoint, out);
+    case Command::Kind::done: break;
+  }
+  return c.status;
+}
+
+// Prints one error line (in one write: under mpirun the ranks share stderr) and ends the run. Errors in the
+// options or in a checkpoint are the same on every rank, so only rank 0 says them.
+static int fail(std::ostream& err, const char* kind, const std::string& what, int status, bool every_rank) {
+  if (every_rank || process_rank() == 0)
+    err << (std::string("scratchgrad: ") + kind + rank_label() + ": " + one_line(what) + "\n") << std::flush;
+  return end_run(status);
+}
+
+// Under mpirun a failure must end every rank (end_run); the error lines name their rank.
+int run_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  try {
+    return end_run(run_command(parse_command_line(argc, argv, out, err), out));
+  } catch (const UsageError& e) {
+    return fail(err, "error", e.what(), 2, false);
+  } catch (const nn::CheckpointError& e) {
+    return fail(err, "error", e.what(), 2, false);
+  } catch (const std::exception& e) {
+    return fail(err, "internal error", e.what(), 1, true);
+  }
+}
+
+}  // namespace cli
