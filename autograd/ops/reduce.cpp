@@ -31,7 +31,10 @@ static Shape drop_reduced(const Shape& shape, const std::vector<bool>& reduced) 
 // The forward of sum and mean: the reduced values (no node recorded), and the kept shape.
 static Tensor sum_values(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, Shape& kept) {
   std::vector<bool> reduced(size_t(a.dim()), dims.empty());  // no dims: reduce everything
-  for (int64_t d : dims) reduced[size_t(wrap_dim(d, a.dim(), "sum"))] = true;
+  for (int64_t d : dims) {
+    const int64_t w = wrap_dim(d, a.dim(), "sum");
+    if (a.dim() > 0) reduced[size_t(w)] = true;  // a 0-d tensor's dim 0 (or -1) reduces nothing, as in PyTorch
+  }
   kept = keepdim_shape(a.shape(), reduced);
   Tensor out = empty(kept, a.dtype() == DType::Bool ? DType::Int64 : a.dtype(), a.device());
   {
@@ -98,7 +101,9 @@ static Tensor mean_impl(const char* name, const Tensor& a, const std::vector<int
 
 Tensor mean(const Tensor& a) { return mean_impl("MeanBackward0", a, {}, false, a.numel()); }
 Tensor mean(const Tensor& a, int64_t dim, bool keepdim) {
-  return mean_impl("MeanBackward1", a, {dim}, keepdim, a.size(dim));
+  // a 0-d tensor's dim 0 (or -1) holds its one value, as for sum
+  const int64_t n = a.dim() == 0 ? (wrap_dim(dim, 0, "mean"), int64_t(1)) : a.size(dim);
+  return mean_impl("MeanBackward1", a, {dim}, keepdim, n);
 }
 
 std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim_in, bool keepdim) {
