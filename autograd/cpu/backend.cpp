@@ -108,8 +108,10 @@ class CpuBackend final : public Backend {
 }  // namespace
 
 Backend& cpu_backend() {
-  static CpuBackend instance;
-  return instance;
+  // Never destroyed: a tensor held by a static (a program's global model) is freed during static
+  // destruction, possibly after this function's own statics, and must still find its backend.
+  static CpuBackend* instance = new CpuBackend;
+  return *instance;
 }
 
 }  // namespace autograd::cpu
