@@ -13,6 +13,7 @@
 #include "autograd/inspect/gradcheck.h"
 #include "autograd/inspect/trace.h"
 #include "autograd/node.h"
+#include "autograd/numerics.h"
 #include "autograd/ops.h"
 #include "autograd/print/tensor_print.h"
 #include "autograd/random/generator.h"

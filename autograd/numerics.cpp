@@ -1,0 +1,50 @@
+// numerics.cpp — where the exact/fast choice is kept (see numerics.h).
+#include "autograd/numerics.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+namespace autograd {
+
+namespace {
+
+// The process-wide setting, decided from the environment on first use.
+std::atomic<Numerics>& process_numerics() {
+  static std::atomic<Numerics> mode{numerics_from_environment().value_or(Numerics::fast)};
+  return mode;
+}
+
+// A NumericsGuard's choice for this thread, if one is active.
+thread_local std::optional<Numerics> thread_numerics;
+
+}  // namespace
+
+Numerics numerics() { return thread_numerics ? *thread_numerics : process_numerics().load(std::memory_order_relaxed); }
+
+void set_numerics(Numerics mode) {
+  if (mode != Numerics::exact && mode != Numerics::fast)
+    throw std::invalid_argument("set_numerics: unknown numerics " + std::to_string(int(mode)));
+  process_numerics().store(mode, std::memory_order_relaxed);
+}
+
+const char* numerics_name(Numerics mode) { return mode == Numerics::exact ? "exact" : "fast"; }
+
+Numerics parse_numerics(std::string_view text, std::string_view what) {
+  if (text == "exact") return Numerics::exact;
+  if (text == "fast") return Numerics::fast;
+  throw std::invalid_argument(std::string(what) + ": unknown numerics '" + std::string(text) +
+                              "' (expected exact or fast)");
+}
+
+std::optional<Numerics> numerics_from_environment() {
+  const char* env = std::getenv("SCRATCHGRAD_NUMERICS");
+  if (env == nullptr || *env == '\0') return std::nullopt;
+  return parse_numerics(env, "SCRATCHGRAD_NUMERICS");
+}
+
+NumericsGuard::NumericsGuard(Numerics mode) : previous_(thread_numerics) { thread_numerics = mode; }
+NumericsGuard::~NumericsGuard() { thread_numerics = previous_; }
+
+}  // namespace autograd
