@@ -332,6 +332,28 @@ TEST(FlashAttention, SameBitsOnAnyNumberOfThreads) {
   set_num_threads(previous);
 }
 
+TEST(FlashAttention, FastNumericsFuseAndExactDoNot) {
+  // Same inputs, both numerics: within rounding of each other, and (on a CPU with FMA, where fast has
+  // kernels of its own) not the same bits — the fused multiply-adds did run.
+  const Qkv x = make_qkv({2}, 100, 100, 20, 13, DType::Float32, 85);
+  const Tensor g = randish({2, 100, 13}, 86, -1, 1, DType::Float32);
+  auto attention = [](auto& a, auto& b, auto& c) { return scaled_dot_product_attention(a, b, c, true); };
+  Results exact, fast;
+  {
+    NumericsGuard guard(Numerics::exact);
+    exact = run(attention, x.q, x.k, x.v, g);
+  }
+  {
+    NumericsGuard guard(Numerics::fast);
+    fast = run(attention, x.q, x.k, x.v, g);
+  }
+  expect_close(fast, exact, DType::Float32, "fast against exact");
+  if (__builtin_cpu_supports("fma")) {
+    EXPECT_FALSE(equal(fast.out, exact.out));
+    EXPECT_FALSE(equal(fast.dq, exact.dq));
+  }
+}
+
 TEST(FlashAttention, EveryOutputEntryIsWritten) {
   // Outputs start as NaN bytes here: an entry the kernels forgot would show.
   cpu::set_poison_allocations(true);
