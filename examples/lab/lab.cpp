@@ -499,6 +499,7 @@ std::string call(const std::string& function, const std::string& request_json) {
     auto it = functions().find(function);
     if (it == functions().end()) throw std::invalid_argument(fmt::format("lab: no function named \"{}\"", function));
     const json request = request_json.empty() ? json::object() : json::parse(request_json);
+    NumericsGuard exact(Numerics::exact);  // the page shows PyTorch's numbers, as the seed programs print them
     set_printoptions(4);  // the page prints as the program does: 4 decimals
     json answer = it->second(request);
     reset_printoptions();
