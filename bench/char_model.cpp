@@ -3,29 +3,26 @@
 // same seed, same batches, same optimizer, same output format.
 //
 //   build/bin/bench_char_model [--dim 24] [--context 8] [--batch 16] [--heads 1] [--threads 1]
-//                              [--steps 300] [--warmup 20] [--device cpu|cuda]
+//                              [--steps 300] [--warmup 20] [--numerics exact|fast] [--device cpu|cuda]
 //                              [--attention auto|blocked|dense|flash] [--phases]
 //
 // One timed step is everything a training loop does: draw the batch, forward, cross_entropy, zero_grad,
-// backward, Adam step. The last line is machine-readable:
+// backward, Adam step. --numerics picks the kernels' numerics (autograd/numerics.h: exact is PyTorch's
+// bits, fast fused multiply-adds); without it SCRATCHGRAD_NUMERICS decides, else fast. The header line
+// says which. The last line is machine-readable (bench/common.h):
 //   ms_per_step=<median> ms_mean=<mean> rss_mb=<peak RSS of the process> rss_base_mb=<RSS before the model>
 //
 // --attention: auto, the model's default (the composed ops, the masked half skipped past 32 positions, the
 // flash op past 64 under fast numerics); blocked, the composed ops with the masked half skipped past 32;
 // dense, the workshop's ops at every length; flash, scaled_dot_product_attention at every length.
-#include <sys/resource.h>
-
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <numeric>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bench/common.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 
@@ -37,60 +34,32 @@ struct Options {
   int64_t dim = 24, context = 8, batch = 16, heads = 1, threads = 1, steps = 300, warmup = 20;
   std::string device = "cpu";
   std::string attention = "auto";  // blocked, dense, flash: one kind of attention at every length (before/after figures)
-  bool phases = false;                // print the mean time of each phase of a step
+  std::string numerics;            // exact|fast; empty: SCRATCHGRAD_NUMERICS, else fast
+  bool phases = false;             // print the mean time of each phase of a step
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "bench_char_model: %s\n"
                "usage: bench_char_model [--dim D] [--context T] [--batch B] [--heads H] [--threads N]\n"
-               "                        [--steps N] [--warmup N] [--device cpu|cuda] [--attention auto|blocked|dense|flash]\n"
-               "                        [--phases]\n",
+               "                        [--steps N] [--warmup N] [--numerics exact|fast] [--device cpu|cuda]\n"
+               "                        [--attention auto|blocked|dense|flash] [--phases]\n",
                problem.c_str());
   std::exit(2);
 }
 
-int64_t parse_int(const std::string& flag, const std::string& text, int64_t min) {
-  char* end = nullptr;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < min) usage(flag + " needs an integer >= " + std::to_string(min) + ", got '" + text + "'");
-  return v;
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  std::map<std::string, int64_t*> ints = {{"--dim", &o.dim},         {"--context", &o.context}, {"--batch", &o.batch},
-                                          {"--heads", &o.heads},     {"--threads", &o.threads}, {"--steps", &o.steps},
-                                          {"--warmup", &o.warmup}};
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i], value;
-    if (flag == "-h" || flag == "--help") usage("help");
-    if (flag == "--phases") {
-      o.phases = true;
-      continue;
-    }
-    if (auto eq = flag.find('='); eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    } else {
-      if (i + 1 >= argc) usage(flag + " needs a value");
-      value = argv[++i];
-    }
-    if (flag == "--device") o.device = value;
-    else if (flag == "--attention") o.attention = value;
-    else if (auto it = ints.find(flag); it != ints.end()) *it->second = parse_int(flag, value, flag == "--warmup" ? 0 : 1);
-    else usage("unknown flag " + flag);
-  }
+  bench::Flags flags;
+  flags.ints = {{"--dim", &o.dim},         {"--context", &o.context}, {"--batch", &o.batch}, {"--heads", &o.heads},
+                {"--threads", &o.threads}, {"--steps", &o.steps},     {"--warmup", &o.warmup}};
+  flags.strings = {{"--device", &o.device}, {"--attention", &o.attention}, {"--numerics", &o.numerics}};
+  flags.switches = {{"--phases", &o.phases}};
+  bench::parse_flags(argc, argv, flags, [](const std::string& problem) { usage(problem); });
   if (o.dim % o.heads != 0) usage("--heads must divide --dim");
   if (o.attention != "auto" && o.attention != "blocked" && o.attention != "dense" && o.attention != "flash")
     usage("--attention must be auto, blocked, dense or flash");
   return o;
-}
-
-double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return double(usage.ru_maxrss) / 1024.0;  // Linux reports kilobytes
 }
 
 }  // namespace
@@ -104,22 +73,18 @@ int main(int argc, char** argv) {
     usage("--device must be cpu or cuda, got '" + o.device + "'");
   }
   if (!has_backend(device)) usage("--device " + o.device + ": this build has no backend for it");
+  try {
+    if (!o.numerics.empty()) set_numerics(parse_numerics(o.numerics, "--numerics"));
+  } catch (const std::invalid_argument& e) {
+    usage(e.what());
+  }
   set_num_threads(int(o.threads));
-  const double rss_base = peak_rss_mb();
+  const double rss_base = bench::peak_rss_mb();
 
-  // The workshop's text, repeated until it holds at least two training windows (the seed size keeps it as is).
   const int64_t T = o.context, B = o.batch;
-  const std::string phrase = "aditi likes warm dosa ";
-  std::string text = phrase;
-  while (int64_t(text.size()) < 2 * (T + 1)) text += phrase;
-  std::set<char> charset(text.begin(), text.end());
-  std::string chars(charset.begin(), charset.end());  // sorted(set(text))
-  std::map<char, int64_t> stoi;
-  for (size_t i = 0; i < chars.size(); ++i) stoi[chars[i]] = int64_t(i);
-  std::vector<int64_t> ids;
-  for (char c : text) ids.push_back(stoi[c]);
-  Tensor data = from_vector(ids, {int64_t(ids.size())});
-  const int64_t V = int64_t(chars.size());
+  const bench::Text text = bench::workshop_text(T);
+  Tensor data = from_vector(text.ids, {int64_t(text.ids.size())});
+  const int64_t V = int64_t(text.chars.size());
 
   manual_seed(7);
   nn::MiniSelfAttention model({.vocab = V, .dim = o.dim, .context = T, .heads = o.heads});
@@ -135,9 +100,10 @@ int main(int argc, char** argv) {
   };
 
   std::printf("scratchgrad char model: V %lld D %lld T %lld B %lld heads %lld, %lld parameters, %lld thread(s), "
-              "device %s, BLIS kernels %s, SCRATCHGRAD_MATMUL=%s\n",
+              "device %s, numerics %s, BLIS kernels %s, SCRATCHGRAD_MATMUL=%s\n",
               (long long)V, (long long)o.dim, (long long)T, (long long)B, (long long)o.heads,
-              (long long)model.num_parameters(), (long long)o.threads, device.str().c_str(), blis_kernel_name(),
+              (long long)model.num_parameters(), (long long)o.threads, device.str().c_str(), numerics_name(numerics()),
+              blis_kernel_name(),
               std::getenv("SCRATCHGRAD_MATMUL") ? std::getenv("SCRATCHGRAD_MATMUL") : "(unset)");
   std::printf("blis_kernel=%s attention=%s numerics=%s\n", blis_kernel_name(), o.attention.c_str(),
               numerics_name(numerics()));
@@ -181,18 +147,12 @@ int main(int argc, char** argv) {
     for (int p = 0; p < kPhases; ++p) phase_ms[p] += ms_between(at[p], at[p + 1]);
   }
 
-  std::vector<double> sorted = ms;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-  const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / double(n);
-  std::printf("loss: step 0 %.4f, step %lld %.4f\n", first_loss, (long long)(o.warmup + o.steps - 1), last_loss);
-  std::printf("%lld timed steps after %lld warm-up: median %.4f ms, mean %.4f ms, min %.4f ms, max %.4f ms\n",
-              (long long)n, (long long)o.warmup, median, mean, sorted.front(), sorted.back());
+  const bench::Times t = bench::summarize(ms);
+  bench::print_losses_and_times(first_loss, last_step, last_loss, t, ms.size(), o.warmup);
   if (o.phases) {
     std::printf("mean ms per phase:");
-    for (int p = 0; p < kPhases; ++p) std::printf(" %s %.4f", phase_names[p], phase_ms[p] / double(n));
+    for (int p = 0; p < kPhases; ++p) std::printf(" %s %.4f", phase_names[p], phase_ms[p] / double(ms.size()));
     std::printf("\n");
   }
-  std::printf("ms_per_step=%.4f ms_mean=%.4f rss_mb=%.1f rss_base_mb=%.1f\n", median, mean, peak_rss_mb(), rss_base);
+  bench::print_last_line(t, rss_base);
 }

@@ -4,6 +4,7 @@
 //   build/bin/bench_ops                                  all of them
 //   build/bin/bench_ops --benchmark_filter=Matmul        some of them
 //   SCRATCHGRAD_THREADS=2 build/bin/bench_ops            BLIS and the CPU kernels on 2 threads
+//   SCRATCHGRAD_NUMERICS=exact build/bin/bench_ops       the exact kernels (default: fast, see numerics.h)
 //
 // Each reports a rate next to its time: GFLOP/s for products (2·M·N·K per matrix), GB/s for the
 // memory-bound ops (bytes each element must at least be read and written once, float32).
@@ -12,6 +13,7 @@
 // column (the calling thread's CPU time) is the steadier one. ("Library was built as DEBUG" is
 // Debian's libbenchmark describing itself, not this program.)
 #include <benchmark/benchmark.h>
+#include <blis.h>
 
 #include <cmath>
 #include <limits>
@@ -45,6 +47,30 @@ void matmul_bench(benchmark::State& state, Shape a_shape, Shape b_shape) {
   const double batch = numel(a_shape) / double(M * K);
   for (auto _ : state) benchmark::DoNotOptimize(matmul(a, b));
   set_rate(state, "FLOPS", 2.0 * batch * double(M) * double(N) * double(K));
+}
+
+// The same product in each numerics (numerics.h) at a square size, beside BLIS's own sgemm called
+// directly (the kernels BLIS chose for this CPU: skx on AVX-512 machines): the fast kernels' target is
+// 90% of BLIS at 1024³.
+void matmul_numerics_bench(benchmark::State& state, Numerics mode, int64_t m, int64_t n, int64_t k) {
+  manual_seed(0);
+  Tensor a = random_input({m, k}), b = random_input({k, n});
+  NumericsGuard guard(mode);
+  for (auto _ : state) benchmark::DoNotOptimize(matmul(a, b));
+  set_rate(state, "FLOPS", 2.0 * double(m) * double(n) * double(k));
+}
+
+void blis_sgemm_bench(benchmark::State& state, int64_t m, int64_t n, int64_t k) {
+  manual_seed(0);
+  Tensor a = random_input({m, k}), b = random_input({k, n}), c = zeros({m, n});
+  float one = 1, zero = 0;
+  for (auto _ : state) {
+    bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &one, static_cast<float*>(a.raw_data()), k, 1,
+              static_cast<float*>(b.raw_data()), n, 1, &zero, static_cast<float*>(c.raw_data()), n, 1);
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(blis_kernel_name());
+  set_rate(state, "FLOPS", 2.0 * double(m) * double(n) * double(k));
 }
 
 // x @ W^T as nn::Linear does it (the weight passed as a transposed view, no copy), with the bias.
@@ -144,6 +170,12 @@ BENCHMARK_CAPTURE(linear_bench, seed_128x24_to_24, 128, 24, 24)->UseRealTime();
 BENCHMARK_CAPTURE(matmul_bench, large_4096x256x256, Shape{4096, 256}, Shape{256, 256})->UseRealTime();
 BENCHMARK_CAPTURE(matmul_bench, large_batched_32x128x64x128, Shape{32, 128, 64}, Shape{32, 64, 128})->UseRealTime();
 BENCHMARK_CAPTURE(linear_bench, large_4096x256_to_256, 4096, 256, 256)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_numerics_bench, exact_1024x1024x1024, Numerics::exact, 1024, 1024, 1024)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_numerics_bench, fast_1024x1024x1024, Numerics::fast, 1024, 1024, 1024)->UseRealTime();
+BENCHMARK_CAPTURE(blis_sgemm_bench, blis_1024x1024x1024, 1024, 1024, 1024)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_numerics_bench, exact_4096x256x256, Numerics::exact, 4096, 256, 256)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_numerics_bench, fast_4096x256x256, Numerics::fast, 4096, 256, 256)->UseRealTime();
+BENCHMARK_CAPTURE(blis_sgemm_bench, blis_4096x256x256, 4096, 256, 256)->UseRealTime();
 
 BENCHMARK_CAPTURE(causal_attention_bench, dense_32x128x256, 32, 128, 256, false)->UseRealTime();
 BENCHMARK_CAPTURE(causal_attention_bench, skipping_32x128x256, 32, 128, 256, true)->UseRealTime();

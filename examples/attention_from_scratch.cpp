@@ -28,6 +28,7 @@ static std::string row4(const Tensor& t) {
 }
 
 int main() {
+  set_numerics(Numerics::exact);  // PyTorch's bits: this program prints the numbers PyTorch prints
   set_printoptions(/*precision=*/4);  // the page prints with 4 decimals
 
   Tensor inputs = tensor({{0.43, 0.15, 0.89},   // Your     (x^1)

@@ -12,6 +12,7 @@
 using namespace autograd;
 
 int main() {
+  set_numerics(Numerics::exact);  // PyTorch's bits: this program prints the numbers PyTorch prints
   manual_seed(3);
   set_printoptions(/*precision=*/2, /*sci_mode=*/false);
 

@@ -16,6 +16,7 @@
 using namespace autograd;
 
 int main(int argc, char** argv) {
+  set_numerics(Numerics::exact);  // PyTorch's bits: this program prints the numbers PyTorch prints
   std::string svg_file;
   for (int a = 1; a < argc; ++a) {
     if (std::strcmp(argv[a], "--svg") == 0 && a + 1 < argc) {

@@ -18,6 +18,7 @@
 using namespace autograd;
 
 int main(int argc, char** argv) {
+  set_numerics(Numerics::exact);  // PyTorch's bits: this program prints the numbers PyTorch prints
   std::string graph_file;
   for (int a = 1; a < argc; ++a) {
     if (std::strcmp(argv[a], "--graph") == 0 && a + 1 < argc) {

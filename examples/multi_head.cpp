@@ -8,6 +8,7 @@
 using namespace autograd;
 
 int main() {
+  set_numerics(Numerics::exact);  // PyTorch's bits: this program prints the numbers PyTorch prints
   manual_seed(1);
 
   const int64_t d_model = 8, heads = 2;

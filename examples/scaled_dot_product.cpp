@@ -9,6 +9,7 @@
 using namespace autograd;
 
 int main() {
+  set_numerics(Numerics::exact);  // PyTorch's bits: this program prints the numbers PyTorch prints
   manual_seed(0);
   set_printoptions(/*precision=*/3, /*sci_mode=*/false);
 

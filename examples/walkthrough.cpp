@@ -295,6 +295,7 @@ bool update_document(const std::string& path, const std::string& output) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  set_numerics(Numerics::exact);  // PyTorch's bits: this program prints the numbers PyTorch prints
   std::string update;
   if (argc == 3 && std::strcmp(argv[1], "--update") == 0) {
     update = argv[2];

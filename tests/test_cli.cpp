@@ -4,6 +4,7 @@
 
 #include "test_helpers.h"
 #include "test_process.h"
+#include "nn/safetensors.h"
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -206,6 +207,37 @@ TEST(Cli, RefusesBadGptFlags) {
   expect_refused(scratchgrad("train --model gpt --clip -1"), "--clip");
   expect_refused(scratchgrad("train --model gpt --accumulate 0"), "--accumulate");
   expect_refused(scratchgrad("train --model transformer"), "--model");
+}
+
+// --numerics (autograd/numerics.h): the workshop's model runs exact by default (PyTorch's numbers), the GPT
+// fast; the flag or SCRATCHGRAD_NUMERICS choose otherwise, and a GPT checkpoint remembers its numerics.
+TEST(Cli, NumericsByModelFlagAndEnvironment) {
+  expect_refused(scratchgrad("train --numerics quick"), "--numerics: unknown numerics 'quick' (expected exact or fast)");
+  expect_refused(testing_process::shell("SCRATCHGRAD_NUMERICS=quick " + std::string(SCRATCHGRAD_BIN_DIR) +
+                                        "/scratchgrad train --steps 2"),
+                 "SCRATCHGRAD_NUMERICS: unknown numerics 'quick'");
+  CliRun exact = scratchgrad("train --steps 101 --numerics exact");
+  ASSERT_EQ(exact.status, 0) << exact.err;
+  EXPECT_NE(exact.out.find("step 100 | loss 0.219"), std::string::npos) << exact.out;
+  CliRun fast = scratchgrad("train --steps 101 --numerics fast");
+  ASSERT_EQ(fast.status, 0) << fast.err;
+  EXPECT_NE(fast.out.find("step   0 | loss 2.655"), std::string::npos) << fast.out;
+
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  const fs::path corpus = temp_file("numerics_corpus.txt", text);
+  auto numerics_of_run = [&](const std::string& environment, const std::string& flags) {
+    const fs::path ck = testing_process::scratch("numerics.safetensors");
+    CliRun t = testing_process::shell(environment + " " + SCRATCHGRAD_BIN_DIR + "/scratchgrad train " + flags +
+                                      " --model gpt --preset tiny --steps 3 --warmup 1 --batch 2 --text " +
+                                      corpus.string() + " --save " + ck.string());
+    EXPECT_EQ(t.status, 0) << t.err;
+    return nn::load_safetensors(ck.string()).metadata["run.numerics"];
+  };
+  EXPECT_EQ(numerics_of_run("", ""), "fast");
+  EXPECT_EQ(numerics_of_run("", "--numerics exact"), "exact");
+  EXPECT_EQ(numerics_of_run("SCRATCHGRAD_NUMERICS=exact", ""), "exact");
+  EXPECT_EQ(numerics_of_run("SCRATCHGRAD_NUMERICS=exact", "--numerics fast"), "fast");  // the flag wins
 }
 
 // A GPT run killed (kill -9) after its first periodic checkpoint, then resumed, prints the same losses

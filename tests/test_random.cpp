@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "autograd/random/avx2_mathfun_emulation.h"
+#include "autograd/random/float_sincos.h"
 
 #ifndef SCRATCHGRAD_SOURCE_DIR
 #define SCRATCHGRAD_SOURCE_DIR "/work/main"
@@ -654,4 +656,70 @@ TEST(Random, Avx2MathfunEmulationIsAccurate) {
   autograd::random::avx2_emulation::sincos(-1.0f, s, c);
   EXPECT_NEAR(s, std::sin(-1.0), 1e-7);
   EXPECT_NEAR(c, std::cos(-1.0), 1e-7);
+}
+
+// ------------------------------------------------------------------------------------------------
+// float_sincos: glibc's sinf/cosf on every angle of the float Box-Muller block, on every platform
+// ------------------------------------------------------------------------------------------------
+namespace {
+
+// The k-th of the 2^24 angles the block path can form: a float uniform is k · 2^-24 for a 24-bit k, and
+// θ = float(2π · double(u)), as random::normal computes it.
+float box_muller_angle(uint32_t k) {
+  const float u = static_cast<float>(k) * (1.0f / 16777216.0f);
+  return static_cast<float>(2.0 * std::numbers::pi * static_cast<double>(u));
+}
+
+uint32_t float_bits(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+}  // namespace
+
+TEST(Random, FloatSincosIsGlibcsSinfCosfOnEveryBoxMullerAngle) {
+#if defined(__GLIBC__) && defined(__x86_64__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 28))
+  // The fixtures' normals were drawn with glibc's sinf/cosf (since 2.28 the algorithm float_sincos
+  // re-implements): compare all 2^24 angles, bit for bit.
+  int64_t sin_differ = 0, cos_differ = 0;
+  for (uint32_t k = 0; k < (1u << 24); ++k) {
+    const float theta = box_muller_angle(k);
+    const autograd::random::SinCos sc = autograd::random::float_sincos(theta);
+    const float want_sin = std::sin(theta), want_cos = std::cos(theta);  // the float overloads: sinf, cosf
+    if (float_bits(sc.sin) != float_bits(want_sin) && ++sin_differ <= 5) {
+      ADD_FAILURE() << std::hexfloat << "sin(" << theta << "): " << sc.sin << ", glibc " << want_sin;
+    }
+    if (float_bits(sc.cos) != float_bits(want_cos) && ++cos_differ <= 5) {
+      ADD_FAILURE() << std::hexfloat << "cos(" << theta << "): " << sc.cos << ", glibc " << want_cos;
+    }
+  }
+  EXPECT_EQ(sin_differ, 0);
+  EXPECT_EQ(cos_differ, 0);
+#else
+  GTEST_SKIP() << "compares with glibc's (2.28 or later, x86-64) sinf and cosf, which made the fixtures";
+#endif
+}
+
+TEST(Random, FloatSincosGivesTheSameBitsEverywhere) {
+  // On any platform: a fingerprint of all 2^24 (sin, cos) pairs (FNV-1a over the 32-bit patterns), the one
+  // glibc's sinf/cosf give (the test above ties them together where glibc is at hand). The lab computes
+  // the same fingerprint in WebAssembly (box_muller_fingerprint, tests/lab/core.test.mjs).
+  uint64_t hash = 0xcbf29ce484222325u;
+  for (uint32_t k = 0; k < (1u << 24); ++k) {
+    const autograd::random::SinCos sc = autograd::random::float_sincos(box_muller_angle(k));
+    hash = (hash ^ float_bits(sc.sin)) * 0x100000001b3u;
+    hash = (hash ^ float_bits(sc.cos)) * 0x100000001b3u;
+  }
+  EXPECT_EQ(hash, 0x9e827f2e9c0a657cu);
+  // One angle where glibc's sinf is not the correctly rounded sine: sin θ = 0x1.4e92e4fffeaf...p-7 lies
+  // just below the midpoint of two floats, and glibc (so float_sincos) rounds up.
+  const float theta = box_muller_angle(27264);
+  EXPECT_EQ(theta, 0x1.4e9462p-7f);
+  EXPECT_EQ(float_bits(autograd::random::float_sincos(theta).sin), float_bits(0x1.4e92e6p-7f));
+  EXPECT_EQ(float_bits(static_cast<float>(std::sin(static_cast<double>(theta)))), float_bits(0x1.4e92e4p-7f));
+  // Outside the one-step range reduction: refused.
+  EXPECT_THROW(autograd::random::float_sincos(120.0f), std::domain_error);
+  EXPECT_THROW(autograd::random::float_sincos(std::numeric_limits<float>::quiet_NaN()), std::domain_error);
+  EXPECT_NO_THROW(autograd::random::float_sincos(-119.99f));
 }

@@ -1,10 +1,16 @@
 // cpu/gelu.cpp — GELU and its derivative, element by element with PyTorch 1.13's float formulas
 // (aten/src/ATen/native/cpu/Activation.cpp): the constants rounded once to T, every operation rounded,
 // and glibc's tanhf/erff/expf (std::tanh/erf/exp on a float) for the transcendental parts.
+//
+// In fast numerics (numerics.h) the tanh form, the GPT's, runs through one vectorised exp instead of tanhf:
+// see gelu_tanh_fast below.
+#include <algorithm>
 #include <cmath>
 
+#include "autograd/cpu/exp_floats.h"
 #include "autograd/cpu/kernels.h"
 #include "autograd/cpu/loops.h"
+#include "autograd/numerics.h"
 
 namespace autograd::cpu {
 
@@ -53,12 +59,77 @@ template <typename T> T gelu_erf_grad(T dy, T x) {
   return dy * (cdf + x * pdf);
 }
 
+// ---- fast numerics: the tanh form through one exp
+// With u = √(2/π)·(x + κx³) and σ the logistic function, 1 + tanh(u) = 2σ(2u), so
+//     ½x·(1 + tanh(u)) = x·σ(2u) = x / (1 + e^(−2u))
+// and its derivative, with s = σ(2u) and 1 − s = e^(−2u)·s,
+//     d/dx = s + 2x·s·(1 − s)·√(2/π)·(1 + 3κx²).
+// One exp per element, 16 at a time (exp_floats), instead of a tanhf; and no cancellation for large
+// negative x, where 1 + tanh(u) would lose digits. Agrees with the exact form to a few roundings.
+template <typename T> T minus_two_u(T x) {
+  using K = GeluConstants<T>;
+  return T(-2) * (K::kBeta * (x + K::kKappa * ((x * x) * x)));
+}
+
+template <typename T> void exp_in_place(T* v, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) exp_floats(v, v, n);
+  else for (int64_t i = 0; i < n; ++i) v[i] = std::exp(v[i]);
+}
+
+template <typename T> T gelu_tanh_fast_grad(T dy, T x, T e) {  // e = e^(−2u)
+  using K = GeluConstants<T>;
+  const T s = T(1) / (T(1) + e);
+  const T du = K::kBeta * (T(1) + (T(3) * K::kKappa) * (x * x));
+  return dy * (s + T(2) * x * (s * (e * s)) * du);
+}
+
+// Contiguous tensors only (the ops' outputs are; others take the exact loops), a block of kGeluBlock
+// elements at a time: the block's exps in one call, the rest in loops the compiler vectorises. Blocks are
+// split over threads when there are enough; no element depends on another, so threads change no bit.
+constexpr int64_t kGeluBlock = 256;
+
+template <typename Block> void for_each_block(int64_t n, Block block) {
+  const int64_t blocks = (n + kGeluBlock - 1) / kGeluBlock;
+  auto run = [&](int64_t b) { block(b * kGeluBlock, std::min(kGeluBlock, n - b * kGeluBlock)); };
+  const int threads = n < kParallelElements ? 1 : get_num_threads();
+  if (threads == 1) {
+    for (int64_t b = 0; b < blocks; ++b) run(b);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) run(b);
+}
+
+template <typename T> void gelu_tanh_fast(const T* x, T* y, int64_t n) {
+  for_each_block(n, [&](int64_t i0, int64_t m) {
+    T e[kGeluBlock];
+    contiguous_loop(m, [&](int64_t i) { e[i] = minus_two_u(x[i0 + i]); });
+    exp_in_place(e, m);
+    contiguous_loop(m, [&](int64_t i) { y[i0 + i] = x[i0 + i] / (T(1) + e[i]); });
+  });
+}
+
+template <typename T> void gelu_tanh_fast_backward(const T* dy, const T* x, T* dx, int64_t n) {
+  for_each_block(n, [&](int64_t i0, int64_t m) {
+    T e[kGeluBlock];
+    contiguous_loop(m, [&](int64_t i) { e[i] = minus_two_u(x[i0 + i]); });
+    exp_in_place(e, m);
+    contiguous_loop(m, [&](int64_t i) { dx[i0 + i] = gelu_tanh_fast_grad(dy[i0 + i], x[i0 + i], e[i]); });
+  });
+}
+
+bool all_contiguous(std::initializer_list<const Tensor*> tensors) {
+  return std::all_of(tensors.begin(), tensors.end(), [](const Tensor* t) { return t->is_contiguous(); });
+}
+
 }  // namespace
 
 void gelu(const Tensor& x, bool tanh, const Tensor& y) {
   dispatch_floating(x.dtype(), "gelu", [&](auto tag) {
     using T = decltype(tag);
-    if (tanh) map1<T, T>(x, y, [](T v) { return gelu_tanh(v); });
+    if (tanh && numerics() == Numerics::fast && all_contiguous({&x, &y}))
+      gelu_tanh_fast(ptr<T>(x), ptr<T>(y), x.numel());
+    else if (tanh) map1<T, T>(x, y, [](T v) { return gelu_tanh(v); });
     else map1<T, T>(x, y, [](T v) { return gelu_erf(v); });
   });
 }
@@ -66,7 +137,9 @@ void gelu(const Tensor& x, bool tanh, const Tensor& y) {
 void gelu_backward(const Tensor& grad_y, const Tensor& x, bool tanh, const Tensor& grad_x) {
   dispatch_floating(x.dtype(), "gelu backward", [&](auto tag) {
     using T = decltype(tag);
-    if (tanh) map2<T, T>(grad_y, x, grad_x, [](T dy, T v) { return gelu_tanh_grad(dy, v); });
+    if (tanh && numerics() == Numerics::fast && all_contiguous({&grad_y, &x, &grad_x}))
+      gelu_tanh_fast_backward(ptr<T>(grad_y), ptr<T>(x), ptr<T>(grad_x), x.numel());
+    else if (tanh) map2<T, T>(grad_y, x, grad_x, [](T dy, T v) { return gelu_tanh_grad(dy, v); });
     else map2<T, T>(grad_y, x, grad_x, [](T dy, T v) { return gelu_erf_grad(dy, v); });
   });
 }

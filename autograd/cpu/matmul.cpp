@@ -35,7 +35,9 @@
 
 #include "autograd/cpu/kernels.h"
 #include "autograd/cpu/loops.h"
+#include "autograd/cpu/matmul_plan.h"
 #include "autograd/cpu/runtime.h"
+#include "autograd/numerics.h"
 
 namespace autograd::cpu {
 
@@ -44,8 +46,6 @@ namespace {
 
 // ---------------------------------------------------------------- the exact kernel
 
-constexpr int64_t kKc = 256;  // BLIS's KC for the reference kernels (float and double)
-
 // Register tile: MR rows by NR columns of C are accumulated together, so each packed value of B
 // is loaded once per MR rows. NR fills two vectors of VB bytes: 256-bit (16 floats) with AVX2, 512-bit
 // (32 floats) with AVX-512 — the width changes how many entries run side by side, never an entry's order.
@@ -53,17 +53,6 @@ constexpr int64_t kKc = 256;  // BLIS's KC for the reference kernels (float and 
 // 4 x 2 of 16 with AVX2 and SSE).
 template <int VB> constexpr int64_t kMr = VB == 64 ? 8 : 4;  // 8: measured best of 4..12 at D 256
 
-// How one call computes its product: which zeros it may skip and where the rows it is given start in
-// the whole matrix (a thread may get rows r0.. of it; see tile_work below), and whether C already holds
-// the sum's starting value (addmm's bias: every block's chain is then added to C, the first one too).
-struct ProductOptions {
-  MatmulStructure structure = MatmulStructure::dense;
-  int64_t row0 = 0;
-  bool add_to_c = false;
-  // With add_to_c: the sum's starting value is this row (of T, n values), the same for every row of C,
-  // read in place of C by the first block (addmm's bias, without first copying it down C).
-  const void* start_row = nullptr;
-};
 template <typename T, int VB = 32> constexpr int64_t kNr = 2 * VB / int64_t(sizeof(T));
 
 // Packed operands for one block of at most kKc values of p:
@@ -310,31 +299,6 @@ template <typename T, int NV, int VB>
   }
 }
 
-// ---- products that know where their zeros are (MatmulStructure in cpu.h; used by ops/attention.cpp)
-// What one tile of rows [i, i + mr) (rows of the whole matrix) computes within the block [p0, p0 + kc):
-// a chain may skip terms that are products with an exact zero at its end (lower_a) or its start
-// (upper_a) without changing a bit, and lower_c skips column panels that lie wholly above the diagonal.
-struct TileWork {
-  int64_t p_begin, p_end;  // the terms of this block that can be nonzero for these rows
-  bool first;              // the first block these rows add up: stored, not added to C
-  int64_t panels;          // column panels to compute
-};
-
-inline TileWork tile_work(MatmulStructure structure, int64_t i, int64_t mr, int64_t p0, int64_t kc,
-                          int64_t n_panels, int64_t nr) {
-  TileWork w{p0, p0 + kc, p0 == 0, n_panels};
-  switch (structure) {
-    case MatmulStructure::dense: break;
-    case MatmulStructure::lower_c: w.panels = std::min(n_panels, (i + mr - 1) / nr + 1); break;
-    case MatmulStructure::lower_a: w.p_end = std::min(w.p_end, i + mr); break;  // A[r, p] = 0 for p > r
-    case MatmulStructure::upper_a:  // A[r, p] = 0 for p < r: blocks before the one holding i are all zeros
-      w.p_begin = std::max(p0, i);
-      w.first = p0 == i / kKc * kKc;
-      break;
-  }
-  return w;
-}
-
 // C (m x n) = A (m x k) @ B (k x n), any strides, in PyTorch's order (see the top of the file).
 template <typename T, int VB = 32>
 [[gnu::always_inline]] inline void exact_gemm_impl(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
@@ -376,12 +340,6 @@ template <typename T, int VB = 32>
     }
   }
 }
-
-// Where one product's C, A and B start (element offsets): a batched product runs a list of them through
-// one call of the kernel compiled for this CPU, rather than one call (and one dispatch) per batch item.
-using ItemOffsets = std::array<int64_t, 3>;
-using Items = std::span<const ItemOffsets>;
-inline constexpr ItemOffsets kOneItem[1] = {{0, 0, 0}};
 
 template <typename T, int VB = 32>
 [[gnu::always_inline]] inline void exact_gemm_items(Items items, int64_t m, int64_t n, int64_t k, const T* a,
@@ -428,6 +386,15 @@ void exact_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_
   if (has_avx2()) return exact_gemm_avx2(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 #endif
   exact_gemm_baseline(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+}
+
+// The exact kernel or, in fast numerics, the FMA one (matmul_fast.cpp): same arguments, same contract.
+template <typename T>
+void gemm_kernel(bool fast, int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b,
+                 int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs, ProductOptions options,
+                 Items items = kOneItem) {
+  if (fast) return fast_gemm(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options, items);
+  exact_gemm(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options, items);
 }
 
 // ---------------------------------------------------------------- products with one output row or column
@@ -529,7 +496,9 @@ MatmulMode matmul_mode() { return matmul_mode_setting(); }
 void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulStructure structure,
                     bool add_to_out, const Tensor& start_row) {
   init_cpu_runtime();
-  const bool blis = use_blis_for_large_products();
+  // Numerics::fast: the FMA kernels (matmul_fast.cpp) for every product; SCRATCHGRAD_MATMUL applies to exact.
+  const bool fast = numerics() == Numerics::fast;
+  const bool blis = !fast && use_blis_for_large_products();
   // A stride of 0 inside a matrix (an expanded row/column) is legal for us but not for BLIS: copy those.
   auto matrix_ok = [](const Tensor& t) { return t.strides()[t.dim() - 1] != 0 && t.strides()[t.dim() - 2] != 0; };
   Tensor a_copy, b_copy;  // only when BLIS needs them
@@ -547,7 +516,7 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
     if (m != k) throw std::logic_error(fmt::format("matmul: a triangular A must be square, got {} x {}", m, k));
   }
   const bool large = blis_takes(!batch.empty(), m, n, k);
-  const bool dots = uses_blis_dot(!batch.empty(), m, n, k, acs, brs);
+  const bool dots = !fast && uses_blis_dot(!batch.empty(), m, n, k, acs, brs);
   dispatch_floating(out.dtype(), "matmul", [&](auto tag) {
     using T = decltype(tag);
     const T* pa = ptr<T>(a);
@@ -585,7 +554,7 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
             entry = add_to_out ? entry + dot : dot;
           }
       } else {
-        exact_gemm(mr, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs,
+        gemm_kernel(fast, mr, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs,
                    ProductOptions{structure, r0, add_to_out || start, start});
       }
     };
@@ -610,7 +579,7 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
       if (r0 < m) rows(pa + oa, pb + ob, pc + oc, r0, std::min(m, r0 + chunk_rows));
     };
     if (threads == 1 && k > 0 && !(blis && large) && !dots) {  // the exact kernel: every item in one call
-      exact_gemm(m, n, k, pa, ars, acs, pb, brs, bcs, pc, crs, ccs, ProductOptions{structure, 0, add_to_out || start, start},
+      gemm_kernel(fast, m, n, k, pa, ars, acs, pb, brs, bcs, pc, crs, ccs, ProductOptions{structure, 0, add_to_out || start, start},
                  items);
       return;
     }

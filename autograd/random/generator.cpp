@@ -15,6 +15,7 @@
 
 #include "autograd/compat.h"
 #include "autograd/random/avx2_mathfun_emulation.h"
+#include "autograd/random/float_sincos.h"
 
 // The uniform and normal fills must round after every multiply and add, like PyTorch's portable
 // kernels. Compilers may otherwise fuse `a * b + c` into one FMA instruction when the target has one
@@ -335,6 +336,12 @@ void normal_small(Generator& gen, T* out, int64_t n, double mean, double stddev,
   }
 }
 
+// sin θ and cos θ for the block path. PyTorch calls the C library's sinf/cosf, and the fixtures come from
+// glibc's; float_sincos returns glibc's bits on every platform (Emscripten's musl, for one, rounds 1.3% of
+// the angles the other way). Double angles use the C library's sin and cos, as PyTorch does.
+SinCos sin_cos(float theta) { return float_sincos(theta); }
+std::pair<double, double> sin_cos(double theta) { return {std::sin(theta), std::cos(theta)}; }
+
 // Box-Muller over one block of 16 uniforms: element j (j < 8) pairs with element j + 8.
 // data[j] supplies the radius, data[j + 8] the angle; cosine lands in j, sine in j + 8.
 template <typename T>
@@ -342,11 +349,14 @@ void box_muller_16(T* data, T mean, T stddev, CpuKernels kernels) {
   for (int j = 0; j < 8; ++j) {
     const T u_radius = T(1) - data[j];  // [0, 1) -> (0, 1] so the log is finite
     const T u_angle = data[j + 8];
+    // std::log of a float is logf: glibc's and musl's (the same algorithm, by Arm) agree on all 2^24
+    // arguments this can be (tests/lab/core.test.mjs checks the WebAssembly build against the native).
     const T radius = std::sqrt(T(-2) * std::log(u_radius));
     // PyTorch forms the angle in double and then rounds it to T.
     const T theta = static_cast<T>(2.0 * std::numbers::pi * static_cast<double>(u_angle));
-    data[j] = scale_shift(radius * std::cos(theta), stddev, mean, kernels);
-    data[j + 8] = scale_shift(radius * std::sin(theta), stddev, mean, kernels);
+    const auto [sin_theta, cos_theta] = sin_cos(theta);
+    data[j] = scale_shift(radius * cos_theta, stddev, mean, kernels);
+    data[j + 8] = scale_shift(radius * sin_theta, stddev, mean, kernels);
   }
 }
 

@@ -51,6 +51,9 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   train_cmd->add_option("--seed", train.seed, "manual_seed before building the model")->capture_default_str();
   train_cmd->add_option("--device", train.device, "cpu or cuda")->capture_default_str();
   train_cmd->add_option("--threads", train.threads, "CPU threads")->capture_default_str();
+  train_cmd->add_option("--numerics", train.numerics,
+                        "exact (PyTorch's bits) or fast (fused multiply-adds); default: SCRATCHGRAD_NUMERICS, "
+                        "else exact for mini and fast for gpt");
   train_cmd->add_option("--eval-every", train.eval_every, "report every N steps")->capture_default_str();
   train_cmd->add_option("--sample", train.sample_tokens, "characters to generate at the end")->capture_default_str();
   train_cmd->add_option("--save", train.save, "write a safetensors checkpoint here");
@@ -73,6 +76,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   gen_cmd->add_option("--temperature", gen.temperature, "0 = greedy, else sample softmax(logits / t)")->capture_default_str();
   gen_cmd->add_option("--top-k", gen.top_k, "sample only among the k likeliest (0 = all)")->capture_default_str();
   gen_cmd->add_option("--seed", gen.seed, "seed for sampling")->capture_default_str();
+  gen_cmd->add_option("--numerics", gen.numerics, "exact or fast (default as for train)");
 
   CLI::App* info_cmd = app.add_subcommand("info", "describe a checkpoint");
   info_cmd->add_option("--checkpoint", c.info_checkpoint, "safetensors file")->required();

@@ -256,7 +256,8 @@ std::map<std::string, std::string> run_metadata(const TrainOptions& o, int64_t s
           {"run.steps_done", std::to_string(steps_done)}, {"run.schedule_epoch", std::to_string(schedule_epoch)},
           {"run.generator", hex_of(default_generator().get_state())},
           {"run.deterministic_reduce", o.deterministic_reduce ? "1" : "0"},
-          {"run.reduce_shards", std::to_string(o.reduce_shards)}, {"run.check_every", std::to_string(o.check_every)}};
+          {"run.reduce_shards", std::to_string(o.reduce_shards)}, {"run.check_every", std::to_string(o.check_every)},
+          {"run.numerics", numerics_name(numerics())}};
 }
 
 nn::NamedTensors without_optimizer(const nn::NamedTensors& tensors) {
@@ -718,7 +719,21 @@ TrainOptions resumed_options(TrainOptions o) {
     o.deterministic_reduce = ck.metadata["run.deterministic_reduce"] == "1";
     o.reduce_shards = int64_t(num("run.reduce_shards")), o.check_every = int64_t(num("run.check_every"));
   }
+  // the run goes on in the numerics it started in, unless asked otherwise (older checkpoints: the default)
+  if (o.numerics.empty() && ck.metadata.count("run.numerics")) o.numerics = ck.metadata["run.numerics"];
   return o;
+}
+
+autograd::Numerics use_numerics_for(const std::string& model, const std::string& requested) {
+  Numerics mode = model == "gpt" ? Numerics::fast : Numerics::exact;
+  try {
+    if (!requested.empty()) mode = parse_numerics(requested, "--numerics");
+    else if (auto from_env = numerics_from_environment()) mode = *from_env;
+    set_numerics(mode);  // (its first use also reads SCRATCHGRAD_NUMERICS, which may be bad)
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  return mode;
 }
 
 int run_train(const TrainOptions& given, std::ostream& given_out) {
@@ -733,6 +748,7 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
     if (!path.empty() && ranks.is_root()) nn::check_writable(path);  // fail now, not after the whole run
   if (!o.resume.empty() && ranks.is_root()) nn::remove_stale_temp_files(o.resume);  // what a killed save of it left
   set_num_threads(o.threads);
+  use_numerics_for(o.model, o.numerics);
   Corpus corpus = load_corpus(o);
   require(o.resume.empty() || o.model == "gpt", "--resume continues a GPT run");
   if (ranks.size() > 1)
@@ -749,6 +765,7 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
           fmt::format("--temperature must be 0 (greedy) or positive, got {}", o.temperature));
   require(o.top_k >= 0, fmt::format("--top-k must be non-negative, got {}", o.top_k));
   LoadedModel m = load_model(o.checkpoint);
+  use_numerics_for(m.gpt ? "gpt" : "mini", o.numerics);
   std::u32string prompt = o.prompt ? decode_utf8(*o.prompt) : m.sample_prompt;
   require(!prompt.empty(), "the prompt is empty (pass --prompt TEXT)");
   std::vector<int64_t> ids = m.vocab.encode(prompt);

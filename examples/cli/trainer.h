@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "autograd/numerics.h"
 #include "text.h"
 
 namespace cli {
@@ -26,6 +27,9 @@ struct TrainOptions {
   std::string save;            // checkpoint path (safetensors); empty: don't save
   std::string graph;           // write the step's autograd graph as Graphviz DOT here
   std::string plot;            // write the loss curve as SVG here
+  // "exact" or "fast" (autograd/numerics.h); empty: SCRATCHGRAD_NUMERICS if set, else the model's own —
+  // exact for mini (the workshop's run prints PyTorch's numbers), fast for gpt
+  std::string numerics;
   // --model gpt only (apply_gpt_preset fills what the command line left unset):
   int64_t layers = 3;
   double dropout = 0.0;
@@ -55,7 +59,12 @@ struct GenerateOptions {
   double temperature = 0.0;  // 0: greedy
   int64_t top_k = 0;         // 0: no limit
   uint64_t seed = 0;
+  std::string numerics;  // as TrainOptions::numerics, for the checkpoint's model
 };
+
+// Sets the numerics a run of `model` ("mini" or "gpt") uses: `requested` if given (exact or fast, else
+// UsageError), else SCRATCHGRAD_NUMERICS, else exact for mini and fast for gpt. Returns the choice.
+autograd::Numerics use_numerics_for(const std::string& model, const std::string& requested);
 
 // The checks run_train makes on its options before anything else (numbers in range, names known): throws
 // UsageError naming the flag and the value.

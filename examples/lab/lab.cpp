@@ -3,12 +3,16 @@
 // compiled to WebAssembly for the page and natively for lab_json.
 #include "examples/lab/lab.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <limits>
 #include <map>
 #include <memory>
+#include <numbers>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -20,6 +24,7 @@
 #include "autograd/inspect/call_site.h"
 #include "autograd/inspect/gradcheck.h"
 #include "autograd/inspect/trace.h"
+#include "autograd/random/float_sincos.h"
 #include "examples/cli/text.h"
 #include "examples/cli/trainer.h"
 #include "nn/nn.h"
@@ -454,6 +459,51 @@ json gradcheck_ops(const json&) {
   return {{"checks", results}};
 }
 
+// A fingerprint of many floats' exact bits (FNV-1a over their 32-bit patterns), so the tests can compare
+// millions of values between the WebAssembly and the native build without megabytes of JSON.
+class Fingerprint {
+ public:
+  void add(float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    hash_ = (hash_ ^ bits) * 0x100000001b3u;
+  }
+  std::string hex() const { return fmt::format("{:016x}", hash_); }
+
+ private:
+  uint64_t hash_ = 0xcbf29ce484222325u;
+};
+
+// torch.manual_seed(seed); torch.randn(n): the float Box-Muller block path for n >= 16 (what initialises the
+// embeddings and draws the d_k slider's vectors). The fingerprint of all n values and the first eight.
+json randn_fingerprint(const json& request) {
+  const int64_t n = field<int64_t>(request, "randn_fingerprint", "n", 1 << 20);
+  const uint64_t seed = field<uint64_t>(request, "randn_fingerprint", "seed", 0);
+  if (n < 1 || n > (1 << 24)) throw std::invalid_argument(fmt::format("randn_fingerprint: n must be from 1 to 2^24, got {}", n));
+  manual_seed(seed);
+  const std::vector<float> values = randn({n}).to_vector<float>();
+  Fingerprint f;
+  for (float v : values) f.add(v);
+  return {{"n", n}, {"seed", seed}, {"fingerprint", f.hex()},
+          {"head", std::vector<double>(values.begin(), values.begin() + std::min<int64_t>(n, 8))}};
+}
+
+// Every argument the float Box-Muller block can hand to sin, cos and log: u = k · 2^-24 for each 24-bit k
+// (a float uniform), θ = float(2π · u) and 1 - u. Fingerprints of random::float_sincos(θ) and of std::log
+// (the C library's logf), to compare the two builds on all 2^24 of each.
+json box_muller_fingerprint(const json&) {
+  Fingerprint sincos, log;
+  for (uint32_t k = 0; k < (1u << 24); ++k) {
+    const float u = static_cast<float>(k) * (1.0f / 16777216.0f);
+    const float theta = static_cast<float>(2.0 * std::numbers::pi * static_cast<double>(u));
+    const random::SinCos sc = random::float_sincos(theta);
+    sincos.add(sc.sin);
+    sincos.add(sc.cos);
+    log.add(std::log(1.0f - u));
+  }
+  return {{"arguments", 1 << 24}, {"sin_cos", sincos.hex()}, {"log", log.hex()}};
+}
+
 json float_repr(const json& request) {
   json out = json::array();
   for (const json& v : request.at("values")) out.push_back(print::python_float_repr(v.get<double>()));
@@ -488,6 +538,8 @@ const std::map<std::string, std::function<json(const json&)>>& functions() {
       {"train", train},
       {"gradcheck", gradcheck_ops},
       {"float_repr", float_repr},
+      {"randn_fingerprint", randn_fingerprint},
+      {"box_muller_fingerprint", box_muller_fingerprint},
   };
   return table;
 }
@@ -499,6 +551,7 @@ std::string call(const std::string& function, const std::string& request_json) {
     auto it = functions().find(function);
     if (it == functions().end()) throw std::invalid_argument(fmt::format("lab: no function named \"{}\"", function));
     const json request = request_json.empty() ? json::object() : json::parse(request_json);
+    NumericsGuard exact(Numerics::exact);  // the page shows PyTorch's numbers, as the seed programs print them
     set_printoptions(4);  // the page prints as the program does: 4 decimals
     json answer = it->second(request);
     reset_printoptions();

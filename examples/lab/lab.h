@@ -14,6 +14,8 @@
 //   train         all of the above in one call (for the tests)
 //   gradcheck     the page's ops against finite differences, in float64
 //   float_repr    Python's repr of a double (the printer's shortest round-trip digits)
+//   randn_fingerprint       randn of a big tensor: a fingerprint of its bits (the block path's sin, cos, log)
+//   box_muller_fingerprint  fingerprints of sin/cos and log on all 2^24 arguments the float block can draw
 // Bad input answers {"error": "<the exception's message>"}; call never throws.
 #pragma once
 #include <string>

@@ -1,0 +1,245 @@
+// cpu/matmul_fast.cpp — matrix products with fused multiply-adds: Numerics::fast (see numerics.h).
+//
+// The textbook blocked product (Goto's algorithm, the way BLIS lays it out):
+//
+//   for each block of kKc consecutive p:                     (B's block stays in the L2 cache)
+//     pack B[p0:p0+kc, :] into panels NR columns wide, p-major
+//     for each MR rows of A:                                 (A's rows stay in the L1 cache)
+//       for each panel of B:  C[i0:i0+MR, panel] (+)= micro-kernel(A's rows, the panel)
+//
+// A is not packed (BLIS packs it; at these sizes the copy cost more than it saved): the micro-kernel
+// broadcasts its values straight from A's rows (or columns, for a transposed A), MR streams along memory.
+// The micro-kernel keeps an MR x NR tile of C in vector registers for the whole block and, for each p,
+// loads one row of the B panel (2 vectors) and does acc[r] += a[r, p] * b_row for every r: 2·MR fused
+// multiply-adds per p, each one instruction with one rounding. This file is the only one compiled with
+// -ffp-contract=fast (CMakeLists.txt), so `acc + b * a` on GCC's vector types becomes one FMA wherever
+// the target has FMA (the AVX2 and AVX-512 twins below); the exact kernels (matmul.cpp) never fuse.
+//
+// What stays the same as exact: every output entry is one chain over p, in order, in blocks of kKc (the
+// first block stored, later ones added), so an entry never depends on m, on which rows share its tile,
+// on how many items a batched call has, or on the thread that computes it: splitting the rows over
+// threads changes no bit. What differs: each term is rounded once (a·b + acc), not twice; results agree
+// with exact to a few float roundings (tests/test_fast_numerics.cpp bounds them).
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "autograd/cpu/matmul_plan.h"
+#include "autograd/cpu/runtime.h"
+
+// The vector helpers below are always inlined into the AVX2 / AVX-512 functions that use them, so no
+// vector ever crosses a call boundary and GCC's warning about the ABI of such calls does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace autograd::cpu {
+
+namespace {
+
+template <typename T, int VB> struct Vec;  // VB bytes of T as one GCC vector
+template <int VB> struct Vec<float, VB> { typedef float type __attribute__((vector_size(VB))); };
+template <int VB> struct Vec<double, VB> { typedef double type __attribute__((vector_size(VB))); };
+
+// The register tile: MR rows by NR = 2 vectors of columns. With 32 vector registers (AVX-512) 12 x 2
+// accumulators leave room for B's two vectors and a broadcast of A; with 16 (AVX2, SSE) 6 x 2 do.
+// Each accumulator is a chain with a 4-cycle latency, and two FMAs start per cycle: at least 8 chains
+// must be in flight to keep both FMA units busy, and more rows per loaded B vector save loads.
+template <int VB> constexpr int64_t kMr = VB == 64 ? 12 : 6;
+template <typename T, int VB> constexpr int64_t kNr = 2 * VB / int64_t(sizeof(T));
+
+template <typename V, typename T> [[gnu::always_inline]] inline V load(const T* p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <typename V, typename T> [[gnu::always_inline]] inline void store(T* p, const V& v) {
+  __builtin_memcpy(p, &v, sizeof(V));
+}
+
+// out[jp][p][c] = b[p0 + p, j0 + c] for the panel starting at column j0 = jp·NR, zero past column n.
+template <typename T, int64_t NR>
+void pack_b(int64_t kc, int64_t n, const T* b, int64_t brs, int64_t bcs, T* out) {
+  for (int64_t j0 = 0; j0 < n; j0 += NR, out += kc * NR) {
+    const int64_t nr = std::min(NR, n - j0);
+    if (bcs == 1 && nr == NR) {  // whole rows of a row-major B: one copy each
+      for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * NR, b + p * brs + j0, NR * sizeof(T));
+      continue;
+    }
+    // B transposed (brs == 1) or an edge panel: column by column, so the reads run along memory
+    for (int64_t c = 0; c < nr; ++c) {
+      const T* column = b + (j0 + c) * bcs;
+      for (int64_t p = 0; p < kc; ++p) out[p * NR + c] = column[p * brs];
+    }
+    for (int64_t p = 0; p < kc; ++p)
+      for (int64_t c = nr; c < NR; ++c) out[p * NR + c] = T(0);
+  }
+}
+
+// out[p][r] = a[r, p] for r < mr, zero for the rows past the last one (their results are never stored).
+template <typename T, int64_t MR>
+void pack_a(int64_t kc, int64_t mr, const T* a, int64_t ars, int64_t acs, T* out) {
+  for (int64_t r = 0; r < mr; ++r) {
+    const T* row = a + r * ars;
+    for (int64_t p = 0; p < kc; ++p) out[p * MR + r] = row[p * acs];
+  }
+  for (int64_t p = 0; p < kc; ++p)
+    for (int64_t r = mr; r < MR; ++r) out[p * MR + r] = T(0);
+}
+
+// How the tile is written back: stored (the first block of a sum that starts at zero), or added to what
+// C holds, or (the first block of addmm) added to the start row.
+struct WriteBack {
+  bool store;
+  const void* start;  // the start row, at this panel's first column; null: add to C
+};
+
+// C[0:mr, 0:nr] (+)= A panel (kc x MR) · B panel (kc x NR), the tile held in registers throughout.
+// A is read in place: a[r * a_rs + p * a_ps] is row r's term p, for a packed panel (a_ps = MR, a_rs = 1) as
+// for a row-major A (a_ps = 1: each row is a stream along memory) or a column-major one (a_rs = 1).
+template <typename T, int VB>
+[[gnu::always_inline]] inline void micro_kernel(int64_t kc, const T* ap, int64_t a_rs, int64_t a_ps, const T* bp,
+                                                int64_t mr, int64_t nr, T* c, int64_t crs, int64_t ccs, WriteBack how) {
+  using V = typename Vec<T, VB>::type;
+  constexpr int64_t VL = VB / int64_t(sizeof(T)), NR = 2 * VL, MR = kMr<VB>;
+  V acc[MR][2];
+#pragma GCC unroll 16
+  for (int64_t r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = V{};  // register by register (no rep stos)
+  for (int64_t p = 0; p < kc; ++p) {
+    const V b0 = load<V>(bp + p * NR), b1 = load<V>(bp + p * NR + VL);
+#pragma GCC unroll 16
+    for (int64_t r = 0; r < MR; ++r) {  // unrolled, so the 2·MR accumulators stay in registers
+      const T a = ap[r * a_rs + p * a_ps];
+      acc[r][0] = acc[r][0] + b0 * a;  // one fused multiply-add each
+      acc[r][1] = acc[r][1] + b1 * a;
+    }
+  }
+  const T* start = static_cast<const T*>(how.start);
+  if (ccs == 1 && nr == NR) {  // whole vectors in and out of a row-major C
+    const V s0 = start ? load<V>(start) : V{}, s1 = start ? load<V>(start + VL) : V{};
+    for (int64_t r = 0; r < mr; ++r) {
+      T* row = c + r * crs;
+      if (how.store) {
+        store(row, acc[r][0]);
+        store(row + VL, acc[r][1]);
+      } else {
+        store(row, acc[r][0] + (start ? s0 : load<V>(row)));
+        store(row + VL, acc[r][1] + (start ? s1 : load<V>(row + VL)));
+      }
+    }
+    return;
+  }
+  for (int64_t r = 0; r < mr; ++r) {
+    T values[NR];
+    store(values, acc[r][0]);
+    store(values + VL, acc[r][1]);
+    for (int64_t col = 0; col < nr; ++col) {
+      T& out = c[r * crs + col * ccs];
+      out = how.store ? values[col] : values[col] + (start ? start[col] : out);
+    }
+  }
+}
+
+template <typename T> struct Buffers {
+  std::vector<T> a, b;
+};
+template <typename T> Buffers<T>& buffers() {
+  thread_local Buffers<T> mine;  // reused across calls: no allocation per product once warm
+  return mine;
+}
+
+// C (m x n) = A (m x k) · B (k x n), any strides, for one item.
+template <typename T, int VB>
+[[gnu::always_inline]] inline void gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs,
+                                        const T* b, int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs,
+                                        const ProductOptions& options) {
+  constexpr int64_t NR = kNr<T, VB>, MR = kMr<VB>;
+  Buffers<T>& buf = buffers<T>();
+  const int64_t n_panels = (n + NR - 1) / NR;
+  buf.b.resize(size_t(std::min(k, kKc) * n_panels * NR));
+  buf.a.resize(size_t(std::min(k, kKc) * MR));
+  const T* start = static_cast<const T*>(options.start_row);
+  for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+    const int64_t kc = std::min(kKc, k - p0);
+    pack_b<T, NR>(kc, n, b + p0 * brs, brs, bcs, buf.b.data());
+    for (int64_t i0 = 0; i0 < m; i0 += MR) {
+      const int64_t mr = std::min(MR, m - i0);
+      TileWork w = tile_work(options.structure, options.row0 + i0, mr, p0, kc, n_panels, NR);
+      if (options.add_to_c) w.first = false;
+      if (w.p_begin >= w.p_end) continue;  // nothing but zeros for these rows in this block
+      const int64_t kw = w.p_end - w.p_begin;
+      // A's rows are read where they are; only a last, partial tile is copied, zero-padded to MR rows
+      // (the micro-kernel always reads MR rows)
+      const T* a_tile = a + i0 * ars + w.p_begin * acs;
+      int64_t a_rs = ars, a_ps = acs;
+      if (mr < MR) {
+        pack_a<T, MR>(kw, mr, a_tile, ars, acs, buf.a.data());
+        a_tile = buf.a.data(), a_rs = 1, a_ps = MR;
+      }
+      for (int64_t jp = 0; jp < w.panels; ++jp) {
+        const int64_t j0 = jp * NR;
+        // the start row stands in for C in the first block these rows add up
+        const WriteBack how{w.first, start && p0 == 0 ? start + j0 : nullptr};
+        micro_kernel<T, VB>(kw, a_tile, a_rs, a_ps, buf.b.data() + jp * kc * NR + (w.p_begin - p0) * NR, mr,
+                            std::min(NR, n - j0), c + i0 * crs + j0 * ccs, crs, ccs, how);
+      }
+    }
+  }
+}
+
+template <typename T, int VB>
+[[gnu::always_inline]] inline void gemm_items(Items items, int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
+                                              int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c, int64_t crs,
+                                              int64_t ccs, const ProductOptions& options) {
+  for (const auto& [oc, oa, ob] : items)
+    gemm<T, VB>(m, n, k, a + oa, ars, acs, b + ob, brs, bcs, c + oc, crs, ccs, options);
+}
+
+// The same code three times: 16-byte vectors for any x86-64 (no FMA there: a multiply and an add), and,
+// chosen at run time, AVX2 + FMA (16 ymm registers) and AVX-512 + FMA (32 zmm registers).
+template <typename T>
+void gemm_baseline(Items items, int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b,
+                   int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs, const ProductOptions& options) {
+  gemm_items<T, 16>(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename T>
+[[gnu::target("avx2,fma")]] void gemm_avx2(Items items, int64_t m, int64_t n, int64_t k, const T* a, int64_t ars,
+                                           int64_t acs, const T* b, int64_t brs, int64_t bcs, T* c, int64_t crs,
+                                           int64_t ccs, const ProductOptions& options) {
+  gemm_items<T, 32>(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+}
+template <typename T>
+[[gnu::target("avx512f,avx512vl,fma")]] void gemm_avx512(Items items, int64_t m, int64_t n, int64_t k, const T* a,
+                                                         int64_t ars, int64_t acs, const T* b, int64_t brs,
+                                                         int64_t bcs, T* c, int64_t crs, int64_t ccs,
+                                                         const ProductOptions& options) {
+  gemm_items<T, 64>(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+}
+#endif
+
+bool has_fma() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("fma"));
+  return yes;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+template <typename T>
+void fast_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
+               int64_t bcs, T* c, int64_t crs, int64_t ccs, ProductOptions options, Items items) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (avx512_kernels() && has_fma()) return gemm_avx512(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+  if (has_avx2() && has_fma()) return gemm_avx2(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+#endif
+  gemm_baseline(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+}
+
+template void fast_gemm<float>(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*, int64_t,
+                               int64_t, float*, int64_t, int64_t, ProductOptions, Items);
+template void fast_gemm<double>(int64_t, int64_t, int64_t, const double*, int64_t, int64_t, const double*, int64_t,
+                                int64_t, double*, int64_t, int64_t, ProductOptions, Items);
+
+}  // namespace autograd::cpu

@@ -1,0 +1,68 @@
+// cpu/matmul_plan.h — what the exact kernels (matmul.cpp) and the fast ones (matmul_fast.cpp) share:
+// how one call is told what to compute, and which terms of a structured product can be skipped.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "autograd/backend.h"
+
+namespace autograd::cpu {
+
+// Both kernels add each output's terms in blocks of kKc consecutive p (BLIS's KC for its reference
+// kernels, float and double): the exact kernels because PyTorch's BLIS does, the fast ones because a
+// block of packed B then stays in the L2 cache.
+constexpr int64_t kKc = 256;
+
+// How one call computes its product: which zeros it may skip and where the rows it is given start in
+// the whole matrix (a thread may get rows r0.. of it; see tile_work below), and whether C already holds
+// the sum's starting value (addmm's bias: every block's chain is then added to C, the first one too).
+struct ProductOptions {
+  MatmulStructure structure = MatmulStructure::dense;
+  int64_t row0 = 0;
+  bool add_to_c = false;
+  // With add_to_c: the sum's starting value is this row (of T, n values), the same for every row of C,
+  // read in place of C by the first block (addmm's bias, without first copying it down C).
+  const void* start_row = nullptr;
+};
+
+// ---- products that know where their zeros are (MatmulStructure in cpu.h; used by ops/attention.cpp)
+// What one tile of rows [i, i + mr) (rows of the whole matrix) computes within the block [p0, p0 + kc):
+// a chain may skip terms that are products with an exact zero at its end (lower_a) or its start
+// (upper_a) without changing a bit, and lower_c skips column panels that lie wholly above the diagonal.
+struct TileWork {
+  int64_t p_begin, p_end;  // the terms of this block that can be nonzero for these rows
+  bool first;              // the first block these rows add up: stored, not added to C
+  int64_t panels;          // column panels to compute
+};
+
+inline TileWork tile_work(MatmulStructure structure, int64_t i, int64_t mr, int64_t p0, int64_t kc,
+                          int64_t n_panels, int64_t nr) {
+  TileWork w{p0, p0 + kc, p0 == 0, n_panels};
+  switch (structure) {
+    case MatmulStructure::dense: break;
+    case MatmulStructure::lower_c: w.panels = std::min(n_panels, (i + mr - 1) / nr + 1); break;
+    case MatmulStructure::lower_a: w.p_end = std::min(w.p_end, i + mr); break;  // A[r, p] = 0 for p > r
+    case MatmulStructure::upper_a:  // A[r, p] = 0 for p < r: blocks before the one holding i are all zeros
+      w.p_begin = std::max(p0, i);
+      w.first = p0 == i / kKc * kKc;
+      break;
+  }
+  return w;
+}
+
+// Where one product's C, A and B start (element offsets): a batched product runs a list of them through
+// one call of the kernel compiled for this CPU, rather than one call (and one dispatch) per batch item.
+using ItemOffsets = std::array<int64_t, 3>;
+using Items = std::span<const ItemOffsets>;
+inline constexpr ItemOffsets kOneItem[1] = {{0, 0, 0}};
+
+// matmul_fast.cpp: C = A·B for every item, with fused multiply-adds (Numerics::fast). Same contract as
+// the exact kernel: any strides, the options' structure, start row and add_to_c; the result of an entry
+// depends only on its row of A, its column of B and k (never on m, the item count or the thread).
+template <typename T>
+void fast_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
+               int64_t bcs, T* c, int64_t crs, int64_t ccs, ProductOptions options, Items items = kOneItem);
+
+}  // namespace autograd::cpu

@@ -1,0 +1,208 @@
+// test_fast_numerics.cpp — the two numerics (autograd/numerics.h): the switch itself, and the fast
+// products (cpu/matmul_fast.cpp) against the exact ones.
+//
+// Fast numerics may differ from exact in the last bits, so they are held to the error bound of a sum of
+// products instead of to bits: |fast − exact| ≤ 2·k·u·Σ_p |a_ip·b_pj| for each entry (u the unit
+// roundoff; both results are within k·u·Σ|a·b| of the true sum). They must still be deterministic and
+// independent of the thread count, and skipping known zeros (causal attention) must not move a bit.
+// ctest also reruns the gradcheck suites with SCRATCHGRAD_NUMERICS=fast (tests/CMakeLists.txt).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "autograd/cpu/runtime.h"
+#include "nn/nn.h"
+#include "tests/test_helpers.h"
+
+namespace {
+
+using namespace autograd;
+using testing_helpers::leaf;
+using testing_helpers::randish;
+
+bool cpu_has_fma() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+Tensor product_in(Numerics mode, const Tensor& a, const Tensor& b) {
+  NumericsGuard guard(mode);
+  return matmul(a, b);
+}
+
+// Every entry of fast within 2·k·u·(|A|·|B|) of exact (computed in float64, which is exact enough here).
+void expect_within_product_bound(const Tensor& a, const Tensor& b, const std::string& what) {
+  const Tensor fast = product_in(Numerics::fast, a, b);
+  const Tensor exact = product_in(Numerics::exact, a, b);
+  const double u = a.dtype() == DType::Float32 ? std::ldexp(1.0, -24) : std::ldexp(1.0, -53);
+  const int64_t k = a.size(-1);
+  const Tensor scale = matmul(a.to(DType::Float64).abs(), b.to(DType::Float64).abs());
+  const std::vector<double> f = fast.to_vector<double>(), e = exact.to_vector<double>(), s = scale.to_vector<double>();
+  ASSERT_EQ(f.size(), e.size()) << what;
+  int64_t differing = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    ASSERT_LE(std::abs(f[i] - e[i]), 2.0 * double(k) * u * s[i]) << what << ": entry " << i;
+    differing += f[i] != e[i];
+  }
+  ::testing::Test::RecordProperty(what, int(differing));  // how many entries differ from exact, in the XML report
+}
+
+// ---------------------------------------------------------------- the switch
+
+TEST(Numerics, SetGuardAndParse) {
+  const Numerics before = numerics();
+  set_numerics(Numerics::fast);
+  EXPECT_EQ(numerics(), Numerics::fast);
+  {
+    NumericsGuard exact(Numerics::exact);
+    EXPECT_EQ(numerics(), Numerics::exact);
+    {
+      NumericsGuard fast(Numerics::fast);
+      EXPECT_EQ(numerics(), Numerics::fast);
+    }
+    EXPECT_EQ(numerics(), Numerics::exact);
+    // a guard is this thread's: another thread sees the process-wide setting
+    Numerics seen = Numerics::exact;
+    std::thread([&] { seen = numerics(); }).join();
+    EXPECT_EQ(seen, Numerics::fast);
+  }
+  EXPECT_EQ(numerics(), Numerics::fast);
+  set_numerics(before);
+
+  EXPECT_EQ(parse_numerics("exact"), Numerics::exact);
+  EXPECT_EQ(parse_numerics("fast"), Numerics::fast);
+  EXPECT_STREQ(numerics_name(Numerics::exact), "exact");
+  EXPECT_STREQ(numerics_name(Numerics::fast), "fast");
+  EXPECT_THROW_WITH(parse_numerics("quick", "--numerics"), std::invalid_argument, "--numerics", "'quick'",
+                    "exact or fast");
+  EXPECT_THROW_WITH(set_numerics(static_cast<Numerics>(7)), std::invalid_argument, "set_numerics", "7");
+}
+
+// ---------------------------------------------------------------- fast products
+
+// a0·b0 + a1·b1 with a0·b0 = 1 + 2⁻¹¹ (rounded) and a1·b1 = −(1 + 2⁻¹¹ + 2⁻²⁴) (exactly, in real
+// numbers). Rounding the second product first (exact) gives 0; one fused multiply-add keeps −2⁻²⁴.
+TEST(FastNumerics, ProductsUseFusedMultiplyAdds) {
+  const float e = std::ldexp(1.0f, -12);
+  const Tensor a = from_vector(std::vector<float>{1 + e, -(1 + e)}, {1, 2});
+  const Tensor b = from_vector(std::vector<float>{1 + e, 1 + e}, {2, 1});
+  EXPECT_EQ(product_in(Numerics::exact, a, b).item<float>(), 0.0f);
+  if (!cpu_has_fma()) GTEST_SKIP() << "this CPU has no FMA: fast products are a multiply and an add";
+  EXPECT_EQ(product_in(Numerics::fast, a, b).item<float>(), -std::ldexp(1.0f, -24));
+  // the same in a wide product, where every tile of the micro-kernel meets it
+  const Tensor wide_a = a.expand({40, 2}).contiguous(), wide_b = b.expand({2, 70}).contiguous();
+  const Tensor c = product_in(Numerics::fast, wide_a, wide_b);
+  EXPECT_EQ(c.abs().sum().item<float>(), 40 * 70 * std::ldexp(1.0f, -24));
+}
+
+TEST(FastNumerics, ProductsAgreeWithExactWithinTheirErrorBound) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    const std::string type = dtype == DType::Float32 ? "float32" : "float64";
+    uint32_t seed = 100;
+    // narrow (n <= 48), one register tile, several tiles with edges, K over one 256-deep block
+    for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 7}, {3, 5, 2}, {8, 24, 24}, {13, 48, 9}, {12, 32, 256},
+                           {29, 67, 300}, {100, 130, 513}, {4096 / 64, 256, 256}}) {
+      const Tensor a = randish({m, k}, seed++, -1, 1, dtype), b = randish({k, n}, seed++, -1, 1, dtype);
+      const std::string shape = fmt::format("{} {}x{}x{}", type, m, n, k);
+      expect_within_product_bound(a, b, shape);
+      expect_within_product_bound(a.mT().contiguous().mT(), b, shape + " A column-major");
+      expect_within_product_bound(a, b.mT().contiguous().mT(), shape + " B column-major");
+    }
+    // batched, broadcast over the batch, and sliced (non-contiguous) operands
+    const Tensor a = randish({3, 4, 37, 50}, seed++, -1, 1, dtype), b = randish({4, 50, 45}, seed++, -1, 1, dtype);
+    expect_within_product_bound(a, b, type + " batched with broadcast");
+    const Tensor big = randish({90, 90}, seed++, -1, 1, dtype);
+    expect_within_product_bound(big.slice(0, 1, 90, 3), big.slice(1, 0, 90, 2), type + " sliced");  // [30, 90] @ [90, 45]
+  }
+}
+
+TEST(FastNumerics, LinearWithBiasAgreesWithExact) {
+  // addmm: the bias is the sum's starting value, then every 256-deep block is added
+  const Tensor x = randish({50, 300}, 1, -1, 1, DType::Float32), w = randish({70, 300}, 2, -1, 1, DType::Float32);
+  const Tensor bias = randish({70}, 3, -1, 1, DType::Float32);
+  Tensor fast, exact;
+  {
+    NumericsGuard g(Numerics::fast);
+    fast = linear(x, w, bias);
+  }
+  {
+    NumericsGuard g(Numerics::exact);
+    exact = linear(x, w, bias);
+  }
+  const double bound = 2.0 * 301 * std::ldexp(1.0, -24) * 301;  // |x|, |w|, |bias| < 1
+  EXPECT_LE((fast.to(DType::Float64) - exact.to(DType::Float64)).abs().max().item<double>(), bound);
+}
+
+// The fast kernel's entries depend only on their row, column and k: splitting rows over threads, or a
+// batch into items, changes no bit; and causal attention's skipped zeros move none either.
+TEST(FastNumerics, ThreadsAndSkippedZerosChangeNoBit) {
+  NumericsGuard fast(Numerics::fast);
+  const int before = get_num_threads();
+  const Tensor a = randish({8, 130, 257}, 4, -1, 1, DType::Float32), b = randish({8, 257, 140}, 5, -1, 1, DType::Float32);
+  set_num_threads(1);
+  const Tensor one = matmul(a, b);
+  set_num_threads(2);
+  const Tensor two = matmul(a, b);
+  set_num_threads(before);
+  testing_helpers::expect_same_float_bits(two, one, "2 threads against 1");
+  const Tensor item3 = matmul(a.select(0, 3), b.select(0, 3));
+  testing_helpers::expect_same_float_bits(item3, one.select(0, 3), "one item alone against the batch");
+
+  const Tensor q = randish({2, 3, 70, 16}, 6, -1, 1, DType::Float32), k = randish({2, 3, 70, 16}, 7, -1, 1, DType::Float32);
+  const Tensor v = randish({2, 3, 70, 16}, 8, -1, 1, DType::Float32);
+  const Tensor mask = ones({70, 70}, DType::Bool).triu(1);
+  const Tensor dense = (matmul(q, k.mT()) / 4.0).masked_fill(mask, -std::numeric_limits<double>::infinity());
+  testing_helpers::expect_same_float_bits(causal_scores(q, k, 4.0), dense, "causal_scores");
+  const Tensor p = softmax(dense, -1);
+  testing_helpers::expect_same_float_bits(tril_matmul(p, v), matmul(p, v), "tril_matmul");
+}
+
+// float64 gradchecks of the products in fast numerics (ctest reruns every gradcheck suite this way too).
+TEST(FastNumerics, ProductGradcheck) {
+  NumericsGuard fast(Numerics::fast);
+  using Inputs = std::vector<Tensor>;
+  EXPECT_GRADCHECK([](const Inputs& x) { return matmul(x[0], x[1]); }, Inputs{leaf({5, 40}, 1), leaf({40, 33}, 2)});
+  EXPECT_GRADCHECK([](const Inputs& x) { return matmul(x[0], x[1]); },
+                   Inputs{testing_helpers::transposed_leaf({7, 13}, 3), testing_helpers::sliced_leaf({13, 50}, 4)});
+  EXPECT_GRADCHECK([](const Inputs& x) { return matmul(x[0], x[1]); }, Inputs{leaf({2, 9, 6}, 5), leaf({6, 4}, 6)});
+  EXPECT_GRADCHECK([](const Inputs& x) { return linear(x[0], x[1], x[2]); },
+                   Inputs{leaf({6, 10}, 7), leaf({35, 10}, 8), leaf({35}, 9)});
+  EXPECT_GRADCHECK([](const Inputs& x) { return tril_matmul(softmax(causal_scores(x[0], x[1], 2.0), -1), x[2]); },
+                   Inputs{leaf({2, 9, 4}, 10), leaf({2, 9, 4}, 11), leaf({2, 9, 5}, 12)});
+}
+
+// A whole GPT step in both numerics: the same loss and gradients to float32 rounding.
+TEST(FastNumerics, GptStepAgreesWithExact) {
+  nn::GPTConfig cfg;
+  cfg.vocab_size = 30, cfg.context_length = 16, cfg.emb_dim = 32, cfg.n_heads = 4, cfg.n_layers = 2,
+  cfg.drop_rate = 0.0;
+  manual_seed(5);
+  nn::GPTModel model(cfg);
+  const Tensor idx = randint(0, 30, {4, 16}), targets = randint(0, 30, {4, 16});
+  auto step = [&](Numerics mode) {
+    NumericsGuard guard(mode);
+    model.zero_grad();
+    Tensor loss = cross_entropy(model(idx).reshape({-1, 30}), targets.flatten());
+    loss.backward();
+    std::vector<Tensor> grads;
+    for (const Tensor& p : model.parameters()) grads.push_back(p.grad().clone());
+    return std::pair{loss.item<float>(), grads};
+  };
+  const auto [exact_loss, exact_grads] = step(Numerics::exact);
+  const auto [fast_loss, fast_grads] = step(Numerics::fast);
+  EXPECT_NEAR(fast_loss, exact_loss, 1e-5 * std::abs(exact_loss));
+  for (size_t i = 0; i < exact_grads.size(); ++i) {
+    const double scale = exact_grads[i].abs().max().item<float>();
+    const double diff = (fast_grads[i] - exact_grads[i]).abs().max().item<float>();
+    EXPECT_LE(diff, 1e-4 * scale + 1e-7) << "parameter " << i;
+  }
+}
+
+}  // namespace
