@@ -444,9 +444,6 @@ TEST(FlashAttentionModels, MultiHeadAttentionTakesTheFlashOpOnlyWhereAllowed) {
   EXPECT_FALSE(graph_has(dropping(long_x), flash));
   dropping.eval();
   EXPECT_TRUE(graph_has(dropping(long_x), flash));
-  dropping.train();
-  dropping.attention = nn::AttentionKernel::flash;
-  EXPECT_THROW_WITH(dropping(long_x), std::invalid_argument, "flash", "dropout");
 }
 
 TEST(FlashAttentionModels, MultiHeadAttentionAndGptAgreeWithTheComposedOps) {
@@ -510,6 +507,18 @@ TEST(FlashAttentionErrors, BadInputsAreNamedErrors) {
                     "scaled_dot_product_attention", "floating point", "int64");
   EXPECT_THROW_WITH(scaled_dot_product_attention(q, k, v, true, kInf), std::invalid_argument,
                     "scaled_dot_product_attention", "scale must be finite", "inf");
+}
+
+TEST(FlashAttentionErrors, FlashWithDropoutOnTheWeightsIsRefused) {
+  manual_seed(5);
+  nn::MultiHeadAttention att(16, 16, 128, /*dropout=*/0.1, /*num_heads=*/4);
+  att.attention = nn::AttentionKernel::flash;
+  EXPECT_THROW_WITH(att(randish({2, 100, 16}, 110, -1, 1, DType::Float32)), std::invalid_argument,
+                    "attention kernel flash", "dropout", "eval()");
+  att.eval();  // no dropout in eval mode: then it runs
+  EXPECT_EQ(shape_to_string(att(randish({2, 100, 16}, 110, -1, 1, DType::Float32)).shape()), "[2, 100, 16]");
+  EXPECT_THROW_WITH(nn::parse_attention_kernel("fast", "--attention"), std::invalid_argument, "--attention", "'fast'",
+                    "automatic, composed or flash");
 }
 
 }  // namespace
