@@ -17,7 +17,7 @@ static Tensor rand_parameter(int64_t rows, int64_t cols) { return rand({rows, co
 
 // ---------------------------------------------------------------- which causal attention
 
-bool uses_flash_attention(AttentionKernel kernel, int64_t t, const Tensor& x, bool weights_dropout) {
+bool uses_flash_attention(AttentionKernel kernel, int64_t t, int64_t head_dim, const Tensor& x, bool weights_dropout) {
   switch (kernel) {
     case AttentionKernel::composed: return false;
     case AttentionKernel::flash:
@@ -27,8 +27,9 @@ bool uses_flash_attention(AttentionKernel kernel, int64_t t, const Tensor& x, bo
       return true;
     case AttentionKernel::automatic:
       // Only where nobody compares bits with PyTorch (fast numerics), where the [t, t] matrices are worth
-      // avoiding (long sequences), and on the device that has the kernel.
-      return !weights_dropout && t > kFlashAttentionAbove && x.device().is_cpu() && numerics() == Numerics::fast;
+      // avoiding (long sequences, longer than a head is wide), and on the device that has the kernel.
+      return !weights_dropout && t > kFlashAttentionAbove && t > head_dim && x.device().is_cpu() &&
+             numerics() == Numerics::fast;
   }
   return false;
 }
@@ -162,7 +163,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x) const {
 
   // Past kFlashAttentionAbove tokens under fast numerics: the same attention without the [T, T] weights
   // (scaled_dot_product_attention scales by 1/√head_dim and masks the future, as the lines below do).
-  if (uses_flash_attention(attention, num_tokens, x, dropout->p > 0 && dropout->is_training())) {
+  if (uses_flash_attention(attention, num_tokens, head_dim, x, dropout->p > 0 && dropout->is_training())) {
     Tensor context_vec = scaled_dot_product_attention(queries, keys, values, /*causal=*/true).transpose(1, 2);
     context_vec = context_vec.contiguous().view({b, num_tokens, d_out});
     return (*out_proj)(context_vec);

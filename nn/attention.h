@@ -16,8 +16,8 @@ namespace nn {
 // How a causal attention layer (MultiHeadAttention, MiniSelfAttention) computes softmax(q kᵀ/√d, causal) v.
 enum class AttentionKernel {
   // The flash op where it pays and no one expects PyTorch's bits: under Numerics::fast, on the CPU, past
-  // kFlashAttentionAbove positions, and (MultiHeadAttention) with no dropout on the weights. Otherwise the
-  // composed ops, exactly as before.
+  // kFlashAttentionAbove positions and past the head dim, and (MultiHeadAttention) with no dropout on the
+  // weights. Otherwise the composed ops, exactly as before.
   automatic,
   composed,  // always the composed ops (scores, mask, softmax, product): the [T, T] weights exist
   flash,     // always autograd::scaled_dot_product_attention: O(T·d) memory, the weights never made
@@ -26,9 +26,13 @@ enum class AttentionKernel {
 // (64 × 64 per head), the composed graph reads like the Python, and the parity tests and seed programs
 // (all at 16 positions or fewer) run their usual ops in either numerics.
 inline constexpr int64_t kFlashAttentionAbove = 64;
-// Whether `kernel` means the flash op for t positions of x (`weights_dropout`: dropout on the attention
-// weights would be applied, which the flash op cannot do).
-bool uses_flash_attention(AttentionKernel kernel, int64_t t, const autograd::Tensor& x, bool weights_dropout);
+// Whether `kernel` means the flash op for t positions of x with heads of head_dim (`weights_dropout`:
+// dropout on the attention weights would be applied, which the flash op cannot do). automatic also wants
+// t > head_dim: per head the flash op keeps its output (t × head_dim) for backward where the composition
+// keeps its weights (t × t), so it saves memory only past t = head_dim — and there it is also the faster
+// (docs/performance.md has both measured).
+bool uses_flash_attention(AttentionKernel kernel, int64_t t, int64_t head_dim, const autograd::Tensor& x,
+                          bool weights_dropout);
 // "automatic", "composed" or "flash"; and back (anything else: std::invalid_argument naming `what`).
 const char* attention_kernel_name(AttentionKernel kernel);
 AttentionKernel parse_attention_kernel(const std::string& text, const std::string& what = "attention");
@@ -84,8 +88,8 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Linear> W_query, W_key, W_value, out_proj;
   std::shared_ptr<Dropout> dropout;
   Tensor mask;
-  // The book's ops by default; the flash op past kFlashAttentionAbove tokens under fast numerics when no
-  // dropout applies (see AttentionKernel). flash with dropout active on the weights is refused.
+  // The book's ops by default; the flash op past kFlashAttentionAbove tokens (and past head_dim) under fast
+  // numerics when no dropout applies (see AttentionKernel). flash with dropout active on the weights is refused.
   AttentionKernel attention = AttentionKernel::automatic;
 };
 

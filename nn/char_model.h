@@ -29,8 +29,9 @@ class MiniSelfAttention : public Module {
   static constexpr int64_t kSkipMaskedHalfAbove = 32;
   bool skip_masked_half = true;
   // Which attention runs: automatic takes scaled_dot_product_attention (the flash op: O(t·d) memory, not
-  // the composed ops' bits) past kFlashAttentionAbove positions under fast numerics on the CPU, and the
-  // composed ops above otherwise; composed never takes it, flash always does (nn/attention.h).
+  // the composed ops' bits) past kFlashAttentionAbove positions and past the head dim (dim / heads) under
+  // fast numerics on the CPU, and the composed ops above otherwise; composed never takes it, flash always
+  // does (nn/attention.h).
   AttentionKernel attention = AttentionKernel::automatic;
   std::shared_ptr<Embedding> tok, pos;
   std::shared_ptr<Linear> q, k, v, head;

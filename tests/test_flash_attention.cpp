@@ -433,6 +433,10 @@ TEST(FlashAttentionModels, MultiHeadAttentionTakesTheFlashOpOnlyWhereAllowed) {
     att.attention = nn::AttentionKernel::flash;
     EXPECT_TRUE(graph_has(att(short_x), flash));
     att.attention = nn::AttentionKernel::automatic;
+    // one head of 128: past 64 tokens but not past the head dim, where the composition keeps less
+    nn::MultiHeadAttention wide(16, 128, 200, 0.0, 1);
+    EXPECT_FALSE(graph_has(wide(long_x), flash)) << "100 tokens, heads of 128";
+    EXPECT_TRUE(graph_has(wide(randish({1, 129, 16}, 112, -1, 1, DType::Float32)), flash)) << "129 tokens";
   }
   {
     NumericsGuard exact(Numerics::exact);
