@@ -29,8 +29,8 @@ inline constexpr int64_t kFlashAttentionAbove = 64;
 // Whether `kernel` means the flash op for t positions of x with heads of head_dim (`weights_dropout`:
 // dropout on the attention weights would be applied, which the flash op cannot do). automatic also wants
 // t > head_dim: per head the flash op keeps its output (t × head_dim) for backward where the composition
-// keeps its weights (t × t), so it saves memory only past t = head_dim — and there it is also the faster
-// (docs/performance.md has both measured).
+// keeps its weights (t × t), so it saves memory only past t = head_dim (docs/autograd.md; the time it
+// takes is in docs/performance.md).
 bool uses_flash_attention(AttentionKernel kernel, int64_t t, int64_t head_dim, const autograd::Tensor& x,
                           bool weights_dropout);
 // "automatic", "composed" or "flash"; and back (anything else: std::invalid_argument naming `what`).
