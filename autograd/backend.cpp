@@ -89,6 +89,15 @@ bool Backend::zero_above_diagonal(const Tensor&) {
   throw std::logic_error("zero_above_diagonal: called on a backend without causal kernels");
 }
 
+void Backend::flash_attention(const Tensor&, const Tensor&, const Tensor&, bool, double, const Tensor&, const Tensor&) {
+  throw std::logic_error("flash_attention: called on a backend without it (has_flash_attention() is false)");
+}
+
+void Backend::flash_attention_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                       const Tensor&, bool, double, const Tensor&, const Tensor&, const Tensor&) {
+  throw std::logic_error("flash_attention_backward: called on a backend without it (has_flash_attention() is false)");
+}
+
 int64_t Backend::find_index_outside(const Tensor& index, int64_t limit, int64_t allowed) {
   const std::vector<int64_t> values = host_indices(*this, index);
   auto bad = std::find_if(values.begin(), values.end(),

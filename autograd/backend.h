@@ -77,6 +77,20 @@ class Backend {
   // whether a [..., t, t] tensor is zero above every diagonal
   virtual bool zero_above_diagonal(const Tensor& p);
 
+  // Scaled dot-product attention in O(T·d) memory (ops/flash_attention.cpp). A device without these
+  // kernels says false, and the op runs the composition (matmul, softmax) instead. q [..., T, d],
+  // k [..., S, d], v [..., S, dv] share their batch dims (expanded views allowed) and have unit stride in
+  // their last dim; causal: row i sees keys j <= i. Writes out [..., T, dv] (contiguous) = softmax(q kᵀ·scale) v
+  // and lse [..., T] (contiguous) = each row's log Σⱼ exp(scoreᵢⱼ), all backward needs besides q, k, v, out.
+  virtual bool has_flash_attention() const { return false; }
+  virtual void flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
+                               const Tensor& out, const Tensor& lse);
+  // The gradients for grad_out [..., T, dv] (unit stride in its last dim): dq, dk, dv (contiguous, the
+  // batch dims of out) are overwritten, not added to.
+  virtual void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                        const Tensor& lse, const Tensor& grad_out, bool causal, double scale,
+                                        const Tensor& dq, const Tensor& dk, const Tensor& dv);
+
   virtual void softmax(const Tensor& in, int64_t dim, bool log, const Tensor& out) = 0;
   // grad_in for y = softmax (log=false): y * (g - sum(g*y)); for y = log_softmax: g - exp(y) * sum(g)
   virtual void softmax_backward(const Tensor& y, const Tensor& grad_out, int64_t dim, bool log,

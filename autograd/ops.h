@@ -74,6 +74,15 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor causal_scores(const Tensor& q, const Tensor& k, double scale_divisor);
 Tensor tril_matmul(const Tensor& p, const Tensor& v);
 
+// ---- scaled dot-product attention in O(T·d) memory (ops/flash_attention.cpp) ----
+// PyTorch 2's F.scaled_dot_product_attention without a mask or dropout: softmax(q kᵀ·scale) v for
+// q [..., T, d], k [..., S, d], v [..., S, dv] → [..., T, dv], the leading dims broadcast. causal: row i
+// sees keys j <= i only (PyTorch's is_causal, the mask aligned to the top left). scale defaults to 1/√d.
+// On the CPU it is FlashAttention: the [T, S] scores are never stored, forward or backward; the values
+// agree with the composed ops to rounding, not bit for bit (another order of additions).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal = false,
+                                    std::optional<double> scale = std::nullopt);
+
 // ---- shapes (ops/shape.cpp) ----
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);

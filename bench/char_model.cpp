@@ -4,13 +4,17 @@
 //
 //   build/bin/bench_char_model [--dim 24] [--context 8] [--batch 16] [--heads 1] [--threads 1]
 //                              [--steps 300] [--warmup 20] [--numerics exact|fast] [--device cpu|cuda]
-//                              [--attention blocked|dense] [--phases]
+//                              [--attention auto|blocked|dense|flash] [--phases]
 //
 // One timed step is everything a training loop does: draw the batch, forward, cross_entropy, zero_grad,
 // backward, Adam step. --numerics picks the kernels' numerics (autograd/numerics.h: exact is PyTorch's
 // bits, fast fused multiply-adds); without it SCRATCHGRAD_NUMERICS decides, else fast. The header line
 // says which. The last line is machine-readable (bench/common.h):
 //   ms_per_step=<median> ms_mean=<mean> rss_mb=<peak RSS of the process> rss_base_mb=<RSS before the model>
+//
+// --attention: auto, the model's default (the composed ops, the masked half skipped past 32 positions, the
+// flash op past 64 under fast numerics); blocked, the composed ops with the masked half skipped past 32;
+// dense, the workshop's ops at every length; flash, scaled_dot_product_attention at every length.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,9 +33,9 @@ namespace {
 struct Options {
   int64_t dim = 24, context = 8, batch = 16, heads = 1, threads = 1, steps = 300, warmup = 20;
   std::string device = "cpu";
-  std::string attention = "blocked";  // dense: the workshop's ops even past one block (for before/after figures)
-  std::string numerics;               // exact|fast; empty: SCRATCHGRAD_NUMERICS, else fast
-  bool phases = false;                // print the mean time of each phase of a step
+  std::string attention = "auto";  // blocked, dense, flash: one kind of attention at every length (before/after figures)
+  std::string numerics;            // exact|fast; empty: SCRATCHGRAD_NUMERICS, else fast
+  bool phases = false;             // print the mean time of each phase of a step
 };
 
 [[noreturn]] void usage(const std::string& problem) {
@@ -39,7 +43,7 @@ struct Options {
                "bench_char_model: %s\n"
                "usage: bench_char_model [--dim D] [--context T] [--batch B] [--heads H] [--threads N]\n"
                "                        [--steps N] [--warmup N] [--numerics exact|fast] [--device cpu|cuda]\n"
-               "                        [--attention blocked|dense] [--phases]\n",
+               "                        [--attention auto|blocked|dense|flash] [--phases]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -53,7 +57,8 @@ Options parse(int argc, char** argv) {
   flags.switches = {{"--phases", &o.phases}};
   bench::parse_flags(argc, argv, flags, [](const std::string& problem) { usage(problem); });
   if (o.dim % o.heads != 0) usage("--heads must divide --dim");
-  if (o.attention != "blocked" && o.attention != "dense") usage("--attention must be blocked or dense");
+  if (o.attention != "auto" && o.attention != "blocked" && o.attention != "dense" && o.attention != "flash")
+    usage("--attention must be auto, blocked, dense or flash");
   return o;
 }
 
@@ -84,7 +89,9 @@ int main(int argc, char** argv) {
   manual_seed(7);
   nn::MiniSelfAttention model({.vocab = V, .dim = o.dim, .context = T, .heads = o.heads});
   model.to(device);
-  model.skip_masked_half = o.attention == "blocked";
+  model.skip_masked_half = o.attention != "dense";
+  if (o.attention == "blocked" || o.attention == "dense") model.attention = nn::AttentionKernel::composed;
+  if (o.attention == "flash") model.attention = nn::AttentionKernel::flash;
   optim::Adam opt(model.parameters(), {.lr = 0.01});
 
   auto batch = [&] {  // the workshop's batch() (nn::random_windows), moved to the device
@@ -98,7 +105,8 @@ int main(int argc, char** argv) {
               (long long)model.num_parameters(), (long long)o.threads, device.str().c_str(), numerics_name(numerics()),
               blis_kernel_name(),
               std::getenv("SCRATCHGRAD_MATMUL") ? std::getenv("SCRATCHGRAD_MATMUL") : "(unset)");
-  std::printf("blis_kernel=%s\n", blis_kernel_name());
+  std::printf("blis_kernel=%s attention=%s numerics=%s\n", blis_kernel_name(), o.attention.c_str(),
+              numerics_name(numerics()));
 
   // --phases: where a step's time goes. Each phase ends with a clock reading (on CUDA the work may
   // still be queued then, so the split is only meaningful on the CPU).

@@ -81,18 +81,21 @@ void linear_bench(benchmark::State& state, int64_t rows, int64_t in, int64_t out
   set_rate(state, "FLOPS", 2.0 * double(rows) * double(in) * double(out));
 }
 
-// ---- causal attention, forward and backward: the dense ops against causal_scores / tril_matmul ----
+// ---- causal attention, forward and backward: the dense ops, causal_scores / tril_matmul, and the flash op ----
 // softmax(masked(q kᵀ / √d)) @ v on [B, T, d], then backward from a fixed gradient. FLOPS counts the
 // dense products (6 of B·T·T·d multiply-adds), so the skipping variant's rate shows what it saves.
-void causal_attention_bench(benchmark::State& state, int64_t B, int64_t T, int64_t d, bool skip) {
+enum class Attention { dense, skipping, flash };
+void causal_attention_bench(benchmark::State& state, int64_t B, int64_t T, int64_t d, Attention kind) {
   manual_seed(0);
   Tensor q = random_input({B, T, d}).requires_grad_(), k = random_input({B, T, d}).requires_grad_();
   Tensor v = random_input({B, T, d}).requires_grad_(), g = random_input({B, T, d});
   const Tensor blocked = ones({T, T}, DType::Bool).triu(1);
   const double scale = std::sqrt(double(d));
   for (auto _ : state) {
-    Tensor out = skip ? tril_matmul(softmax(causal_scores(q, k, scale), -1), v)
-                      : matmul(softmax((matmul(q, k.mT()) / scale).masked_fill(blocked, -std::numeric_limits<double>::infinity()), -1), v);
+    Tensor out = kind == Attention::flash ? scaled_dot_product_attention(q, k, v, /*causal=*/true)
+                 : kind == Attention::skipping
+                     ? tril_matmul(softmax(causal_scores(q, k, scale), -1), v)
+                     : matmul(softmax((matmul(q, k.mT()) / scale).masked_fill(blocked, -std::numeric_limits<double>::infinity()), -1), v);
     out.backward(g);
     for (const Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());  // as zero_grad(set_to_none=True)
   }
@@ -177,10 +180,15 @@ BENCHMARK_CAPTURE(matmul_numerics_bench, exact_4096x256x256, Numerics::exact, 40
 BENCHMARK_CAPTURE(matmul_numerics_bench, fast_4096x256x256, Numerics::fast, 4096, 256, 256)->UseRealTime();
 BENCHMARK_CAPTURE(blis_sgemm_bench, blis_4096x256x256, 4096, 256, 256)->UseRealTime();
 
-BENCHMARK_CAPTURE(causal_attention_bench, dense_32x128x256, 32, 128, 256, false)->UseRealTime();
-BENCHMARK_CAPTURE(causal_attention_bench, skipping_32x128x256, 32, 128, 256, true)->UseRealTime();
-BENCHMARK_CAPTURE(causal_attention_bench, dense_8x512x256, 8, 512, 256, false)->UseRealTime();
-BENCHMARK_CAPTURE(causal_attention_bench, skipping_8x512x256, 8, 512, 256, true)->UseRealTime();
+BENCHMARK_CAPTURE(causal_attention_bench, dense_32x128x256, 32, 128, 256, Attention::dense)->UseRealTime();
+BENCHMARK_CAPTURE(causal_attention_bench, skipping_32x128x256, 32, 128, 256, Attention::skipping)->UseRealTime();
+BENCHMARK_CAPTURE(causal_attention_bench, flash_32x128x256, 32, 128, 256, Attention::flash)->UseRealTime();
+BENCHMARK_CAPTURE(causal_attention_bench, dense_8x512x256, 8, 512, 256, Attention::dense)->UseRealTime();
+BENCHMARK_CAPTURE(causal_attention_bench, skipping_8x512x256, 8, 512, 256, Attention::skipping)->UseRealTime();
+BENCHMARK_CAPTURE(causal_attention_bench, flash_8x512x256, 8, 512, 256, Attention::flash)->UseRealTime();
+// the GPT's shape: 12 heads of 64
+BENCHMARK_CAPTURE(causal_attention_bench, skipping_48x1024x64, 48, 1024, 64, Attention::skipping)->UseRealTime();
+BENCHMARK_CAPTURE(causal_attention_bench, flash_48x1024x64, 48, 1024, 64, Attention::flash)->UseRealTime();
 
 BENCHMARK_CAPTURE(softmax_bench, seed_16x8x8, Shape{16, 8, 8})->UseRealTime();
 BENCHMARK_CAPTURE(softmax_bench, large_32x4x128x128, Shape{32, 4, 128, 128})->UseRealTime();

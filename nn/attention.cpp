@@ -15,6 +15,41 @@ static constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 static Tensor rand_parameter(int64_t rows, int64_t cols) { return rand({rows, cols}); }
 
+// ---------------------------------------------------------------- which causal attention
+
+bool uses_flash_attention(AttentionKernel kernel, int64_t t, const Tensor& x, bool weights_dropout) {
+  switch (kernel) {
+    case AttentionKernel::composed: return false;
+    case AttentionKernel::flash:
+      if (weights_dropout)
+        throw std::invalid_argument("attention kernel flash: scaled_dot_product_attention has no dropout on the "
+                                    "attention weights; set the dropout to 0, call eval(), or use composed");
+      return true;
+    case AttentionKernel::automatic:
+      // Only where nobody compares bits with PyTorch (fast numerics), where the [t, t] matrices are worth
+      // avoiding (long sequences), and on the device that has the kernel.
+      return !weights_dropout && t > kFlashAttentionAbove && x.device().is_cpu() && numerics() == Numerics::fast;
+  }
+  return false;
+}
+
+const char* attention_kernel_name(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::automatic: return "automatic";
+    case AttentionKernel::composed: return "composed";
+    case AttentionKernel::flash: return "flash";
+  }
+  return "?";
+}
+
+AttentionKernel parse_attention_kernel(const std::string& text, const std::string& what) {
+  if (text == "automatic" || text == "auto") return AttentionKernel::automatic;
+  if (text == "composed") return AttentionKernel::composed;
+  if (text == "flash") return AttentionKernel::flash;
+  throw std::invalid_argument(fmt::format("{}: unknown attention kernel '{}' (expected automatic, composed or flash)",
+                                          what, text));
+}
+
 // ---------------------------------------------------------------- SelfAttention_v1
 
 SelfAttention_v1::SelfAttention_v1(int64_t d_in, int64_t d_out) {
@@ -124,6 +159,14 @@ Tensor MultiHeadAttention::forward(const Tensor& x) const {
   keys = keys.transpose(1, 2);
   queries = queries.transpose(1, 2);
   values = values.transpose(1, 2);
+
+  // Past kFlashAttentionAbove tokens under fast numerics: the same attention without the [T, T] weights
+  // (scaled_dot_product_attention scales by 1/√head_dim and masks the future, as the lines below do).
+  if (uses_flash_attention(attention, num_tokens, x, dropout->p > 0 && dropout->is_training())) {
+    Tensor context_vec = scaled_dot_product_attention(queries, keys, values, /*causal=*/true).transpose(1, 2);
+    context_vec = context_vec.contiguous().view({b, num_tokens, d_out});
+    return (*out_proj)(context_vec);
+  }
 
   Tensor attn_scores = queries.matmul(keys.transpose(2, 3));  // per-head dot products
   Tensor mask_bool = mask.to_bool().slice(0, 0, num_tokens).slice(1, 0, num_tokens);

@@ -6,11 +6,32 @@
 //   MultiheadAttention              torch.nn.MultiheadAttention (packed in_proj_weight, batch_first)
 #pragma once
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "nn/layers.h"
 
 namespace nn {
+
+// How a causal attention layer (MultiHeadAttention, MiniSelfAttention) computes softmax(q kᵀ/√d, causal) v.
+enum class AttentionKernel {
+  // The flash op where it pays and no one expects PyTorch's bits: under Numerics::fast, on the CPU, past
+  // kFlashAttentionAbove positions, and (MultiHeadAttention) with no dropout on the weights. Otherwise the
+  // composed ops, exactly as before.
+  automatic,
+  composed,  // always the composed ops (scores, mask, softmax, product): the [T, T] weights exist
+  flash,     // always autograd::scaled_dot_product_attention: O(T·d) memory, the weights never made
+};
+// Above this many positions `automatic` may take the flash op. Below it the [T, T] matrices are small
+// (64 × 64 per head), the composed graph reads like the Python, and the parity tests and seed programs
+// (all at 16 positions or fewer) run their usual ops in either numerics.
+inline constexpr int64_t kFlashAttentionAbove = 64;
+// Whether `kernel` means the flash op for t positions of x (`weights_dropout`: dropout on the attention
+// weights would be applied, which the flash op cannot do).
+bool uses_flash_attention(AttentionKernel kernel, int64_t t, const autograd::Tensor& x, bool weights_dropout);
+// "automatic", "composed" or "flash"; and back (anything else: std::invalid_argument naming `what`).
+const char* attention_kernel_name(AttentionKernel kernel);
+AttentionKernel parse_attention_kernel(const std::string& text, const std::string& what = "attention");
 
 // Weights are raw matrices drawn from U[0, 1) (torch.rand), multiplied as x @ W.
 class SelfAttention_v1 : public Module {
@@ -63,6 +84,9 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Linear> W_query, W_key, W_value, out_proj;
   std::shared_ptr<Dropout> dropout;
   Tensor mask;
+  // The book's ops by default; the flash op past kFlashAttentionAbove tokens under fast numerics when no
+  // dropout applies (see AttentionKernel). flash with dropout active on the weights is refused.
+  AttentionKernel attention = AttentionKernel::automatic;
 };
 
 // The workshop's multi-head attention: biased W_q/W_k/W_v/W_o, an optional mask (0 = blocked).

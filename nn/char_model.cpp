@@ -36,6 +36,7 @@ Tensor MiniSelfAttention::forward(const Tensor& idx) const {
   // Each line's label (the workshop's Python) goes with the nodes it records: traces, graphs, anomaly errors.
   CallSite line("x = tok(idx) + pos(arange(t))");
   Tensor x = (*tok)(idx) + (*pos)(arange(t).to(idx.device()));
+  if (uses_flash_attention(attention, t, x, /*weights_dropout=*/false)) return attend_flash(x);
   if (skip_masked_half && t > kSkipMaskedHalfAbove && x.device().is_cpu()) return attend_skipping_masked_half(x);
   Tensor blocked = mask.slice(0, 0, t).slice(1, 0, t) == 0.0;
   if (H == 1) {
@@ -75,6 +76,22 @@ Tensor MiniSelfAttention::attend_skipping_masked_half(const Tensor& x) const {
   line.set("ctx = tril_matmul(softmax(att, dim=-1), v(x))");
   Tensor weights = softmax(att, -1);
   Tensor ctx = tril_matmul(weights, split((*v)(x)));
+  if (H > 1) ctx = ctx.transpose(1, 2).contiguous().view({B, t, D});
+  line.set("return head(ctx)");
+  return (*head)(ctx);
+}
+
+// The same attention through scaled_dot_product_attention (autograd/ops/flash_attention.cpp): its scale
+// is 1/√(head dim), which is D**0.5's inverse with one head and hd**0.5's with several, as above. The
+// [t, t] weights are never made, forward or backward; the values agree with the composed ops' to rounding.
+Tensor MiniSelfAttention::attend_flash(const Tensor& x) const {
+  const int64_t B = x.size(0), t = x.size(1), D = config.dim, H = config.heads, hd = D / H;
+  auto split = [&](const Tensor& y) { return H == 1 ? y : y.view({B, t, H, hd}).transpose(1, 2); };
+  CallSite line("ctx = scaled_dot_product_attention(q(x), k(x), v(x), is_causal=True)");
+  Tensor qx = split((*q)(x));
+  Tensor kx = split((*k)(x));
+  Tensor vx = split((*v)(x));
+  Tensor ctx = scaled_dot_product_attention(qx, kx, vx, /*causal=*/true);
   if (H > 1) ctx = ctx.transpose(1, 2).contiguous().view({B, t, D});
   line.set("return head(ctx)");
   return (*head)(ctx);

@@ -2,6 +2,7 @@
 // generalised to several heads for the trainer: token + position embeddings, one causal self-attention
 // layer, a linear head that predicts the next character.
 #pragma once
+#include "nn/attention.h"
 #include "nn/layers.h"
 
 namespace nn {
@@ -27,12 +28,17 @@ class MiniSelfAttention : public Module {
   // their graphs and traces read like the Python.)
   static constexpr int64_t kSkipMaskedHalfAbove = 32;
   bool skip_masked_half = true;
+  // Which attention runs: automatic takes scaled_dot_product_attention (the flash op: O(t·d) memory, not
+  // the composed ops' bits) past kFlashAttentionAbove positions under fast numerics on the CPU, and the
+  // composed ops above otherwise; composed never takes it, flash always does (nn/attention.h).
+  AttentionKernel attention = AttentionKernel::automatic;
   std::shared_ptr<Embedding> tok, pos;
   std::shared_ptr<Linear> q, k, v, head;
   Tensor mask;  // buffer: tril(ones(T, T)), 1 = allowed
 
  private:
   Tensor attend_skipping_masked_half(const Tensor& x) const;  // the rest of forward(), for long contexts
+  Tensor attend_flash(const Tensor& x) const;                 // the same through the flash op
 };
 
 // The workshop's batch(): `batch` random windows of `context` token ids from the 1-D `data`, and the same

@@ -1,5 +1,5 @@
 // Every AVX-512 kernel (exact matmul tiles, exp_floats, row maxima, elementwise loops, masked_fill's
-// select, bias-gradient sums, Adam) has a baseline twin that SCRATCHGRAD_NO_AVX512=1 selects. Training
+// select, bias-gradient sums, Adam, flash attention in both numerics) has a baseline twin that SCRATCHGRAD_NO_AVX512=1 selects. Training
 // the character model a few steps touches all of them; this test trains it here and in a second copy
 // of this test program started with SCRATCHGRAD_NO_AVX512=1, and the two must end with the same bits
 // in every parameter.
@@ -59,8 +59,31 @@ std::string row_sums() {
   return out.str();
 }
 
+// scaled_dot_product_attention's kernels (their AVX-512 and AVX2 builds, exact and fast): output and
+// gradients of q, k, v, causal with T past one block, and full with S != T and d, dv not whole vectors.
+std::string flash_attention() {
+  std::ostringstream out;
+  for (Numerics n : {Numerics::exact, Numerics::fast}) {
+    NumericsGuard guard(n);
+    for (DType dtype : {DType::Float32, DType::Float64}) {
+      manual_seed(5);
+      for (bool causal : {true, false}) {
+        Tensor q = randn({2, 100, 20}, dtype).requires_grad_(), k = randn({2, causal ? 100 : 70, 20}, dtype).requires_grad_();
+        Tensor v = randn({2, causal ? 100 : 70, 13}, dtype).requires_grad_();
+        Tensor o = scaled_dot_product_attention(q, k, v, causal);
+        o.backward(randn(o.shape(), dtype));
+        for (const Tensor& t : {o.detach(), q.grad(), k.grad(), v.grad()}) {
+          for (double x : t.to_vector<double>()) out << std::bit_cast<uint64_t>(x) << ' ';
+          out << '\n';
+        }
+      }
+    }
+  }
+  return out.str();
+}
+
 std::string all_results() {
-  return row_sums() + train_and_dump({.vocab = 13, .dim = 24, .context = 8, .heads = 1}, 16, 4) +      // the seed size
+  return row_sums() + flash_attention() + train_and_dump({.vocab = 13, .dim = 24, .context = 8, .heads = 1}, 16, 4) +      // the seed size
          train_and_dump({.vocab = 37, .dim = 40, .context = 20, .heads = 2}, 6, 3) +      // wide rows, 2 heads
          train_and_dump({.vocab = 70, .dim = 72, .context = 40, .heads = 1}, 3, 2);       // past one causal block
 }

@@ -29,7 +29,8 @@ constexpr const char* kEnd = "<!-- catalog:end -->\n";
 // the fault tests with and without root, and a failed allocation under AddressSanitizer: they stay out).
 constexpr const char* kSuites =
     "Errors.*:Overflow.*:Folders.*:Checksum.*:Cli.Refuses*:Engine.*:Optimizer.*:TensorAccess.*:TensorConstruction.*:"
-    "TensorCopies.*:TensorViews.*:Module.*:MultiheadAttention.*:GptOpsErrors.*:CausalAttentionOps.*"
+    "TensorCopies.*:TensorViews.*:Module.*:MultiheadAttention.*:GptOpsErrors.*:CausalAttentionOps.*:"
+    "FlashAttentionErrors.*"
     // skipped under AddressSanitizer, whose allocator reserves the space without failing
     "-Overflow.AnAllocationThatFailsSaysHowMuchWasAsked";
 

@@ -494,6 +494,24 @@ TEST(CudaOps, SoftmaxAndLogSoftmax) {
              [](const Tensor& x) { return softmax(x, 1) + log_softmax(x, 1); }, kF64, false);
 }
 
+// The CUDA backend has no flash kernel (has_flash_attention() is false): the op runs the composition there
+// (matmul, masked_fill, softmax, matmul), which must agree with the CPU's FlashAttention to rounding.
+TEST(CudaOps, ScaledDotProductAttentionFallsBackToTheComposition) {
+  REQUIRE_GPU();
+  for (DType dt : kFloatTypes) {
+    const std::string tag = " " + std::string(dtype_name(dt));
+    const std::optional<Tol> tol = dt == DType::Float32 ? std::optional<Tol>(kMatmulF32) : std::nullopt;
+    for (bool causal : {true, false}) {
+      auto in = [&](Device d) {
+        return std::vector{plain({2, 3, 70, 8}, 141, d, dt), transposed({2, 3, 70, 8}, 142, d, dt),
+                           plain({3, 70, 5}, 143, d, dt)};
+      };
+      compare_op(std::string(causal ? "causal" : "full") + " attention" + tag, in,
+                 Op([causal](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], causal); }), tol);
+    }
+  }
+}
+
 TEST(CudaOps, EmbeddingCrossEntropyNllLoss) {
   REQUIRE_GPU();
   for (DType dt : kFloatTypes) {
@@ -581,6 +599,8 @@ TEST(CudaDevice, OpsOnTwoDevicesNameBoth) {
                     "cuda:0");
   EXPECT_THROW_WITH((void)c.copy_(g), std::invalid_argument, "cpu", "cuda:0");
   EXPECT_THROW_WITH((void)cat({c, g}), std::invalid_argument, "cpu", "cuda:0");
+  EXPECT_THROW_WITH((void)scaled_dot_product_attention(c, g, c), std::invalid_argument,
+                    "scaled_dot_product_attention", "cpu", "cuda:0");
 }
 
 TEST(CudaDevice, CachingAllocatorKeepsAndReleasesBlocks) {

@@ -50,6 +50,16 @@ class CpuBackend final : public Backend {
     cpu::causal_scale(dst, src, divisor, above);
   }
   bool zero_above_diagonal(const Tensor& p) override { return cpu::zero_above_diagonal(p); }
+  bool has_flash_attention() const override { return true; }
+  void flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
+                       const Tensor& out, const Tensor& lse) override {
+    cpu::flash_attention(q, k, v, causal, scale, out, lse);
+  }
+  void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                const Tensor& lse, const Tensor& grad_out, bool causal, double scale,
+                                const Tensor& dq, const Tensor& dk, const Tensor& dv) override {
+    cpu::flash_attention_backward(q, k, v, out, lse, grad_out, causal, scale, dq, dk, dv);
+  }
 
   void softmax(const Tensor& in, int64_t dim, bool log, const Tensor& out) override {
     cpu::softmax(in, dim, log, out);

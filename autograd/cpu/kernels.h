@@ -61,6 +61,13 @@ inline constexpr int64_t kSmallMatmulFlops = 16 * 1024;
 void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above);
 bool zero_above_diagonal(const Tensor& p);
 
+// flash_attention.cpp
+void flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale, const Tensor& out,
+                     const Tensor& lse);
+void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                              const Tensor& grad_out, bool causal, double scale, const Tensor& dq, const Tensor& dk,
+                              const Tensor& dv);
+
 // normalization.cpp
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
                 const Tensor& mean, const Tensor& rstd);
