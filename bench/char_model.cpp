@@ -13,8 +13,9 @@
 //   ms_per_step=<median> ms_mean=<mean> rss_mb=<peak RSS of the process> rss_base_mb=<RSS before the model>
 //
 // --attention: auto, the model's default (the composed ops, the masked half skipped past 32 positions, the
-// flash op past 64 under fast numerics); blocked, the composed ops with the masked half skipped past 32;
-// dense, the workshop's ops at every length; flash, scaled_dot_product_attention at every length.
+// flash op past 128 and the head dim under fast numerics); blocked, the composed ops with the masked half
+// skipped past 32; dense, the workshop's ops at every length; flash, scaled_dot_product_attention at every
+// length.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

@@ -55,7 +55,9 @@
 #   seed, exact:                       speedup>=25, speedup_libtorch>=10
 #   d256h1 d256h4 small gpt6, fast:    speedup_tuned>=1.5, speedup_libtorch_tuned>=1.5
 #   d256h1 d256h4 small gpt6, exact:   speedup_tuned>=1.0
-#   every line:  memory   scratchgrad_rss_mb <= (torch_rss_mb - torch_base_rss_mb) / 2
+#   every line:  memory   scratchgrad_rss_mb - scratchgrad_base_rss_mb <= (torch_rss_mb - torch_base_rss_mb) / 2
+#                         (each side's own memory, above its process before the model)
+#   2 threads:   threads2<=threads1   the 2-thread step is no slower than the 1-thread one
 #                loss0    the three step-0 losses agree: within 0.0001 in exact numerics, 0.001 in fast
 # A field is na when its program is missing or failed (the reason is printed as it happens).
 set -uo pipefail
@@ -213,6 +215,7 @@ echo
 
 # ---- measure ----
 results=()
+declare -A one_thread_ms  # per size.numerics: the 1-thread step, for the 2-thread check
 row() { printf '%-6s %3s %-5s | %10s %10s %10s %10s %10s | %7s %7s %7s %7s | %7s %7s %7s\n' "$@"; }
 row size thr num sg_ms torch_ms tuned_ms lt_ms lt_tun_ms speedup tuned lt lt_tun sg_MB pt_MB pt_base
 printf '%s\n' "-----------------------------------------------------------------------------------------------------------------------------"
@@ -266,8 +269,14 @@ for size in $sizes; do
       for target in $(targets "$size" "$nm"); do
         check+=" $target:$(at_least "$(field "${target%%>=*}" "$result")" "${target#*>=}")"
       done
+      # memory: each side's own, above what its process holds before the model (PyTorch's import, about
+      # 230 MB; scratchgrad's libraries, about 5 MB): scratchgrad's at most half of PyTorch's
       half=$(awk -v b="$b" -v c="$c" 'BEGIN { if (b == "na" || c == "na") print "na"; else printf "%.1f", (b - c) / 2 }')
-      check+=" memory:$(at_most "$a" "$half")"
+      own=$(awk -v a="$a" -v f="${base[sg_$nm]}" 'BEGIN { if (a == "na" || f == "na") print "na"; else printf "%.1f", a - f }')
+      check+=" memory:$(at_most "$own" "$half")"
+      # threads: the 2-thread step is never slower than the 1-thread one
+      if [[ $n = 1 ]]; then one_thread_ms[$size.$nm]=$x
+      elif [[ $n = 2 && -n ${one_thread_ms[$size.$nm]:-} ]]; then check+=" threads2<=threads1:$(at_most "$x" "${one_thread_ms[$size.$nm]}")"; fi
       tolerance=$([[ $nm = exact ]] && echo 0.0001 || echo 0.001)
       check+=" loss0:$(agree "$tolerance" "${loss[sg_$nm]}" "${loss[torch]}" "${loss[libtorch]}")"
       results+=("$result" "$check")

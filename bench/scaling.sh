@@ -11,9 +11,10 @@
 # Needs build/bin/bench_char_model (bench/compare.sh builds it). Knobs: BUILD, THREADS (1), BATCH (32),
 # HEADS (1), T_LIST, D_LIST (empty skips that sweep), FIXED_D (256), FIXED_T (128), STEPS (5), WARMUP (1),
 # ATTENTION, one or several of: auto (the model's default: the composed ops, the masked half of the
-# attention products skipped past 32 positions, and the flash op past 64 under fast numerics), blocked
-# (the composed ops, the masked half skipped past 32, at every length), dense (the workshop's ops at every
-# length), flash (scaled_dot_product_attention at every length: O(T·D) memory). Default: blocked.
+# attention products skipped past 32 positions, and the flash op past 128 and the head dim under fast
+# numerics), blocked (the composed ops, the masked half skipped past 32, at every length), dense (the
+# workshop's ops at every length), flash (scaled_dot_product_attention at every length: O(T·D) memory).
+# Default: blocked.
 # SCRATCHGRAD_NUMERICS (exact|fast) passes through to the benchmark.
 # GFLOP is the arithmetic of the step's matrix products: each forward product plus the two backward
 # products that give its inputs' gradients, 2 flops per multiply-add, so 6·B·T·D·(3D + V) for the four

@@ -169,14 +169,15 @@ Tensor MultiHeadAttention::forward(const Tensor& x) const {
     return (*out_proj)(context_vec);
   }
 
-  Tensor attn_scores = queries.matmul(keys.transpose(2, 3));  // per-head dot products
-  Tensor mask_bool = mask.to_bool().slice(0, 0, num_tokens).slice(1, 0, num_tokens);
-  attn_scores.masked_fill_(mask_bool, kNegInf);
-
-  Tensor attn_weights = softmax(attn_scores / std::sqrt(double(keys.size(-1))), -1);
+  // The book's lines, as one op each: queries @ keysᵀ with the future masked to -inf and divided by
+  // √head_dim (causal_scores: the same bits, without computing the masked half), the softmax, dropout, and
+  // the product with the values (tril_matmul: the weights are zero above the diagonal, so the same bits as
+  // attn_weights @ values, again without the zeros' half). See autograd/ops/attention.cpp.
+  Tensor attn_scores = causal_scores(queries, keys, std::sqrt(double(keys.size(-1))));
+  Tensor attn_weights = softmax(attn_scores, -1);
   attn_weights = (*dropout)(attn_weights);
 
-  Tensor context_vec = attn_weights.matmul(values).transpose(1, 2);  // (b, num_tokens, num_heads, head_dim)
+  Tensor context_vec = tril_matmul(attn_weights, values).transpose(1, 2);  // (b, num_tokens, num_heads, head_dim)
   context_vec = context_vec.contiguous().view({b, num_tokens, d_out});
   return (*out_proj)(context_vec);  // combine heads
 }

@@ -420,23 +420,24 @@ void expect_close_lists(const std::vector<Tensor>& got, const std::vector<Tensor
 
 TEST(FlashAttentionModels, MultiHeadAttentionTakesTheFlashOpOnlyWhereAllowed) {
   manual_seed(5);
-  nn::MultiHeadAttention att(16, 16, 128, /*dropout=*/0.0, /*num_heads=*/4);
-  const Tensor long_x = randish({2, 100, 16}, 110, -1, 1, DType::Float32);
+  nn::MultiHeadAttention att(16, 16, 256, /*dropout=*/0.0, /*num_heads=*/4);
+  const Tensor long_x = randish({2, nn::kFlashAttentionAbove + 32, 16}, 110, -1, 1, DType::Float32);
   const Tensor short_x = randish({2, nn::kFlashAttentionAbove, 16}, 111, -1, 1, DType::Float32);
   const std::string flash = "ScaledDotProductAttentionBackward";
   {
     NumericsGuard fast(Numerics::fast);
-    EXPECT_TRUE(graph_has(att(long_x), flash)) << "automatic, fast numerics, past 64 tokens";
-    EXPECT_FALSE(graph_has(att(short_x), flash)) << "64 tokens: the book's ops";
+    EXPECT_TRUE(graph_has(att(long_x), flash)) << "automatic, fast numerics, past kFlashAttentionAbove tokens";
+    EXPECT_FALSE(graph_has(att(short_x), flash)) << "kFlashAttentionAbove tokens: the book's ops";
     att.attention = nn::AttentionKernel::composed;
     EXPECT_FALSE(graph_has(att(long_x), flash));
     att.attention = nn::AttentionKernel::flash;
     EXPECT_TRUE(graph_has(att(short_x), flash));
     att.attention = nn::AttentionKernel::automatic;
-    // one head of 128: past 64 tokens but not past the head dim, where the composition keeps less
-    nn::MultiHeadAttention wide(16, 128, 200, 0.0, 1);
-    EXPECT_FALSE(graph_has(wide(long_x), flash)) << "100 tokens, heads of 128";
-    EXPECT_TRUE(graph_has(wide(randish({1, 129, 16}, 112, -1, 1, DType::Float32)), flash)) << "129 tokens";
+    // one head of 256: past kFlashAttentionAbove tokens but not past the head dim, where the composition
+    // keeps less
+    nn::MultiHeadAttention wide(16, 256, 300, 0.0, 1);
+    EXPECT_FALSE(graph_has(wide(long_x), flash)) << long_x.size(1) << " tokens, a head of 256";
+    EXPECT_TRUE(graph_has(wide(randish({1, 257, 16}, 112, -1, 1, DType::Float32)), flash)) << "257 tokens";
   }
   {
     NumericsGuard exact(Numerics::exact);
@@ -444,7 +445,7 @@ TEST(FlashAttentionModels, MultiHeadAttentionTakesTheFlashOpOnlyWhereAllowed) {
   }
   // dropout on the weights: the book's ops while training, the flash op in eval(); flash itself refuses it
   NumericsGuard fast(Numerics::fast);
-  nn::MultiHeadAttention dropping(16, 16, 128, 0.1, 4);
+  nn::MultiHeadAttention dropping(16, 16, 256, 0.1, 4);
   EXPECT_FALSE(graph_has(dropping(long_x), flash));
   dropping.eval();
   EXPECT_TRUE(graph_has(dropping(long_x), flash));
@@ -461,12 +462,12 @@ TEST(FlashAttentionModels, MultiHeadAttentionAndGptAgreeWithTheComposedOps) {
     att.attention = nn::AttentionKernel::flash;
     expect_close_lists(outputs_and_grads(att, x), want, 2e-5, std::string("MultiHeadAttention ") + numerics_name(n));
   }
-  // a small GPT at 100 tokens: every block's attention through the flash op, the logits and gradients
+  // a small GPT at 160 tokens: every block's attention through the flash op, the logits and gradients
   // within float32 rounding of the composed ops'
   manual_seed(7);
-  nn::GPTModel gpt({.vocab_size = 11, .context_length = 100, .emb_dim = 16, .n_heads = 2, .n_layers = 2,
+  nn::GPTModel gpt({.vocab_size = 11, .context_length = 160, .emb_dim = 16, .n_heads = 2, .n_layers = 2,
                     .drop_rate = 0.0});
-  const Tensor ids = randint(0, 11, {2, 100});
+  const Tensor ids = randint(0, 11, {2, 160});
   auto set = [&](nn::AttentionKernel kernel) {
     for (const auto& block : *gpt.trf_blocks) block->att->attention = kernel;
   };
@@ -481,11 +482,11 @@ TEST(FlashAttentionModels, MultiHeadAttentionAndGptAgreeWithTheComposedOps) {
 TEST(FlashAttentionModels, CharModelAgreesWithTheComposedOps) {
   for (int64_t heads : {1, 4}) {
     manual_seed(8);
-    nn::MiniSelfAttention model({.vocab = 13, .dim = 32, .context = 100, .heads = heads});
-    const Tensor xb = randint(0, 13, {3, 100});
+    nn::MiniSelfAttention model({.vocab = 13, .dim = 32, .context = 160, .heads = heads});
+    const Tensor xb = randint(0, 13, {3, 160});
     NumericsGuard fast(Numerics::fast);
     EXPECT_TRUE(graph_has(model(xb), "ScaledDotProductAttentionBackward"));
-    EXPECT_FALSE(graph_has(model(xb.slice(1, 0, 64)), "ScaledDotProductAttentionBackward"));
+    EXPECT_FALSE(graph_has(model(xb.slice(1, 0, nn::kFlashAttentionAbove)), "ScaledDotProductAttentionBackward"));
     model.attention = nn::AttentionKernel::composed;
     const std::vector<Tensor> want = outputs_and_grads(model, xb);
     model.attention = nn::AttentionKernel::flash;
