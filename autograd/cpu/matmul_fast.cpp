@@ -12,9 +12,10 @@
 // broadcasts its values straight from A's rows (or columns, for a transposed A), MR streams along memory.
 // The micro-kernel keeps an MR x NR tile of C in vector registers for the whole block and, for each p,
 // loads one row of the B panel (2 vectors) and does acc[r] += a[r, p] * b_row for every r: 2·MR fused
-// multiply-adds per p, each one instruction with one rounding. This file is the only one compiled with
-// -ffp-contract=fast (CMakeLists.txt), so `acc + b * a` on GCC's vector types becomes one FMA wherever
-// the target has FMA (the AVX2 and AVX-512 twins below); the exact kernels (matmul.cpp) never fuse.
+// multiply-adds per p, each one instruction with one rounding. This file (with flash attention's fast
+// twin) is compiled with -ffp-contract=fast and -O2 in every build type (CMakeLists.txt), so `acc + b * a`
+// on GCC's vector types becomes one FMA wherever the target has FMA (the AVX2 and AVX-512 twins below);
+// the exact kernels (matmul.cpp) never fuse.
 //
 // What stays the same as exact: every output entry is one chain over p, in order, in blocks of kKc (the
 // first block stored, later ones added), so an entry never depends on m, on which rows share its tile,
