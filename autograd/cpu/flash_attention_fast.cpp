@@ -14,19 +14,14 @@ namespace {
 #if defined(__x86_64__) && defined(__GNUC__)
 SCRATCHGRAD_FLASH_KERNELS(fast_avx2, [[gnu::target("avx2,fma")]], 32, true)
 SCRATCHGRAD_FLASH_KERNELS(fast_avx512, [[gnu::target("avx512f,avx512vl,fma")]], 64, true)
-
-bool cpu_has_fma() {
-  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("fma"));
-  return yes;
-}
 #endif
 
 }  // namespace
 
 template <typename F> const Kernels<F>* fast_kernels() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (avx512_kernels() && cpu_has_fma()) return &fast_avx512<F>;
-  if (has_avx2() && cpu_has_fma()) return &fast_avx2<F>;
+  if (avx512_kernels() && has_fma()) return &fast_avx512<F>;
+  if (has_avx2() && has_fma()) return &fast_avx2<F>;
 #endif
   return nullptr;
 }

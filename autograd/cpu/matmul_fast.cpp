@@ -227,15 +227,6 @@ template <typename T>
 }
 #endif
 
-bool has_fma() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("fma"));
-  return yes;
-#else
-  return false;
-#endif
-}
-
 }  // namespace
 
 template <typename T>

@@ -108,4 +108,13 @@ bool has_avx2() {
 #endif
 }
 
+bool has_fma() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("fma"));
+  return yes;
+#else
+  return false;
+#endif
+}
+
 }  // namespace autograd::cpu

@@ -19,5 +19,7 @@ void init_cpu_runtime();
 // their baseline versions, so this changes speed, never bits (tests/test_avx512_paths.cpp).
 bool avx512_kernels();
 bool has_avx2();
+// Whether the CPU has fused multiply-add instructions (the fast numerics' kernels, numerics.h, need them).
+bool has_fma();
 
 }  // namespace autograd::cpu
