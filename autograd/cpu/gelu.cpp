@@ -1,6 +1,7 @@
 // cpu/gelu.cpp — GELU and its derivative, element by element with PyTorch 1.13's float formulas
 // (aten/src/ATen/native/cpu/Activation.cpp): the constants rounded once to T, every operation rounded,
-// and glibc's tanhf/erff/expf (std::tanh/erf/exp on a float) for the transcendental parts.
+// and glibc's tanhf/erff/expf (std::tanh/erf/exp on a float) for the transcendental parts. Contiguous
+// tensors take the tanh form a block at a time, the block's tanhs 16 at a time (tanh_floats, same bits).
 //
 // In fast numerics (numerics.h) the tanh form, the GPT's, runs through one vectorised exp instead of tanhf:
 // see gelu_tanh_fast below.
@@ -10,6 +11,7 @@
 #include "autograd/cpu/exp_floats.h"
 #include "autograd/cpu/kernels.h"
 #include "autograd/cpu/loops.h"
+#include "autograd/cpu/tanh_floats.h"
 #include "autograd/numerics.h"
 
 namespace autograd::cpu {
@@ -23,27 +25,27 @@ template <typename T> struct GeluConstants {
   static constexpr T kBetaErf = T(M_2_SQRTPI * M_SQRT1_2 * 0.5);  // 1/√(2π)
 };
 
-// tanh form: ½x·(1 + tanh(√(2/π)·(x + κx³)))
-template <typename T> T gelu_tanh(T x) {
+// tanh form: ½x·(1 + tanh(u)), u = √(2/π)·(x + κx³)
+template <typename T> T tanh_argument(T x) {
   using K = GeluConstants<T>;
-  const T cube = (x * x) * x;
-  const T inner = K::kBeta * (x + K::kKappa * cube);
-  return (T(0.5) * x) * (T(1) + std::tanh(inner));
+  return K::kBeta * (x + K::kKappa * ((x * x) * x));
 }
 
-// d/dx of the tanh form = ½(1 + t) + ½x·(1 − t²)·√(2/π)·(1 + 3κx²), t = tanh(inner)
-template <typename T> T gelu_tanh_grad(T dy, T x) {
+template <typename T> T gelu_tanh_given(T x, T t) { return (T(0.5) * x) * (T(1) + t); }  // t = tanh(u)
+
+// d/dx of the tanh form = ½(1 + t) + ½x·(1 − t²)·√(2/π)·(1 + 3κx²)
+template <typename T> T gelu_tanh_grad_given(T dy, T x, T t) {
   using K = GeluConstants<T>;
-  const T x_sq = x * x;
-  const T inner = K::kBeta * (x + K::kKappa * (x_sq * x));
-  const T t = std::tanh(inner);
   const T left = T(0.5) * x, right = T(1) + t;
   const T left_derivative = T(0.5) * right;
   const T tanh_derivative = T(1) - t * t;
-  const T inner_derivative = K::kBeta * (T(1) + (T(3) * K::kKappa) * x_sq);
+  const T inner_derivative = K::kBeta * (T(1) + (T(3) * K::kKappa) * (x * x));
   const T right_derivative = (left * tanh_derivative) * inner_derivative;
   return dy * (left_derivative + right_derivative);
 }
+
+template <typename T> T gelu_tanh(T x) { return gelu_tanh_given(x, std::tanh(tanh_argument(x))); }
+template <typename T> T gelu_tanh_grad(T dy, T x) { return gelu_tanh_grad_given(dy, x, std::tanh(tanh_argument(x))); }
 
 // exact form: x·Φ(x) = ½x·(1 + erf(x/√2))
 template <typename T> T gelu_erf(T x) {
@@ -66,10 +68,7 @@ template <typename T> T gelu_erf_grad(T dy, T x) {
 //     d/dx = s + 2x·s·(1 − s)·√(2/π)·(1 + 3κx²).
 // One exp per element, 16 at a time (exp_floats), instead of a tanhf; and no cancellation for large
 // negative x, where 1 + tanh(u) would lose digits. Agrees with the exact form to a few roundings.
-template <typename T> T minus_two_u(T x) {
-  using K = GeluConstants<T>;
-  return T(-2) * (K::kBeta * (x + K::kKappa * ((x * x) * x)));
-}
+template <typename T> T minus_two_u(T x) { return T(-2) * tanh_argument(x); }
 
 template <typename T> void exp_in_place(T* v, int64_t n) {
   if constexpr (std::is_same_v<T, float>) exp_floats(v, v, n);
@@ -83,8 +82,9 @@ template <typename T> T gelu_tanh_fast_grad(T dy, T x, T e) {  // e = e^(−2u)
   return dy * (s + T(2) * x * (s * (e * s)) * du);
 }
 
-// Contiguous tensors only (the ops' outputs are; others take the exact loops), a block of kGeluBlock
-// elements at a time: the block's exps in one call, the rest in loops the compiler vectorises. Blocks are
+// Contiguous tensors only (the ops' outputs are; others take the element-by-element loops), a block of
+// kGeluBlock elements at a time: the block's exps (fast) or tanhs (exact) in one call, the rest in loops
+// the compiler vectorises. Blocks are
 // split over threads when there are enough; no element depends on another, so threads change no bit.
 constexpr int64_t kGeluBlock = 256;
 
@@ -98,6 +98,31 @@ template <typename Block> void for_each_block(int64_t n, Block block) {
   }
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t b = 0; b < blocks; ++b) run(b);
+}
+
+// ---- exact numerics, contiguous floats: the same formulas with the block's tanhs in one call
+// (tanh_floats: tanhf's bits, 16 at a time), so the same bits as the element-by-element loops.
+template <typename T> void tanh_in_place(T* v, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) tanh_floats(v, v, n);
+  else for (int64_t i = 0; i < n; ++i) v[i] = std::tanh(v[i]);
+}
+
+template <typename T> void gelu_tanh_blocks(const T* x, T* y, int64_t n) {
+  for_each_block(n, [&](int64_t i0, int64_t m) {
+    T t[kGeluBlock];
+    contiguous_loop(m, [&](int64_t i) { t[i] = tanh_argument(x[i0 + i]); });
+    tanh_in_place(t, m);
+    contiguous_loop(m, [&](int64_t i) { y[i0 + i] = gelu_tanh_given(x[i0 + i], t[i]); });
+  });
+}
+
+template <typename T> void gelu_tanh_blocks_backward(const T* dy, const T* x, T* dx, int64_t n) {
+  for_each_block(n, [&](int64_t i0, int64_t m) {
+    T t[kGeluBlock];
+    contiguous_loop(m, [&](int64_t i) { t[i] = tanh_argument(x[i0 + i]); });
+    tanh_in_place(t, m);
+    contiguous_loop(m, [&](int64_t i) { dx[i0 + i] = gelu_tanh_grad_given(dy[i0 + i], x[i0 + i], t[i]); });
+  });
 }
 
 template <typename T> void gelu_tanh_fast(const T* x, T* y, int64_t n) {
@@ -129,6 +154,8 @@ void gelu(const Tensor& x, bool tanh, const Tensor& y) {
     using T = decltype(tag);
     if (tanh && numerics() == Numerics::fast && all_contiguous({&x, &y}))
       gelu_tanh_fast(ptr<T>(x), ptr<T>(y), x.numel());
+    else if (tanh && all_contiguous({&x, &y}))
+      gelu_tanh_blocks(ptr<T>(x), ptr<T>(y), x.numel());
     else if (tanh) map1<T, T>(x, y, [](T v) { return gelu_tanh(v); });
     else map1<T, T>(x, y, [](T v) { return gelu_erf(v); });
   });
@@ -139,6 +166,8 @@ void gelu_backward(const Tensor& grad_y, const Tensor& x, bool tanh, const Tenso
     using T = decltype(tag);
     if (tanh && numerics() == Numerics::fast && all_contiguous({&grad_y, &x, &grad_x}))
       gelu_tanh_fast_backward(ptr<T>(grad_y), ptr<T>(x), ptr<T>(grad_x), x.numel());
+    else if (tanh && all_contiguous({&grad_y, &x, &grad_x}))
+      gelu_tanh_blocks_backward(ptr<T>(grad_y), ptr<T>(x), ptr<T>(grad_x), x.numel());
     else if (tanh) map2<T, T>(grad_y, x, grad_x, [](T dy, T v) { return gelu_tanh_grad(dy, v); });
     else map2<T, T>(grad_y, x, grad_x, [](T dy, T v) { return gelu_erf_grad(dy, v); });
   });

@@ -1,0 +1,204 @@
+// tanh_floats.cpp — the C library's tanhf, 16 lanes at a time, bit for bit.
+//
+// glibc up to 2.40 (Debian 12 has 2.36) computes tanhf with the classic fdlibm algorithm in float
+// arithmetic, every operation rounded to float (no fused multiply-adds, no double precision):
+//
+//   tanh(x) = sign(x) · z, with a = |x| and
+//     a < 2^-55:   x · (1 + x)                      (that is, x)
+//     a < 1:       z = −t / (t + 2),   t = expm1(−2a)
+//     a < 22:      z = 1 − 2 / (t + 2), t = expm1(2a)
+//     a >= 22:     z = 1 − 10^-30, which rounds to 1
+//
+// and expm1f(y), for the |y| < 44 that tanh asks for, reduces y = k·ln 2 + r (k = 0 when |y| <= ½ln 2,
+// ±1 up to 1.5 ln 2, else the integer nearest y/ln 2, truncated after adding ±½), evaluates a rational
+// approximation of e^r − 1 built on a degree-5 polynomial in r²/2, corrects for the low part c of the
+// reduction, and scales by 2^k with one of four formulas chosen by k (they avoid cancellation). Every
+// lane below follows the same operations in the same order and rounding, computing all the formulas and
+// keeping the one its k picks; so the bits are the library's. NaN and ±inf go to std::tanh one by one.
+//
+// Because the bits depend on the library (glibc 2.41 replaced tanhf with a correctly rounded one),
+// tanh_floats checks itself once against std::tanh on a spread of inputs and falls back to calling
+// std::tanh per element if they disagree: a different C library can cost speed, never bits.
+#include "autograd/cpu/tanh_floats.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// GCC 12's AVX-512 conversions start from an "undefined" register on purpose and then warn about it.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#define SCRATCHGRAD_HAVE_AVX512_TANH 1
+#endif
+
+#include "autograd/cpu/runtime.h"
+
+namespace autograd::cpu {
+
+namespace {
+
+void tanh_scalar(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+}
+
+#ifdef SCRATCHGRAD_HAVE_AVX512_TANH
+
+// expm1f's constants, as bit patterns (the values the library's decimal literals round to).
+constexpr uint32_t kLn2Hi = 0x3f317180, kLn2Lo = 0x3717f7d1, kInvLn2 = 0x3fb8aa3b;
+constexpr uint32_t kQ1 = 0xbd088889, kQ2 = 0x3ad00d01, kQ3 = 0xb8a670cd, kQ4 = 0x36867e54, kQ5 = 0xb457edbb;
+// Thresholds on |y|'s bits: ½ln 2, 1.5 ln 2, 2^-25.
+constexpr int kHalfLn2 = 0x3eb17218, kThreeHalvesLn2 = 0x3F851592, kTwoToMinus25 = 0x33000000;
+// tanhf's thresholds on |x|'s bits: 2^-55, 1, 22, infinity.
+constexpr int kTiny = 0x24000000, kOne = 0x3f800000, kTwentyTwo = 0x41b00000, kInfinity = 0x7f800000;
+
+#define TARGET [[gnu::target("avx512f"), gnu::always_inline]] inline
+
+TARGET __m512 splat(uint32_t bits) { return _mm512_castsi512_ps(_mm512_set1_epi32(int(bits))); }
+TARGET __m512 splat(float v) { return _mm512_set1_ps(v); }
+TARGET __m512 add(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+TARGET __m512 sub(__m512 a, __m512 b) { return _mm512_sub_ps(a, b); }
+TARGET __m512 mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
+TARGET __m512 div(__m512 a, __m512 b) { return _mm512_div_ps(a, b); }
+TARGET __m512i bits_of(__m512 v) { return _mm512_castps_si512(v); }
+TARGET __m512 float_of(__m512i v) { return _mm512_castsi512_ps(v); }
+// "add k to y's exponent": y's bits plus k << 23
+TARGET __m512 scale_by_power_of_two(__m512 y, __m512i k) {
+  return float_of(_mm512_add_epi32(bits_of(y), _mm512_slli_epi32(k, 23)));
+}
+
+// expm1f(y) on 16 lanes, for |y| < 27 ln 2 when y < 0 and |y| < 88.7 when y > 0 (tanh's range).
+TARGET __m512 expm1_16(__m512 y) {
+  const __m512i hx = _mm512_and_si512(bits_of(y), _mm512_set1_epi32(0x7fffffff));
+  const __mmask16 negative = _mm512_test_epi32_mask(bits_of(y), _mm512_set1_epi32(int(0x80000000u)));
+  const __mmask16 reduced = _mm512_cmpgt_epi32_mask(hx, _mm512_set1_epi32(kHalfLn2));
+  const __mmask16 near = _mm512_cmplt_epi32_mask(hx, _mm512_set1_epi32(kThreeHalvesLn2));
+  const __mmask16 tiny = _mm512_cmplt_epi32_mask(hx, _mm512_set1_epi32(kTwoToMinus25));
+
+  // k: 0 (|y| <= ½ln 2), ±1 (up to 1.5 ln 2), else (int)(y/ln 2 ± ½)
+  const __m512 half = _mm512_mask_mov_ps(splat(0.5f), negative, splat(-0.5f));
+  const __m512i k_far = _mm512_cvttps_epi32(add(mul(splat(kInvLn2), y), half));
+  const __m512i plus_minus_one = _mm512_mask_mov_epi32(_mm512_set1_epi32(1), negative, _mm512_set1_epi32(-1));
+  __m512i k = _mm512_mask_mov_epi32(k_far, near, plus_minus_one);
+  k = _mm512_maskz_mov_epi32(reduced, k);
+
+  // y = hi − lo exactly as the library splits it; for k = 0 this leaves x = y and c = 0.
+  const __m512 t = _mm512_cvtepi32_ps(k);
+  const __m512 hi = sub(y, mul(t, splat(kLn2Hi)));
+  const __m512 lo = mul(t, splat(kLn2Lo));
+  const __m512 x = sub(hi, lo);
+  const __m512 c = sub(sub(hi, x), lo);
+
+  // the rational approximation on the reduced argument
+  const __m512 hfx = mul(splat(0.5f), x);
+  const __m512 hxs = mul(x, hfx);
+  __m512 poly = add(splat(kQ4), mul(hxs, splat(kQ5)));
+  poly = add(splat(kQ3), mul(hxs, poly));
+  poly = add(splat(kQ2), mul(hxs, poly));
+  poly = add(splat(kQ1), mul(hxs, poly));
+  const __m512 r1 = add(splat(1.0f), mul(hxs, poly));
+  const __m512 t3 = sub(splat(3.0f), mul(r1, hfx));
+  const __m512 e = mul(hxs, div(sub(r1, t3), sub(splat(6.0f), mul(x, t3))));
+
+  // k = 0
+  const __m512 k_zero = sub(x, sub(mul(x, e), hxs));
+  // k != 0: the correction for c, then the formula that suits k
+  const __m512 ec = sub(sub(mul(x, sub(e, c)), c), hxs);
+  const __m512 x_minus_ec = sub(x, ec);
+  const __m512 k_minus_one = sub(mul(splat(0.5f), x_minus_ec), splat(0.5f));
+  const __m512 k_one_low = mul(splat(-2.0f), sub(ec, add(x, splat(0.5f))));   // x < −¼
+  const __m512 k_one_high = add(splat(1.0f), mul(splat(2.0f), x_minus_ec));
+  const __mmask16 below_quarter = _mm512_cmp_ps_mask(x, splat(-0.25f), _CMP_LT_OQ);
+  const __m512 k_one = _mm512_mask_mov_ps(k_one_high, below_quarter, k_one_low);
+  const __m512 k_far_out = sub(scale_by_power_of_two(sub(splat(1.0f), sub(ec, x)), k), splat(1.0f));  // k <= −2, k > 56
+  const __m512i top = _mm512_sub_epi32(_mm512_set1_epi32(0x3f800000), _mm512_srlv_epi32(_mm512_set1_epi32(0x1000000), k));
+  const __m512 k_mid = scale_by_power_of_two(sub(float_of(top), sub(ec, x)), k);  // 2 <= k < 23: t = 1 − 2^−k
+  const __m512 two_to_minus_k = float_of(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(0x7f), k), 23));
+  const __m512 k_high = scale_by_power_of_two(add(sub(x, add(ec, two_to_minus_k)), splat(1.0f)), k);  // 23 <= k <= 56
+
+  const __mmask16 k_below_two = _mm512_cmplt_epi32_mask(k, _mm512_set1_epi32(2));
+  const __mmask16 k_below_23 = _mm512_cmplt_epi32_mask(k, _mm512_set1_epi32(23));
+  const __mmask16 k_above_56 = _mm512_cmpgt_epi32_mask(k, _mm512_set1_epi32(56));
+  __m512 result = k_far_out;                                                   // k <= −2 or k > 56
+  result = _mm512_mask_mov_ps(result, ~k_below_two & k_below_23, k_mid);        // 2..22
+  result = _mm512_mask_mov_ps(result, ~k_below_23 & ~k_above_56, k_high);       // 23..56
+  result = _mm512_mask_mov_ps(result, _mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(1)), k_one);
+  result = _mm512_mask_mov_ps(result, _mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(-1)), k_minus_one);
+  result = _mm512_mask_mov_ps(result, _mm512_cmpeq_epi32_mask(k, _mm512_setzero_si512()), k_zero);
+  return _mm512_mask_mov_ps(result, tiny, y);  // |y| < 2^-25: y itself
+}
+
+// tanhf on up to 16 values (the lanes in `lanes`).
+[[gnu::target("avx512f")]] void tanh16(const float* in, float* out, __mmask16 lanes) {
+  const __m512 x = _mm512_maskz_loadu_ps(lanes, in);
+  const __m512i ix = _mm512_and_si512(bits_of(x), _mm512_set1_epi32(0x7fffffff));
+  const __m512 a = float_of(ix);
+  const __mmask16 at_least_one = _mm512_cmpge_epi32_mask(ix, _mm512_set1_epi32(kOne));
+  const __m512 two_a = mul(splat(2.0f), a), minus_two_a = mul(splat(-2.0f), a);
+  const __m512 t = expm1_16(_mm512_mask_mov_ps(minus_two_a, at_least_one, two_a));
+  const __m512 t_plus_two = add(t, splat(2.0f));
+  const __m512 below_one = div(_mm512_sub_ps(_mm512_setzero_ps(), t), t_plus_two);  // −t / (t + 2)
+  const __m512 from_one = sub(splat(1.0f), div(splat(2.0f), t_plus_two));
+  __m512 z = _mm512_mask_mov_ps(below_one, at_least_one, from_one);
+  z = _mm512_mask_mov_ps(z, _mm512_cmpge_epi32_mask(ix, _mm512_set1_epi32(kTwentyTwo)), sub(splat(1.0f), splat(1.0e-30f)));
+  const __mmask16 negative = _mm512_test_epi32_mask(bits_of(x), _mm512_set1_epi32(int(0x80000000u)));
+  z = float_of(_mm512_mask_xor_epi32(bits_of(z), negative, bits_of(z), _mm512_set1_epi32(int(0x80000000u))));  // −z
+  const __mmask16 tiny = _mm512_cmplt_epi32_mask(ix, _mm512_set1_epi32(kTiny));
+  z = _mm512_mask_mov_ps(z, tiny, mul(x, add(splat(1.0f), x)));
+  _mm512_mask_storeu_ps(out, lanes, z);
+  if (const unsigned special = _mm512_mask_cmpge_epi32_mask(lanes, ix, _mm512_set1_epi32(kInfinity)); special != 0) {
+    alignas(64) float saved[16];  // rare: NaN and ±inf, one at a time (from x as loaded: out may be in)
+    _mm512_store_ps(saved, x);
+    for (unsigned left = special; left != 0; left &= left - 1) out[__builtin_ctz(left)] = std::tanh(saved[__builtin_ctz(left)]);
+  }
+}
+
+[[gnu::target("avx512f")]] void tanh_avx512(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) tanh16(x + i, y + i, 0xffff);
+  if (i < n) tanh16(x + i, y + i, __mmask16((1u << (n - i)) - 1));
+}
+
+#undef TARGET
+
+// The start-up check: every 65521st bit pattern of each sign (all exponents, so every branch of expm1
+// and of tanh), and the edges between the branches.
+bool vector_matches_library() {
+  std::vector<float> inputs = {0.0f, -0.0f, 1.0f, -1.0f, 22.0f, -22.0f, 0x1p-55f, -0x1p-55f, 0.34657359f, 0.5f,
+                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN()};
+  for (uint32_t bits = 0; bits < 0x7f800000u; bits += 65521) {
+    inputs.push_back(std::bit_cast<float>(bits));
+    inputs.push_back(std::bit_cast<float>(bits | 0x80000000u));
+  }
+  std::vector<float> fast(inputs.size());
+  tanh_avx512(inputs.data(), fast.data(), int64_t(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (std::bit_cast<uint32_t>(fast[i]) != std::bit_cast<uint32_t>(std::tanh(inputs[i]))) return false;
+  return true;
+}
+
+#endif
+
+}  // namespace
+
+bool tanh_floats_vectorised() {
+#ifdef SCRATCHGRAD_HAVE_AVX512_TANH
+  static const bool yes = avx512_kernels() && vector_matches_library();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+void tanh_floats(const float* x, float* y, int64_t n) {
+#ifdef SCRATCHGRAD_HAVE_AVX512_TANH
+  if (tanh_floats_vectorised()) return tanh_avx512(x, y, n);
+#endif
+  tanh_scalar(x, y, n);
+}
+
+}  // namespace autograd::cpu
