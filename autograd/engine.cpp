@@ -94,7 +94,7 @@ Tensor record(const char* name, Tensor out, std::span<const Tensor> inputs, std:
   for (const Tensor& t : inputs) node->inputs.push_back(edge_to(t));
   node->saved.reserve(saved.size());
   for (const Tensor& t : saved)
-    if (t.defined()) node->saved.push_back({t.impl().storage, t.version()});
+    if (t.defined()) node->saved.push_back({t.impl().storage, nullptr, t.version()});
   node->backward = std::move(backward);
   node->output_shape = out.shape();
   node->output_dtype = out.dtype();
@@ -104,6 +104,12 @@ Tensor record(const char* name, Tensor out, std::span<const Tensor> inputs, std:
   out.impl().requires_grad = true;
   inspect::check_anomaly_forward(out, inputs);
   return out;
+}
+
+void watch_in_place_writes(const Tensor& out, const Tensor& in) {
+  if (!out.defined() || !out.grad_fn()) return;
+  Storage& storage = *in.impl().storage;
+  out.impl().grad_fn->saved.push_back({nullptr, storage.version_counter(), storage.version()});
 }
 
 // For every node reachable from the root: how many edges point into it, i.e. how many gradients it
@@ -141,11 +147,11 @@ static DependencyCounts count_dependencies(Node* root, HookedLeaves& hooked, com
 
 static void check_saved_versions(const Node& node) {
   for (const SavedVersion& s : node.saved)
-    if (s.storage->version != s.version)
+    if (s.current() != s.version)
       throw std::runtime_error(fmt::format(
           "backward: a tensor saved by {} was modified in place after it was saved (version {} now, {} when "
           "saved); clone it before the in-place op, or do the in-place op before using it",
-          node.name, s.storage->version, s.version));
+          node.name, s.current(), s.version));
 }
 
 // Whether nothing but this handle refers to `t` or its memory, and it fills its buffer densely: then

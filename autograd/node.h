@@ -32,10 +32,14 @@ struct Edge {
   bool wants_grad() const { return node || leaf; }
 };
 
-// A tensor a node saved for backward, with the version it had then (to detect later in-place edits).
+// A tensor a node saved for backward, with the version it had then (to detect later in-place edits): its
+// storage, which the closure reads, or only the storage's version counter, for a view's node, whose
+// closure reads no data and so must not keep the memory alive (watch_in_place_writes).
 struct SavedVersion {
   std::shared_ptr<Storage> storage;
+  std::shared_ptr<const uint64_t> counter;  // set instead of storage
   uint64_t version;
+  uint64_t current() const { return storage ? storage->version() : *counter; }
 };
 
 struct Node {
@@ -73,6 +77,11 @@ inline Tensor record(const char* name, Tensor out, std::initializer_list<Tensor>
   return record(name, std::move(out), std::span<const Tensor>(inputs.begin(), inputs.size()),
                 std::span<const Tensor>(saved.begin(), saved.size()), std::move(backward), where);
 }
+
+// For a view op: makes the node that `out` was just recorded with (if any) refuse to run once `in`'s
+// storage is written in place, without keeping that storage alive. PyTorch's view nodes keep only sizes,
+// so a tensor seen only through views is freed as soon as nothing but the graph refers to it.
+void watch_in_place_writes(const Tensor& out, const Tensor& in);
 
 // True when a new op with these inputs would be recorded.
 bool needs_grad(std::initializer_list<Tensor> inputs);

@@ -47,6 +47,11 @@ size_t checked_nbytes(const Shape& shape, DType dtype, const char* op) {
 }
 Storage::~Storage() { backend(device).deallocate(data, nbytes); }
 
+std::shared_ptr<const uint64_t> Storage::version_counter() {
+  if (!shared_version) shared_version = memory::make_pooled<uint64_t>(own_version);
+  return shared_version;
+}
+
 Device parse_device(const std::string& text) {
   if (text == "cpu") return Device::cpu();
   if (text == "cuda") return Device::cuda(0);

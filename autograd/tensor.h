@@ -29,11 +29,21 @@ struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   Device device;
-  uint64_t version = 0;
   Storage(size_t nbytes, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
+
+  // In-place writes so far (a node refuses to run if a tensor it saved was written since). A view's node
+  // watches the counter without keeping the memory alive (version_counter()): from then on the counter
+  // lives in its own small block, shared with the watchers.
+  uint64_t version() const { return shared_version ? *shared_version : own_version; }
+  void bump_version() { ++(shared_version ? *shared_version : own_version); }
+  std::shared_ptr<const uint64_t> version_counter();
+
+ private:
+  uint64_t own_version = 0;
+  std::shared_ptr<uint64_t> shared_version;  // null until someone watches
 };
 
 struct TensorImpl {
@@ -126,7 +136,7 @@ class Tensor {
   bool is_leaf() const { return impl().grad_fn == nullptr; }
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   Tensor detach() const;  // same storage, no history
-  uint64_t version() const { return impl().storage->version; }
+  uint64_t version() const { return impl().storage->version(); }
 
   // ---- conversions and copies ----
   Tensor to(DType dtype) const;

@@ -69,14 +69,14 @@ void Adam::step() {
         double& count = *step.data_ptr<double>();  // the usual case, without a fill kernel per parameter
         s.step = int64_t(count) + 1;
         count = double(s.step);
-        ++step.impl().storage->version;
+        step.impl().storage->bump_version();
       } else {
         s.step = int64_t(step.item()) + 1;
         step.fill_(double(s.step));
       }
       backend(param.device()).adam_update(s, param.contiguous(), grad.contiguous(), exp_avg, exp_avg_sq,
                                           max_exp_avg_sq);
-      ++param.impl().storage->version;
+      param.impl().storage->bump_version();
     }
   }
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <memory>
 
 #include "tests/test_helpers.h"
 
@@ -363,6 +364,37 @@ TEST(Engine, MaskedFillInPlaceOnANonLeafKeepsGradients) {
   EXPECT_EQ(gx1[0], 0.0);  // filled positions pass no gradient back
   EXPECT_EQ(gx1[5], 0.0);
   EXPECT_NE(gx1[1], 0.0);
+}
+
+TEST(Engine, AViewsNodeDoesNotKeepItsInputsMemory) {
+  // PyTorch's view nodes keep sizes, not data: a tensor seen only through a view (here the product,
+  // transposed and then copied) is freed once nothing but the graph refers to it. Activations like the
+  // attention's context before its heads are merged count on this (bench/compare.sh's peak memory).
+  Tensor x = leaf64({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}});
+  Tensor copied;
+  std::weak_ptr<Storage> product_memory;
+  {
+    Tensor product = x * 2.0;  // MulBackward0 with a number saves nothing
+    product_memory = product.impl().storage;
+    copied = product.transpose(0, 1).view({3, 2}).contiguous();
+  }
+  EXPECT_TRUE(product_memory.expired());
+  (copied * tensor({{1.0, 10.0}, {2.0, 20.0}, {3.0, 30.0}}, DType::Float64)).sum().backward();
+  expect_values(x.grad(), {2, 3}, {2, 4, 6, 20, 40, 60});
+}
+
+TEST(Engine, AnInPlaceWriteBeforeTheBaseIsFreedIsStillDetected) {
+  // The view's node watches its input's version counter, which outlives the memory: writing the base in
+  // place and then dropping every tensor on it still makes backward through the view refuse.
+  Tensor mask = tensor({true, false, false}).to(DType::Bool);
+  Tensor x = leaf64({1.0, 2.0, 3.0});
+  Tensor out;
+  {
+    Tensor y = x * 2.0;
+    out = y.view({3}) * 3.0;
+    y.masked_fill_(mask, 0.0);
+  }
+  EXPECT_THROW_WITH(out.sum().backward(), std::runtime_error, "ViewBackward", "modified in place");
 }
 
 TEST(Engine, InPlaceFillOfTheBaseOfAnEarlierViewIsDetected) {

@@ -296,7 +296,7 @@ static void check_in_place_allowed(const Tensor& t, const char* op) {
 Tensor& Tensor::fill_(double value) {
   check_in_place_allowed(*this, "fill_");
   backend(device()).fill(*this, value);
-  ++impl().storage->version;
+  impl().storage->bump_version();
   return *this;
 }
 
@@ -306,7 +306,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
     throw std::invalid_argument(fmt::format("copy_: source on {} but destination on {}", src.device().str(), device().str()));
   NoGradGuard no_grad;
   backend(device()).copy(src.expand(shape()), *this);
-  ++impl().storage->version;
+  impl().storage->bump_version();
   return *this;
 }
 
@@ -316,14 +316,14 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   NoGradGuard no_grad;
   Tensor addend = alpha == 1.0 ? other : other * alpha;
   backend(device()).binary(BinaryOp::Add, *this, addend.expand(shape()), *this);
-  ++impl().storage->version;
+  impl().storage->bump_version();
   return *this;
 }
 
 Tensor& Tensor::mul_(double factor) {
   check_in_place_allowed(*this, "mul_");
   backend(device()).unary(UnaryOp::MulScalar, *this, *this, factor);
-  ++impl().storage->version;
+  impl().storage->bump_version();
   return *this;
 }
 

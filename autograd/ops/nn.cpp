@@ -80,7 +80,7 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
   before.impl().grad_fn = impl().grad_fn;
   before.impl().requires_grad = requires_grad();
   backend(device()).masked_fill(*this, m, value, *this);
-  ++impl().storage->version;
+  impl().storage->bump_version();
   if (tracked)
     record("MaskedFillBackward0", *this, {before}, {m}, [m](const Tensor& g) { return Grads{autograd::masked_fill(g, m, 0.0)}; });
   return *this;

@@ -102,13 +102,22 @@ static std::optional<Shape> view_strides(const Shape& old_shape, const Shape& ol
   return new_strides;
 }
 
+// Records a view op. Its backward reads no data (only shapes), so the node does not keep the input's
+// memory, as PyTorch's view nodes do not: it watches the input's version counter instead, to refuse a
+// gradient through a base written in place after the view was taken.
+static Tensor record_view(const char* name, const Tensor& in, Tensor out, BackwardFn backward,
+                          compat::source_location where = compat::source_location::current()) {
+  Tensor recorded = record(name, std::move(out), std::span<const Tensor>(&in, 1), std::span<const Tensor>(),
+                           std::move(backward), where);
+  watch_in_place_writes(recorded, in);
+  return recorded;
+}
+
 // Records a view op whose backward is "reshape the gradient back to the input's shape".
 static Tensor record_reshaping(const char* name, const Tensor& in, Tensor out) {
   if (!needs_grad({in})) return out;  // no node: skip building its closure
   Shape in_shape = in.shape();
-  return record(name, std::move(out), {in}, {in}, [in_shape](const Tensor& g) {
-    return Grads{g.reshape(in_shape)};
-  });
+  return record_view(name, in, std::move(out), [in_shape](const Tensor& g) { return Grads{g.reshape(in_shape)}; });
 }
 
 Tensor Tensor::view(const Shape& shape_in) const {
@@ -138,8 +147,8 @@ static Tensor transposed(const Tensor& t, int64_t d0, int64_t d1, const char* na
   std::swap(shape[size_t(d0)], shape[size_t(d1)]);
   std::swap(strides[size_t(d0)], strides[size_t(d1)]);
   if (!needs_grad({t})) return strided_view(t, shape, strides, t.offset());  // no node
-  return record(name, strided_view(t, shape, strides, t.offset()), {t}, {t},
-                [d0, d1](const Tensor& g) { return Grads{g.transpose(d0, d1)}; });
+  return record_view(name, t, strided_view(t, shape, strides, t.offset()),
+                     [d0, d1](const Tensor& g) { return Grads{g.transpose(d0, d1)}; });
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return transposed(*this, d0, d1, "TransposeBackward0"); }
@@ -164,8 +173,8 @@ Tensor Tensor::permute(const Shape& dims_in) const {
     strides[i] = this->strides()[size_t(dims[i])];
   }
   if (!needs_grad({*this})) return strided_view(*this, shape, strides, offset());
-  return record("PermuteBackward0", strided_view(*this, shape, strides, offset()), {*this}, {*this},
-                [inverse](const Tensor& g) { return Grads{g.permute(inverse)}; });
+  return record_view("PermuteBackward0", *this, strided_view(*this, shape, strides, offset()),
+                     [inverse](const Tensor& g) { return Grads{g.permute(inverse)}; });
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
@@ -175,7 +184,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   shape.insert(shape.begin() + d, 1);
   strides.insert(strides.begin() + d, stride);
   if (!needs_grad({*this})) return strided_view(*this, shape, strides, offset());
-  return record("UnsqueezeBackward0", strided_view(*this, shape, strides, offset()), {*this}, {*this},
+  return record_view("UnsqueezeBackward0", *this, strided_view(*this, shape, strides, offset()),
                 [d](const Tensor& g) { return Grads{g.squeeze(d)}; });
 }
 
@@ -219,7 +228,7 @@ Tensor Tensor::expand(const Shape& target) const {
   checked_numel(shape, "expand");  // a view, but every kernel that reads it counts its elements
   Shape in_shape = this->shape();
   if (!needs_grad({*this})) return strided_view(*this, shape, strides, offset());
-  return record("ExpandBackward0", strided_view(*this, shape, strides, offset()), {*this}, {*this},
+  return record_view("ExpandBackward0", *this, strided_view(*this, shape, strides, offset()),
                 [in_shape](const Tensor& g) { return Grads{g.sum_to(in_shape)}; });
 }
 
@@ -252,7 +261,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_in, std::optional<i
   Tensor out = strided_view(*this, shape, strides, offset() + start * this->strides()[size_t(d)]);
   if (!needs_grad({*this})) return out;
   Shape in_shape = this->shape();
-  return record("SliceBackward0", out, {*this}, {*this}, [=](const Tensor& g) {
+  return record_view("SliceBackward0", *this, out, [=](const Tensor& g) {
     return Grads{scatter_into_zeros(g, in_shape, [&](const Tensor& z) { return z.slice(d, start, end, step); })};
   });
 }
@@ -280,7 +289,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   Tensor out = strided_view(*this, shape, strides, offset() + index * this->strides()[size_t(d)]);
   if (!needs_grad({*this})) return out;
   Shape in_shape = this->shape();
-  return record("SelectBackward0", out, {*this}, {*this}, [=](const Tensor& g) {
+  return record_view("SelectBackward0", *this, out, [=](const Tensor& g) {
     return Grads{scatter_into_zeros(g, in_shape, [&](const Tensor& z) { return z.select(d, index); })};
   });
 }

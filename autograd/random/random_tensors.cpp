@@ -27,7 +27,7 @@ template <typename Fill> Tensor& fill_with(Tensor& t, const char* op, Fill fill)
     NoGradGuard no_grad;
     backend(t.device()).copy(buffer.to(t.device()), t);
   }
-  ++t.impl().storage->version;
+  t.impl().storage->bump_version();
   return t;
 }
 

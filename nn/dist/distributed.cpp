@@ -124,7 +124,7 @@ void all_reduce(Tensor& t, ReduceOp op) {
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.raw_data(), int(t.numel()), mpi_type("dist::all_reduce", t), mpi_op(op),
                           MPI_COMM_WORLD),
             "dist::all_reduce");
-  ++t.impl().storage->version;  // written in place, as any in-place op
+  t.impl().storage->bump_version();  // written in place, as any in-place op
 }
 
 void broadcast(Tensor& t, int root) {
@@ -135,7 +135,7 @@ void broadcast(Tensor& t, int root) {
   check_ranks_agree("dist::broadcast", t);
   check_mpi(MPI_Bcast(t.raw_data(), int(t.numel()), mpi_type("dist::broadcast", t), root, MPI_COMM_WORLD),
             "dist::broadcast");
-  ++t.impl().storage->version;
+  t.impl().storage->bump_version();
 }
 
 void barrier() {
@@ -186,7 +186,7 @@ void Work::wait() {
   request_ = nullptr;
   const int code = MPI_Wait(request, MPI_STATUS_IGNORE);
   delete request;
-  ++tensor_.impl().storage->version;
+  tensor_.impl().storage->bump_version();
   tensor_ = Tensor();
   check_mpi(code, "dist::Work::wait");
 }
