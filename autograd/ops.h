@@ -103,6 +103,10 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_i
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 // approximate: "none" (x·Φ(x), with erf) or "tanh" (PyTorch's tanh approximation)
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
+// linear(gelu(h, approximate), weight, bias) with the same bits, as one node that keeps h but not gelu(h)
+// (recomputed in backward): the GPT's feed-forward keeps its widest activation once instead of twice.
+Tensor linear_after_gelu(const Tensor& h, const Tensor& weight, const Tensor& bias = Tensor(),
+                         const std::string& approximate = "none");
 
 // ---- normalisation and statistics (ops/norm.cpp), rounded as PyTorch 1.13's CPU kernels ----
 // Normalises over the trailing dims `normalized_shape`; weight and bias (that shape) may be undefined.

@@ -30,7 +30,11 @@ FeedForward::FeedForward(const GPTConfig& cfg) {
   layers->push_back(contract);
 }
 
-Tensor FeedForward::forward(const Tensor& x) const { return (*contract)((*gelu)((*expand)(x))); }
+// The book's contract(gelu(expand(x))), with the last two as one op (linear_after_gelu: the same bits, but
+// backward recomputes the 4·emb_dim-wide GELU output instead of keeping it, a quarter of a block's memory).
+Tensor FeedForward::forward(const Tensor& x) const {
+  return linear_after_gelu((*expand)(x), contract->weight, contract->bias, "tanh");
+}
 
 TransformerBlock::TransformerBlock(const GPTConfig& cfg, int64_t index)
     : attention_line(fmt::format("trf_blocks.{}: x = att(norm1(x))", index)),

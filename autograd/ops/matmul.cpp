@@ -9,6 +9,7 @@
 
 #include "autograd/backend.h"
 #include "autograd/ops.h"
+#include "autograd/numerics.h"
 #include "autograd/ops/checks.h"
 
 namespace autograd {
@@ -149,6 +150,51 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   out_shape.push_back(weight.size(0));
   return addmm(bias, x.reshape({shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)), x.size(-1)}), weight.t())
       .view(out_shape);
+}
+
+// linear(gelu(h), weight, bias) as one node that keeps h and not gelu(h). The two-node graph keeps both
+// (GeluBackward0 needs h, AddmmBackward0 needs gelu(h) for the weight's gradient); this one recomputes
+// gelu(h) in backward instead, with the numerics of the forward pass, so it has the same bits. The GPT's
+// feed-forward block uses it: its 4·emb_dim-wide activation is then kept once (docs/performance.md).
+Tensor linear_after_gelu(const Tensor& h, const Tensor& weight, const Tensor& bias, const std::string& approximate) {
+  if (approximate != "none" && approximate != "tanh")
+    throw std::invalid_argument(fmt::format(
+        "linear_after_gelu: approximate must be 'none' or 'tanh', got '{}' (input shape {})", approximate, h.shape_str()));
+  if (weight.dim() != 2)
+    throw std::invalid_argument(fmt::format("linear_after_gelu: weight must be 2-D [out, in], got {}", weight.shape_str()));
+  if (h.dim() == 0 || h.size(-1) != weight.size(1))
+    throw std::invalid_argument(fmt::format("linear_after_gelu: input of shape {} does not match weight {} (in_features {})",
+                                            h.shape_str(), weight.shape_str(), weight.size(1)));
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0)))
+    throw std::invalid_argument(fmt::format("linear_after_gelu: bias of shape {} does not match weight {} (out_features {})",
+                                            bias.shape_str(), weight.shape_str(), weight.size(0)));
+  check_floating(h, "linear_after_gelu");
+  Tensor out;
+  {
+    NoGradGuard no_grad;  // the forward is the two ops; the one node is recorded below
+    out = linear(gelu(h, approximate), weight, bias);
+  }
+  if (!needs_grad({h, weight, bias})) return out;
+  const Tensor hd = h.detach(), wd = weight.detach();
+  const Shape bias_shape = bias.defined() ? bias.shape() : Shape{};
+  const bool has_bias = bias.defined();
+  const Numerics numerics_then = numerics();
+  return record("LinearAfterGeluBackward", out, {h, weight, bias}, {h, weight},
+                [hd, wd, has_bias, bias_shape, approximate, numerics_then](const Tensor& g) {
+    NumericsGuard same_numerics(numerics_then);
+    // the steps of AddmmBackward0 / MmBackward0 and GeluBackward0, on gelu(h) recomputed
+    const int64_t rows = hd.numel() / hd.size(-1);
+    const Tensor g2d = g.reshape({rows, g.size(-1)});
+    Tensor dw;
+    {  // gelu(h) lives only as long as the weight's gradient needs it
+      const Tensor x2d = gelu(hd, approximate).reshape({rows, hd.size(-1)});
+      dw = layout_may_change(x2d, g2d) ? a_transpose_b_in_transposed_layout(x2d, g2d) : matmul(x2d.mT(), g2d);
+    }
+    const Tensor w = wd.t();  // linear's product is x · weightᵀ
+    Tensor dh = matmul(g2d, w.mT()).reshape(hd.shape());  // the gradient of gelu(h)...
+    backend(hd.device()).gelu_backward(dh, hd, approximate == "tanh", dh);  // ...made h's in place (elementwise)
+    return Grads{dh, dw.t(), has_bias ? g2d.sum_to(bias_shape) : Tensor()};
+  });
 }
 
 }  // namespace autograd
