@@ -1,6 +1,7 @@
 // ops/checks.h — the argument checks every op family shares, so each message is worded once.
 #pragma once
 #include <stdexcept>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -12,6 +13,14 @@ inline void check_floating(const Tensor& x, const char* op) {
   if (!is_floating(x.dtype()))
     throw std::invalid_argument(fmt::format("{}: expected a floating point tensor, got {} (shape {})", op,
                                             dtype_name(x.dtype()), x.shape_str()));
+}
+
+// GELU's `approximate`: "tanh" (true) or "none" (false); anything else is refused, naming `op`.
+inline bool gelu_uses_tanh(const std::string& approximate, const Tensor& x, const char* op) {
+  if (approximate != "none" && approximate != "tanh")
+    throw std::invalid_argument(fmt::format("{}: approximate must be 'none' or 'tanh', got '{}' (input shape {})", op,
+                                            approximate, x.shape_str()));
+  return approximate == "tanh";
 }
 
 inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {

@@ -113,6 +113,12 @@ Tensor Tensor::matmul(const Tensor& other) const { return autograd::matmul(*this
 
 // out = bias + x2d @ w, as one node (PyTorch's addmm: the bias is the starting value of the sum, so
 // the kernel adds the product onto it block by block, as BLIS does with beta = 1).
+// A linear's weight gradient Xᵀ·g (X: its input as rows), in [out, in] order where that gives the same
+// bits: the layout of linear's weight, so its TBackward0 hands the leaf a gradient it can keep.
+static Tensor linear_weight_gradient(const Tensor& x2d, const Tensor& g) {
+  return layout_may_change(x2d, g) ? a_transpose_b_in_transposed_layout(x2d, g) : matmul(x2d.mT(), g);
+}
+
 static Tensor addmm(const Tensor& bias, const Tensor& x2d, const Tensor& w) {
   const bool same_dtype = bias.dtype() == x2d.dtype() && x2d.dtype() == w.dtype() && is_floating(x2d.dtype());
   const bool same_device = bias.device() == x2d.device() && x2d.device() == w.device();
@@ -127,22 +133,25 @@ static Tensor addmm(const Tensor& bias, const Tensor& x2d, const Tensor& w) {
   }
   if (!needs_grad({bias, x2d, w})) return out;
   return record("AddmmBackward0", out, {bias, x2d, w}, {x2d, w}, [x2d, w, bshape = bias.shape()](const Tensor& g) {
-    // out = b + X·W  ⇒  db = Σ_rows g,  dX = g·Wᵀ,  dW = Xᵀ·g — in [out, in] order, the layout of linear's
-    // weight, so its TBackward0 hands the leaf a gradient it can keep
-    Tensor dw = layout_may_change(x2d, g) ? a_transpose_b_in_transposed_layout(x2d, g) : matmul(x2d.mT(), g);
-    return Grads{g.sum_to(bshape), matmul(g, w.mT()), dw};
+    // out = b + X·W  ⇒  db = Σ_rows g,  dX = g·Wᵀ,  dW = Xᵀ·g
+    return Grads{g.sum_to(bshape), matmul(g, w.mT()), linear_weight_gradient(x2d, g)};
   });
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+// linear's shapes: weight [out, in], x [..., in], bias [out] or undefined; `op` names the caller.
+static void check_linear_shapes(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
   if (weight.dim() != 2)
-    throw std::invalid_argument(fmt::format("linear: weight must be 2-D [out, in], got {}", weight.shape_str()));
+    throw std::invalid_argument(fmt::format("{}: weight must be 2-D [out, in], got {}", op, weight.shape_str()));
   if (x.dim() == 0 || x.size(-1) != weight.size(1))
-    throw std::invalid_argument(fmt::format("linear: input of shape {} does not match weight {} (in_features {})",
+    throw std::invalid_argument(fmt::format("{}: input of shape {} does not match weight {} (in_features {})", op,
                                             x.shape_str(), weight.shape_str(), weight.size(1)));
   if (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0)))
-    throw std::invalid_argument(fmt::format("linear: bias of shape {} does not match weight {} (out_features {})",
+    throw std::invalid_argument(fmt::format("{}: bias of shape {} does not match weight {} (out_features {})", op,
                                             bias.shape_str(), weight.shape_str(), weight.size(0)));
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_linear_shapes(x, weight, bias, "linear");
   if (!bias.defined()) return matmul(x, weight.t());  // MmBackward0 (then UnsafeViewBackward0 for a batch)
   if (x.dim() == 2) return addmm(bias, x, weight.t());
   // a batch of rows: flatten to one matrix, one addmm, view back (PyTorch's _flatten_3d_linear)
@@ -157,17 +166,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 // gelu(h) in backward instead, with the numerics of the forward pass, so it has the same bits. The GPT's
 // feed-forward block uses it: its 4·emb_dim-wide activation is then kept once (docs/performance.md).
 Tensor linear_after_gelu(const Tensor& h, const Tensor& weight, const Tensor& bias, const std::string& approximate) {
-  if (approximate != "none" && approximate != "tanh")
-    throw std::invalid_argument(fmt::format(
-        "linear_after_gelu: approximate must be 'none' or 'tanh', got '{}' (input shape {})", approximate, h.shape_str()));
-  if (weight.dim() != 2)
-    throw std::invalid_argument(fmt::format("linear_after_gelu: weight must be 2-D [out, in], got {}", weight.shape_str()));
-  if (h.dim() == 0 || h.size(-1) != weight.size(1))
-    throw std::invalid_argument(fmt::format("linear_after_gelu: input of shape {} does not match weight {} (in_features {})",
-                                            h.shape_str(), weight.shape_str(), weight.size(1)));
-  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0)))
-    throw std::invalid_argument(fmt::format("linear_after_gelu: bias of shape {} does not match weight {} (out_features {})",
-                                            bias.shape_str(), weight.shape_str(), weight.size(0)));
+  const bool tanh = gelu_uses_tanh(approximate, h, "linear_after_gelu");
+  check_linear_shapes(h, weight, bias, "linear_after_gelu");
   check_floating(h, "linear_after_gelu");
   Tensor out;
   {
@@ -180,7 +180,7 @@ Tensor linear_after_gelu(const Tensor& h, const Tensor& weight, const Tensor& bi
   const bool has_bias = bias.defined();
   const Numerics numerics_then = numerics();
   return record("LinearAfterGeluBackward", out, {h, weight, bias}, {h, weight},
-                [hd, wd, has_bias, bias_shape, approximate, numerics_then](const Tensor& g) {
+                [hd, wd, has_bias, bias_shape, approximate, tanh, numerics_then](const Tensor& g) {
     NumericsGuard same_numerics(numerics_then);
     // the steps of AddmmBackward0 / MmBackward0 and GeluBackward0, on gelu(h) recomputed
     const int64_t rows = hd.numel() / hd.size(-1);
@@ -188,11 +188,10 @@ Tensor linear_after_gelu(const Tensor& h, const Tensor& weight, const Tensor& bi
     Tensor dw;
     {  // gelu(h) lives only as long as the weight's gradient needs it
       const Tensor x2d = gelu(hd, approximate).reshape({rows, hd.size(-1)});
-      dw = layout_may_change(x2d, g2d) ? a_transpose_b_in_transposed_layout(x2d, g2d) : matmul(x2d.mT(), g2d);
+      dw = linear_weight_gradient(x2d, g2d);
     }
-    const Tensor w = wd.t();  // linear's product is x · weightᵀ
-    Tensor dh = matmul(g2d, w.mT()).reshape(hd.shape());  // the gradient of gelu(h)...
-    backend(hd.device()).gelu_backward(dh, hd, approximate == "tanh", dh);  // ...made h's in place (elementwise)
+    Tensor dh = matmul(g2d, wd).reshape(hd.shape());  // the gradient of gelu(h) (the product is h · weightᵀ)...
+    backend(hd.device()).gelu_backward(dh, hd, tanh, dh);  // ...made h's in place (elementwise)
     return Grads{dh, dw.t(), has_bias ? g2d.sum_to(bias_shape) : Tensor()};
   });
 }

@@ -89,11 +89,8 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
 // ---------------------------------------------------------------- gelu
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
-  if (approximate != "none" && approximate != "tanh")
-    throw std::invalid_argument(fmt::format("gelu: approximate must be 'none' or 'tanh', got '{}' (input shape {})",
-                                            approximate, x.shape_str()));
+  const bool tanh = gelu_uses_tanh(approximate, x, "gelu");
   check_floating(x, "gelu");
-  const bool tanh = approximate == "tanh";
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   backend(x.device()).gelu(x, tanh, out);
   if (!needs_grad({x})) return out;
