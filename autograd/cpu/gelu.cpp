@@ -4,7 +4,7 @@
 // tensors take the tanh form a block at a time, the block's tanhs 16 at a time (tanh_floats, same bits).
 //
 // In fast numerics (numerics.h) the tanh form, the GPT's, runs through one vectorised exp instead of tanhf:
-// see gelu_tanh_fast below.
+// see "fast numerics" below.
 #include <algorithm>
 #include <cmath>
 
@@ -107,40 +107,28 @@ template <typename T> void tanh_in_place(T* v, int64_t n) {
   else for (int64_t i = 0; i < n; ++i) v[i] = std::tanh(v[i]);
 }
 
-template <typename T> void gelu_tanh_blocks(const T* x, T* y, int64_t n) {
+// The tanh form a block at a time: out[j] = combine(j, x[j], v[j]) with v = the block's u values
+// (inner) passed through one call (whole_block: tanh_floats, or exp_floats in fast numerics).
+template <typename T, typename Inner, typename WholeBlock, typename Combine>
+void gelu_tanh_blocks(const T* x, T* out, int64_t n, Inner inner, WholeBlock whole_block, Combine combine) {
   for_each_block(n, [&](int64_t i0, int64_t m) {
-    T t[kGeluBlock];
-    contiguous_loop(m, [&](int64_t i) { t[i] = tanh_argument(x[i0 + i]); });
-    tanh_in_place(t, m);
-    contiguous_loop(m, [&](int64_t i) { y[i0 + i] = gelu_tanh_given(x[i0 + i], t[i]); });
+    T v[kGeluBlock];
+    contiguous_loop(m, [&](int64_t i) { v[i] = inner(x[i0 + i]); });
+    whole_block(v, m);
+    contiguous_loop(m, [&](int64_t i) { out[i0 + i] = combine(i0 + i, x[i0 + i], v[i]); });
   });
 }
 
-template <typename T> void gelu_tanh_blocks_backward(const T* dy, const T* x, T* dx, int64_t n) {
-  for_each_block(n, [&](int64_t i0, int64_t m) {
-    T t[kGeluBlock];
-    contiguous_loop(m, [&](int64_t i) { t[i] = tanh_argument(x[i0 + i]); });
-    tanh_in_place(t, m);
-    contiguous_loop(m, [&](int64_t i) { dx[i0 + i] = gelu_tanh_grad_given(dy[i0 + i], x[i0 + i], t[i]); });
-  });
-}
-
-template <typename T> void gelu_tanh_fast(const T* x, T* y, int64_t n) {
-  for_each_block(n, [&](int64_t i0, int64_t m) {
-    T e[kGeluBlock];
-    contiguous_loop(m, [&](int64_t i) { e[i] = minus_two_u(x[i0 + i]); });
-    exp_in_place(e, m);
-    contiguous_loop(m, [&](int64_t i) { y[i0 + i] = x[i0 + i] / (T(1) + e[i]); });
-  });
-}
-
-template <typename T> void gelu_tanh_fast_backward(const T* dy, const T* x, T* dx, int64_t n) {
-  for_each_block(n, [&](int64_t i0, int64_t m) {
-    T e[kGeluBlock];
-    contiguous_loop(m, [&](int64_t i) { e[i] = minus_two_u(x[i0 + i]); });
-    exp_in_place(e, m);
-    contiguous_loop(m, [&](int64_t i) { dx[i0 + i] = gelu_tanh_fast_grad(dy[i0 + i], x[i0 + i], e[i]); });
-  });
+// Forward (dy null) or backward of the tanh form, contiguous: exact (tanh(u)) or fast (e^(−2u)).
+template <typename T> void gelu_tanh_contiguous(const T* dy, const T* x, T* out, int64_t n, bool fast) {
+  auto u = [](T v) { return tanh_argument(v); };
+  auto minus_2u = [](T v) { return minus_two_u(v); };
+  if (fast && !dy) gelu_tanh_blocks(x, out, n, minus_2u, exp_in_place<T>, [](int64_t, T v, T e) { return v / (T(1) + e); });
+  else if (fast) gelu_tanh_blocks(x, out, n, minus_2u, exp_in_place<T>,
+                                  [dy](int64_t j, T v, T e) { return gelu_tanh_fast_grad(dy[j], v, e); });
+  else if (!dy) gelu_tanh_blocks(x, out, n, u, tanh_in_place<T>, [](int64_t, T v, T t) { return gelu_tanh_given(v, t); });
+  else gelu_tanh_blocks(x, out, n, u, tanh_in_place<T>,
+                        [dy](int64_t j, T v, T t) { return gelu_tanh_grad_given(dy[j], v, t); });
 }
 
 bool all_contiguous(std::initializer_list<const Tensor*> tensors) {
@@ -152,10 +140,8 @@ bool all_contiguous(std::initializer_list<const Tensor*> tensors) {
 void gelu(const Tensor& x, bool tanh, const Tensor& y) {
   dispatch_floating(x.dtype(), "gelu", [&](auto tag) {
     using T = decltype(tag);
-    if (tanh && numerics() == Numerics::fast && all_contiguous({&x, &y}))
-      gelu_tanh_fast(ptr<T>(x), ptr<T>(y), x.numel());
-    else if (tanh && all_contiguous({&x, &y}))
-      gelu_tanh_blocks(ptr<T>(x), ptr<T>(y), x.numel());
+    if (tanh && all_contiguous({&x, &y}))
+      gelu_tanh_contiguous<T>(nullptr, ptr<T>(x), ptr<T>(y), x.numel(), numerics() == Numerics::fast);
     else if (tanh) map1<T, T>(x, y, [](T v) { return gelu_tanh(v); });
     else map1<T, T>(x, y, [](T v) { return gelu_erf(v); });
   });
@@ -164,10 +150,8 @@ void gelu(const Tensor& x, bool tanh, const Tensor& y) {
 void gelu_backward(const Tensor& grad_y, const Tensor& x, bool tanh, const Tensor& grad_x) {
   dispatch_floating(x.dtype(), "gelu backward", [&](auto tag) {
     using T = decltype(tag);
-    if (tanh && numerics() == Numerics::fast && all_contiguous({&grad_y, &x, &grad_x}))
-      gelu_tanh_fast_backward(ptr<T>(grad_y), ptr<T>(x), ptr<T>(grad_x), x.numel());
-    else if (tanh && all_contiguous({&grad_y, &x, &grad_x}))
-      gelu_tanh_blocks_backward(ptr<T>(grad_y), ptr<T>(x), ptr<T>(grad_x), x.numel());
+    if (tanh && all_contiguous({&grad_y, &x, &grad_x}))
+      gelu_tanh_contiguous(ptr<T>(grad_y), ptr<T>(x), ptr<T>(grad_x), x.numel(), numerics() == Numerics::fast);
     else if (tanh) map2<T, T>(grad_y, x, grad_x, [](T dy, T v) { return gelu_tanh_grad(dy, v); });
     else map2<T, T>(grad_y, x, grad_x, [](T dy, T v) { return gelu_erf_grad(dy, v); });
   });
