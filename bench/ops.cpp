@@ -52,21 +52,29 @@ void matmul_bench(benchmark::State& state, Shape a_shape, Shape b_shape) {
 // The same product in each numerics (numerics.h) at a square size, beside BLIS's own sgemm called
 // directly (the kernels BLIS chose for this CPU: skx on AVX-512 machines): the fast kernels' target is
 // 90% of BLIS at 1024³.
-void matmul_numerics_bench(benchmark::State& state, Numerics mode, int64_t m, int64_t n, int64_t k) {
+void matmul_numerics_bench(benchmark::State& state, Numerics mode, int64_t m, int64_t n, int64_t k, bool a_t = false,
+                           bool b_t = false) {
   manual_seed(0);
-  Tensor a = random_input({m, k}), b = random_input({k, n});
+  // a transposed operand is a transposed view of a contiguous tensor, as Linear's weight and the
+  // weight gradient's input are
+  Tensor a = a_t ? random_input({k, m}).t() : random_input({m, k});
+  Tensor b = b_t ? random_input({n, k}).t() : random_input({k, n});
   NumericsGuard guard(mode);
   for (auto _ : state) benchmark::DoNotOptimize(matmul(a, b));
   set_rate(state, "FLOPS", 2.0 * double(m) * double(n) * double(k));
 }
 
-void blis_sgemm_bench(benchmark::State& state, int64_t m, int64_t n, int64_t k) {
+void blis_sgemm_bench(benchmark::State& state, int64_t m, int64_t n, int64_t k, bool a_t = false, bool b_t = false) {
   manual_seed(0);
-  Tensor a = random_input({m, k}), b = random_input({k, n}), c = zeros({m, n});
+  Tensor a = random_input(a_t ? Shape{k, m} : Shape{m, k}), b = random_input(b_t ? Shape{n, k} : Shape{k, n});
+  Tensor c = zeros({m, n});
   float one = 1, zero = 0;
+  // BLIS takes each operand's row and column strides: a transposed operand is the same memory read
+  // with them swapped
+  const int64_t ars = a_t ? 1 : k, acs = a_t ? m : 1, brs = b_t ? 1 : n, bcs = b_t ? k : 1;
   for (auto _ : state) {
-    bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &one, static_cast<float*>(a.raw_data()), k, 1,
-              static_cast<float*>(b.raw_data()), n, 1, &zero, static_cast<float*>(c.raw_data()), n, 1);
+    bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &one, static_cast<float*>(a.raw_data()), ars, acs,
+              static_cast<float*>(b.raw_data()), brs, bcs, &zero, static_cast<float*>(c.raw_data()), n, 1);
     benchmark::ClobberMemory();
   }
   state.SetLabel(blis_kernel_name());
@@ -179,6 +187,22 @@ BENCHMARK_CAPTURE(blis_sgemm_bench, blis_1024x1024x1024, 1024, 1024, 1024)->UseR
 BENCHMARK_CAPTURE(matmul_numerics_bench, exact_4096x256x256, Numerics::exact, 4096, 256, 256)->UseRealTime();
 BENCHMARK_CAPTURE(matmul_numerics_bench, fast_4096x256x256, Numerics::fast, 4096, 256, 256)->UseRealTime();
 BENCHMARK_CAPTURE(blis_sgemm_bench, blis_4096x256x256, 4096, 256, 256)->UseRealTime();
+// gpt6's feed-forward products (4096 rows, D 256, 4D 1024), fast beside BLIS: forward x·Wᵀ (the weight
+// a transposed view), the input gradient g·W, the weight gradient gᵀ·x (the gradient a transposed view)
+BENCHMARK_CAPTURE(matmul_numerics_bench, fast_gpt6_expand_4096x1024x256_bt, Numerics::fast, 4096, 1024, 256, false, true)->UseRealTime();
+BENCHMARK_CAPTURE(blis_sgemm_bench, blis_gpt6_expand_4096x1024x256_bt, 4096, 1024, 256, false, true)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_numerics_bench, fast_gpt6_contract_4096x256x1024_bt, Numerics::fast, 4096, 256, 1024, false, true)->UseRealTime();
+BENCHMARK_CAPTURE(blis_sgemm_bench, blis_gpt6_contract_4096x256x1024_bt, 4096, 256, 1024, false, true)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_numerics_bench, fast_gpt6_input_grad_4096x256x1024, Numerics::fast, 4096, 256, 1024)->UseRealTime();
+BENCHMARK_CAPTURE(blis_sgemm_bench, blis_gpt6_input_grad_4096x256x1024, 4096, 256, 1024)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_numerics_bench, fast_gpt6_weight_grad_1024x256x4096_at, Numerics::fast, 1024, 256, 4096, true, false)->UseRealTime();
+BENCHMARK_CAPTURE(blis_sgemm_bench, blis_gpt6_weight_grad_1024x256x4096_at, 1024, 256, 4096, true, false)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_numerics_bench, fast_gpt6_weight_grad_256x1024x4096_at, Numerics::fast, 256, 1024, 4096, true, false)->UseRealTime();
+BENCHMARK_CAPTURE(blis_sgemm_bench, blis_gpt6_weight_grad_256x1024x4096_at, 256, 1024, 4096, true, false)->UseRealTime();
+// gpt6's attention products, 128 = B·H items of T 128 and head size 64: scores q·kᵀ, context p·v, and
+// their gradients (g·v ᵀ, pᵀ·g)
+BENCHMARK_CAPTURE(matmul_bench, gpt6_scores_128x128x64x128, Shape{128, 128, 64}, Shape{128, 64, 128})->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bench, gpt6_context_128x128x128x64, Shape{128, 128, 128}, Shape{128, 128, 64})->UseRealTime();
 
 BENCHMARK_CAPTURE(causal_attention_bench, dense_32x128x256, 32, 128, 256, Attention::dense)->UseRealTime();
 BENCHMARK_CAPTURE(causal_attention_bench, skipping_32x128x256, 32, 128, 256, Attention::skipping)->UseRealTime();

@@ -77,6 +77,38 @@ template <typename F> Tensor on_threads(int threads, F f) {
   return f();
 }
 
+// Wider than tall: the threads split the columns (each packs only its share of B), in both numerics,
+// with a start row (linear's bias) and with tall ones split on whole register tiles beside it.
+TEST(Threads, WideProductsSplitByColumnsAreBitIdentical) {
+  manual_seed(14);
+  const Tensor a = randn({40, 300}), b = randn({300, 1000}), x = randn({57, 100}), w = randn({701, 100}),
+               bias = randn({701}), grads = randn({2100, 256}), inputs = randn({2100, 1000}), tall = randn({700, 257}),
+               c = randn({257, 300});
+  for (Numerics mode : {Numerics::exact, Numerics::fast}) {
+    NumericsGuard guard(mode);
+    EXPECT_TRUE(equal(product(1, a, b), product(2, a, b))) << numerics_name(mode);
+    EXPECT_TRUE(equal(product(1, a, b), product(3, a, b))) << numerics_name(mode);
+    auto with_bias = [&] { return linear(x, w, bias); };
+    EXPECT_TRUE(equal(on_threads(1, with_bias), on_threads(2, with_bias))) << numerics_name(mode);
+    // a weight gradient gᵀ·x: A a transposed view, 256 rows (not a whole number of 12-row tiles)
+    EXPECT_TRUE(equal(product(1, grads.t(), inputs), product(2, grads.t(), inputs))) << numerics_name(mode);
+    EXPECT_TRUE(equal(product(1, tall, c), product(2, tall, c))) << numerics_name(mode);
+  }
+}
+
+// layer_norm splits its rows over threads, and its weight and bias gradients their columns.
+TEST(Threads, LayerNormForwardAndBackwardAreBitIdentical) {
+  manual_seed(15);
+  const Tensor x0 = randn({600, 96}), w0 = randn({96}), b0 = randn({96}), dy = randn({600, 96});
+  auto run = [&] {
+    Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
+    Tensor y = layer_norm(x, {96}, w, b, 1e-5);
+    y.backward(dy);
+    return cat({y.detach().flatten(), x.grad().flatten(), w.grad(), b.grad()}, 0);
+  };
+  EXPECT_TRUE(equal(on_threads(1, run), on_threads(2, run)));
+}
+
 TEST(Threads, BigElementwiseAndSoftmaxAreBitIdenticalOnOneAndTwoThreads) {
   manual_seed(12);
   Tensor x = randn({70, 33, 40}), y = randn({40, 33}).t();  // y broadcasts along dim 0 of x

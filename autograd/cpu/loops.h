@@ -127,6 +127,16 @@ void parallel_for_each_run(const LoopPlan<K>& plan, int64_t numel, Run&& run, in
   for (int t = 0; t < threads; ++t) for_each_run_in(plan, numel * t / threads, numel * (t + 1) / threads, run);
 }
 
+// body(begin, end) over [0, count), split into one contiguous range per thread when the work (count
+// items of `cost` elements each) is large enough. For bodies whose ranges write disjoint outputs, each in
+// an order that does not depend on the range (rows of a layer_norm, columns of its weight gradient).
+template <typename Body> void parallel_ranges(int64_t count, int64_t cost, Body&& body) {
+  const int threads = count * cost < kParallelElements ? 1 : int(std::min<int64_t>(get_num_threads(), count));
+  if (threads <= 1) return body(int64_t(0), count);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int t = 0; t < threads; ++t) body(count * t / threads, count * (t + 1) / threads);
+}
+
 template <typename T> T* ptr(const Tensor& t) { return static_cast<T*>(t.raw_data()); }
 
 // The contiguous inner loops of the elementwise kernels: body(i) for i in [0, n), compiled a second time

@@ -395,6 +395,17 @@ void exact_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_
 // entry's bits never depend on how many rows or items share its product.
 constexpr int64_t kNarrowestFastProduct = 49;
 
+// Rows of C in one register tile of the kernel that will run. A last, partial tile costs as much as a
+// whole one, so threads split a product's rows on whole tiles.
+int64_t tile_rows(bool fast) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (fast) return fast_gemm_tile_rows();
+  return avx512_kernels() ? kMr<64> : kMr<32>;
+#else
+  return fast ? fast_gemm_tile_rows() : kMr<32>;
+#endif
+}
+
 // The exact kernel or, in fast numerics, the FMA one (matmul_fast.cpp): same arguments, same contract.
 template <typename T>
 void gemm_kernel(bool fast, int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b,
@@ -438,6 +449,9 @@ bool uses_blis_dot(bool batched, int64_t m, int64_t n, int64_t k, int64_t acs, i
 
 // Below this many multiply-adds (over all batch items) a product stays on one thread.
 constexpr double kParallelMatmulWork = 1 << 20;
+// When threads split a product's columns, they do so in multiples of this many: whole register tiles
+// (32 floats or 16 doubles wide) in either kernel.
+constexpr int64_t kColumnsPerShare = 64;
 
 // SCRATCHGRAD_MATMUL: "blis" sends large products to BLIS; "blis-all" every product PyTorch would
 // send there (set_matmul_mode overrides it at run time).
@@ -578,17 +592,40 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
     const int64_t n_items = int64_t(items.size());
     // Threads only pay off on big products; BLIS runs its own threads.
     const int threads = (blis && large) || double(n_items) * double(m * n * k) < kParallelMatmulWork ? 1 : get_num_threads();
-    const int64_t chunks_per_item = threads == 1 ? 1 : std::clamp<int64_t>(2 * threads / n_items, 1, (m + 3) / 4);
-    const int64_t chunk_rows = (m + chunks_per_item - 1) / chunks_per_item;
+    // Each item's rows in chunks of whole register tiles, as even as the tiles allow (m = 256 on 2 threads
+    // in fast numerics' 12-row tiles: 11 tiles each, where 4 chunks of 64 rows made 12 tiles' work of 22)
+    const int64_t tile = tile_rows(fast), tiles = (m + tile - 1) / tile;
+    const int64_t chunks_per_item = threads == 1 ? 1 : std::clamp<int64_t>(2 * threads / n_items, 1, tiles);
     const int64_t pieces = n_items * chunks_per_item;
     auto run_piece = [&](int64_t piece) {
       const auto& [oc, oa, ob] = items[size_t(piece / chunks_per_item)];
-      const int64_t r0 = (piece % chunks_per_item) * chunk_rows;
-      if (r0 < m) rows(pa + oa, pb + ob, pc + oc, r0, std::min(m, r0 + chunk_rows));
+      const int64_t chunk = piece % chunks_per_item;
+      const int64_t r0 = std::min(m, tiles * chunk / chunks_per_item * tile);
+      const int64_t r1 = std::min(m, tiles * (chunk + 1) / chunks_per_item * tile);
+      if (r0 < r1) rows(pa + oa, pb + ob, pc + oc, r0, r1);
     };
     if (threads == 1 && k > 0 && !(blis && large) && !dots) {  // the exact kernel: every item in one call
       gemm_kernel(fast, m, n, k, pa, ars, acs, pb, brs, bcs, pc, crs, ccs, ProductOptions{structure, 0, add_to_out || start, start},
                  items);
+      return;
+    }
+    if (threads > 1 && n_items == 1 && n > m && structure == MatmulStructure::dense && k > 0 && !(blis && large) &&
+        !dots) {
+      // One product wider than it is tall (a weight gradient gᵀ·x with more outputs than inputs): the
+      // threads split its columns, so each packs only its share of B, where split by rows each would pack
+      // all of it (gpt6's 256 x 1024 x 4096: 185 -> 255 GFLOP/s on 2 threads, bench_ops). An entry's chain
+      // does not depend on the columns beside it, so no bit moves. Dense only: lower_c counts panels
+      // from column 0.
+      const auto& [oc, oa, ob] = items[0];
+      const int64_t units = (n + kColumnsPerShare - 1) / kColumnsPerShare;
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (int t = 0; t < threads; ++t) {
+        const int64_t c0 = std::min(n, units * t / threads * kColumnsPerShare);
+        const int64_t c1 = std::min(n, units * (t + 1) / threads * kColumnsPerShare);
+        if (c0 < c1)
+          gemm_kernel(fast, m, c1 - c0, k, pa + oa, ars, acs, pb + ob + c0 * bcs, brs, bcs, pc + oc + c0 * ccs, crs, ccs,
+                      ProductOptions{structure, 0, add_to_out || start, start ? start + c0 : nullptr});
+      }
       return;
     }
     if (threads == 1) {  // no OpenMP region at all: entering one costs more than a small product

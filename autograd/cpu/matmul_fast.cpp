@@ -8,8 +8,9 @@
 //       for each MR rows of A:                               (A's rows stay in the L1 cache)
 //         for each panel of B:  C[i0:i0+MR, panel] (+)= micro-kernel(A's rows, the panel)
 //
-// A is not packed (BLIS packs it; at these sizes the copy cost more than it saved): the micro-kernel
-// broadcasts its values straight from A's rows (or columns, for a transposed A), MR streams along memory.
+// A is mostly not packed (BLIS packs it; at these sizes the copy cost more than it saved): the micro-kernel
+// broadcasts its values straight from A's rows (or columns, for a transposed A), MR streams along memory
+// (pack_a below says when it copies a tile).
 // The micro-kernel keeps an MR x NR tile of C in vector registers for the whole block and, for each p,
 // loads one row of the B panel (2 vectors) and does acc[r] += a[r, p] * b_row for every r: 2·MR fused
 // multiply-adds per p, each one instruction with one rounding. This file (with flash attention's fast
@@ -80,15 +81,37 @@ void pack_b(int64_t kc, int64_t n, const T* b, int64_t brs, int64_t bcs, T* out)
   }
 }
 
-// out[p][r] = a[r, p] for r < mr, zero for the rows past the last one (their results are never stored).
+// A's tile of MR rows and kc terms, where the micro-kernel will read it. Mostly in place (A's MR rows or
+// columns are MR streams along memory). Copied in two cases, rows past mr then zeros (their results are
+// never stored):
+//   rows whose stride is a multiple of 4 KiB (k = 1024 floats: the contracting product and the input
+//     gradient of a 4x-wide feed-forward layer): in place they all fall in the same L1 cache set, and 12
+//     streams in an 8-way cache evict one another at every step. The copy puts the rows kc + 16 apart.
+//     (gpt6's 4096 x 256 x 1024 on 1 thread: 121 -> 150 GFLOP/s, bench_ops; copying every tile instead
+//     made the step slower, and copying transposed tiles made the weight gradients slower.)
+//   a last, partial tile: out[p][r], MR values per term, so that the micro-kernel has its MR rows.
+struct PackedA {
+  const void* data;
+  int64_t rs, ps;
+};
 template <typename T, int64_t MR>
-void pack_a(int64_t kc, int64_t mr, const T* a, int64_t ars, int64_t acs, T* out) {
-  for (int64_t r = 0; r < mr; ++r) {
-    const T* row = a + r * ars;
-    for (int64_t p = 0; p < kc; ++p) out[p * MR + r] = row[p * acs];
+PackedA pack_a(int64_t kc, int64_t mr, const T* a, int64_t ars, int64_t acs, std::vector<T>& buffer) {
+  if (acs == 1 && ars * int64_t(sizeof(T)) % 4096 == 0) {  // rows that share L1 sets
+    const int64_t stride = kc + 16;
+    buffer.resize(size_t(MR * stride));
+    T* out = buffer.data();
+    for (int64_t r = 0; r < mr; ++r) std::memcpy(out + r * stride, a + r * ars, size_t(kc) * sizeof(T));
+    for (int64_t r = mr; r < MR; ++r) std::fill_n(out + r * stride, kc, T(0));
+    return {out, stride, 1};
   }
+  if (mr == MR) return {a, ars, acs};
+  buffer.resize(size_t(MR * kc));
+  T* out = buffer.data();
+  for (int64_t r = 0; r < mr; ++r)
+    for (int64_t p = 0; p < kc; ++p) out[p * MR + r] = a[r * ars + p * acs];
   for (int64_t p = 0; p < kc; ++p)
     for (int64_t r = mr; r < MR; ++r) out[p * MR + r] = T(0);
+  return {out, 1, MR};
 }
 
 // How the tile is written back: stored (the first block of a sum that starts at zero), or added to what
@@ -161,7 +184,6 @@ template <typename T, int VB>
   Buffers<T>& buf = buffers<T>();
   const int64_t n_panels = (n + NR - 1) / NR;
   buf.b.resize(size_t(std::min(k, kKc) * std::min(n_panels * NR, kNc)));
-  buf.a.resize(size_t(std::min(k, kKc) * MR));
   const T* start = static_cast<const T*>(options.start_row);
   for (int64_t p0 = 0; p0 < k; p0 += kKc) {
     const int64_t kc = std::min(kKc, k - p0);
@@ -175,20 +197,14 @@ template <typename T, int VB>
         const int64_t panel_end = std::min(w.panels, (jb + nc + NR - 1) / NR);
         if (w.p_begin >= w.p_end || panel_end <= jb / NR) continue;  // only zeros, or nothing wanted here
         const int64_t kw = w.p_end - w.p_begin;
-        // A's rows are read where they are; only a last, partial tile is copied, zero-padded to MR rows
-        // (the micro-kernel always reads MR rows)
-        const T* a_tile = a + i0 * ars + w.p_begin * acs;
-        int64_t a_rs = ars, a_ps = acs;
-        if (mr < MR) {
-          pack_a<T, MR>(kw, mr, a_tile, ars, acs, buf.a.data());
-          a_tile = buf.a.data(), a_rs = 1, a_ps = MR;
-        }
+        const PackedA tile = pack_a<T, MR>(kw, mr, a + i0 * ars + w.p_begin * acs, ars, acs, buf.a);
+        const T* a_tile = static_cast<const T*>(tile.data);
         for (int64_t jp = jb / NR; jp < panel_end; ++jp) {
           const int64_t j0 = jp * NR;
           const T* panel = buf.b.data() + (j0 - jb) * kc + (w.p_begin - p0) * NR;
           // the start row stands in for C in the first block these rows add up
           const WriteBack how{w.first, start && p0 == 0 ? start + j0 : nullptr};
-          micro_kernel<T, VB>(kw, a_tile, a_rs, a_ps, panel, mr, std::min(NR, n - j0), c + i0 * crs + j0 * ccs, crs,
+          micro_kernel<T, VB>(kw, a_tile, tile.rs, tile.ps, panel, mr, std::min(NR, n - j0), c + i0 * crs + j0 * ccs, crs,
                               ccs, how);
         }
       }
@@ -237,6 +253,14 @@ void fast_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t
   if (has_avx2() && has_fma()) return gemm_avx2(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 #endif
   gemm_baseline(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+}
+
+int64_t fast_gemm_tile_rows() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (avx512_kernels() && has_fma()) return kMr<64>;
+  if (has_avx2() && has_fma()) return kMr<32>;
+#endif
+  return kMr<16>;
 }
 
 template void fast_gemm<float>(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*, int64_t,

@@ -64,5 +64,7 @@ inline constexpr ItemOffsets kOneItem[1] = {{0, 0, 0}};
 template <typename T>
 void fast_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
                int64_t bcs, T* c, int64_t crs, int64_t ccs, ProductOptions options, Items items = kOneItem);
+// Rows of C in one register tile of the FMA kernel this CPU runs (12 with AVX-512, 6 otherwise).
+int64_t fast_gemm_tile_rows();
 
 }  // namespace autograd::cpu

@@ -114,6 +114,7 @@ template <typename T, typename F> T lane_sum(int64_t n, F v) {
 
 // ---------------------------------------------------------------- layer_norm
 
+// Rows are independent, so threads split them without changing a bit.
 template <typename T>
 void layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
                      const Tensor& mean, const Tensor& rstd) {
@@ -122,22 +123,28 @@ void layer_norm_rows(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   const T* g = weight.defined() ? ptr<T>(weight) : nullptr;
   const T* b = bias.defined() ? ptr<T>(bias) : nullptr;
   T* py = ptr<T>(y);
-  for (int64_t i = 0; i < rows; ++i) {
-    const T* xr = px + i * n;
-    auto [mu, var] = row_moments(xr, n);
-    const T r = T(1) / std::sqrt(var + T(eps));  // a true sqrt and division, not rsqrt
-    const T shift = -r * mu;
-    // y = ((x·r + shift)·γ) + β; a missing γ or β is 1 or 0 in the same formula (so −0 becomes +0)
-    for (int64_t j = 0; j < n; ++j) py[i * n + j] = (xr[j] * r + shift) * (g ? g[j] : T(1)) + (b ? b[j] : T(0));
-    ptr<T>(mean)[i] = mu;
-    ptr<T>(rstd)[i] = r;
-  }
+  parallel_ranges(rows, n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const T* xr = px + i * n;
+      T* yr = py + i * n;
+      auto [mu, var] = row_moments(xr, n);
+      const T r = T(1) / std::sqrt(var + T(eps));  // a true sqrt and division, not rsqrt
+      const T shift = -r * mu;
+      // y = ((x·r + shift)·γ) + β; a missing γ or β is 1 or 0 in the same formula (so −0 becomes +0)
+      if (g && b) contiguous_loop(n, [&](int64_t j) { yr[j] = (xr[j] * r + shift) * g[j] + b[j]; });
+      else for (int64_t j = 0; j < n; ++j) yr[j] = (xr[j] * r + shift) * (g ? g[j] : T(1)) + (b ? b[j] : T(0));
+      ptr<T>(mean)[i] = mu;
+      ptr<T>(rstd)[i] = r;
+    }
+  });
 }
 
 // With x̂ = (x − μ)·r and y = x̂·γ + β over a row of n:
 //   dβ = Σ_rows dy,   dγ = Σ_rows dy·x̂,
 //   dx = r·dy·γ + B·x + C   where B = (Σ dy·γ·μ − Σ dy·γ·x)·r³/n and C = −B·μ − (Σ dy·γ)·r/n,
 // which is r·(dyγ − mean(dyγ) − x̂·mean(dyγ·x̂)) rearranged as PyTorch's kernel computes it.
+// Two passes, each split over threads without changing a bit: dx by rows, dγ and dβ by columns (each
+// column summed over the rows in row order, PyTorch's one-thread order).
 template <typename T>
 void layer_norm_backward_rows(const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                               const Tensor& weight, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
@@ -145,23 +152,40 @@ void layer_norm_backward_rows(const Tensor& dy, const Tensor& x, const Tensor& m
   const T *pdy = ptr<T>(dy), *px = ptr<T>(x), *pm = ptr<T>(mean), *pr = ptr<T>(rstd);
   const T* g = weight.defined() ? ptr<T>(weight) : nullptr;
   const T scale = T(1) / T(n);
-  // dγ and dβ: every row added in row order (PyTorch's one-thread order), then added to 0
-  std::vector<T> dg(dweight.defined() ? size_t(n) : 0, T(0)), db(dbias.defined() ? size_t(n) : 0, T(0));
-  for (int64_t i = 0; i < rows; ++i) {
-    const T *dyr = pdy + i * n, *xr = px + i * n;
-    const T a = pr[i], mu = pm[i], shift = (-a) * mu;
-    for (size_t j = 0; j < dg.size(); ++j) dg[j] = dg[j] + dyr[j] * (a * xr[j] + shift);
-    for (size_t j = 0; j < db.size(); ++j) db[j] = db[j] + dyr[j];
-    if (!dx.defined()) continue;
-    const T sum_dy_x = lane_sum<T>(n, [&](int64_t j) { return g ? (dyr[j] * xr[j]) * g[j] : dyr[j] * xr[j]; });
-    const T sum_dy = lane_sum<T>(n, [&](int64_t j) { return g ? dyr[j] * g[j] : dyr[j]; });
-    const T B = ((((sum_dy * mu) - sum_dy_x) * a) * a) * a * scale;
-    const T C = ((-B) * mu) - ((sum_dy * a) * scale);
-    T* dxr = ptr<T>(dx) + i * n;
-    for (int64_t j = 0; j < n; ++j) dxr[j] = ((g ? (a * dyr[j]) * g[j] : a * dyr[j]) + B * xr[j]) + C;
+  if (dx.defined()) {
+    parallel_ranges(rows, n, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const T *dyr = pdy + i * n, *xr = px + i * n;
+        const T a = pr[i], mu = pm[i];
+        const T sum_dy_x = lane_sum<T>(n, [&](int64_t j) { return g ? (dyr[j] * xr[j]) * g[j] : dyr[j] * xr[j]; });
+        const T sum_dy = lane_sum<T>(n, [&](int64_t j) { return g ? dyr[j] * g[j] : dyr[j]; });
+        const T B = ((((sum_dy * mu) - sum_dy_x) * a) * a) * a * scale;
+        const T C = ((-B) * mu) - ((sum_dy * a) * scale);
+        T* dxr = ptr<T>(dx) + i * n;
+        if (g) contiguous_loop(n, [&](int64_t j) { dxr[j] = (((a * dyr[j]) * g[j]) + B * xr[j]) + C; });
+        else contiguous_loop(n, [&](int64_t j) { dxr[j] = ((a * dyr[j]) + B * xr[j]) + C; });
+      }
+    });
   }
-  for (size_t j = 0; j < dg.size(); ++j) ptr<T>(dweight)[j] = T(0) + dg[j];
-  for (size_t j = 0; j < db.size(); ++j) ptr<T>(dbias)[j] = T(0) + db[j];
+  if (!dweight.defined() && !dbias.defined()) return;
+  // dγ and dβ: every row added in row order, starting from 0 (then added to 0, as PyTorch does)
+  T* dg = dweight.defined() ? ptr<T>(dweight) : nullptr;
+  T* db = dbias.defined() ? ptr<T>(dbias) : nullptr;
+  parallel_ranges(n, rows, [&](int64_t j0, int64_t j1) {
+    const int64_t w = j1 - j0;
+    std::vector<T> sums_g(dg ? size_t(w) : 0, T(0)), sums_b(db ? size_t(w) : 0, T(0));
+    T *sg = sums_g.data(), *sb = sums_b.data();
+    for (int64_t i = 0; i < rows; ++i) {
+      const T *dyr = pdy + i * n + j0, *xr = px + i * n + j0;
+      const T a = pr[i], shift = (-a) * pm[i];
+      if (dg) contiguous_loop(w, [&](int64_t j) { sg[j] = sg[j] + dyr[j] * (a * xr[j] + shift); });
+      if (db) contiguous_loop(w, [&](int64_t j) { sb[j] = sb[j] + dyr[j]; });
+    }
+    for (int64_t j = 0; j < w; ++j) {
+      if (dg) dg[j0 + j] = T(0) + sg[j];
+      if (db) db[j0 + j] = T(0) + sb[j];
+    }
+  });
 }
 
 // ---------------------------------------------------------------- var / std
