@@ -4,6 +4,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/cpu/loops.h"
+#include "optim/optim.h"
 
 using namespace autograd;
 
@@ -107,6 +108,34 @@ TEST(Threads, LayerNormForwardAndBackwardAreBitIdentical) {
     return cat({y.detach().flatten(), x.grad().flatten(), w.grad(), b.grad()}, 0);
   };
   EXPECT_TRUE(equal(on_threads(1, run), on_threads(2, run)));
+}
+
+// Adam splits a big parameter's elements over threads.
+TEST(Threads, AdamStepsAreBitIdentical) {
+  manual_seed(16);
+  const Tensor p0 = randn({300, 257}), g0 = randn({300, 257});
+  auto steps = [&] {
+    Tensor p = p0.clone().requires_grad_(true);
+    optim::Adam adam({p}, {.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+    for (int i = 0; i < 3; ++i) {
+      p.set_grad(g0 * double(i + 1));
+      adam.step();
+    }
+    return p.detach();
+  };
+  EXPECT_TRUE(equal(on_threads(1, steps), on_threads(2, steps)));
+}
+
+// tril_matmul (== tril(p) @ v) first checks whether p is zero above the diagonal, and copies tril(p) when
+// not (its kernels read tiles that straddle the diagonal). The check scans the matrices on two threads:
+// a nonzero in the last matrix still counts.
+TEST(Threads, TrilMatmulSeesANonzeroAboveTheDiagonalInAnyMatrix) {
+  manual_seed(17);
+  Tensor p = randn({64, 128, 128}).tril(), v = randn({64, 128, 16});
+  auto causal = [&] { return tril_matmul(p, v); };
+  EXPECT_TRUE(equal(on_threads(2, causal), on_threads(1, [&] { return matmul(p.tril(), v); })));
+  p.select(0, 63).select(0, 2).select(0, 100).fill_(0.5);
+  EXPECT_TRUE(equal(on_threads(2, causal), on_threads(1, [&] { return matmul(p.tril(), v); })));
 }
 
 TEST(Threads, BigElementwiseAndSoftmaxAreBitIdenticalOnOneAndTwoThreads) {

@@ -13,6 +13,7 @@
 
 #include "autograd/backend.h"
 #include "autograd/cpu/kernels.h"
+#include "autograd/cpu/loops.h"
 #include "autograd/cpu/runtime.h"
 
 namespace autograd::cpu {
@@ -70,12 +71,17 @@ template <typename F, Decay decay, bool amsgrad>
 }
 #endif
 
+// A big parameter's elements are split over threads: each element's update stands alone, so no bit moves.
 template <typename F, Decay decay, bool amsgrad>
 void adam_loop(const AdamScalars<F>& c, int64_t n, F* p, const F* g, F* m, F* v, F* vmax) {
+  parallel_ranges(n, 1, [&](int64_t i0, int64_t i1) {
+    const int64_t k = i1 - i0;
+    F* vm = vmax ? vmax + i0 : nullptr;
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (avx512_kernels()) return adam_loop_avx512<F, decay, amsgrad>(c, n, p, g, m, v, vmax);
+    if (avx512_kernels()) return adam_loop_avx512<F, decay, amsgrad>(c, k, p + i0, g + i0, m + i0, v + i0, vm);
 #endif
-  adam_loop_body<F, decay, amsgrad>(c, n, p, g, m, v, vmax);
+    adam_loop_body<F, decay, amsgrad>(c, k, p + i0, g + i0, m + i0, v + i0, vm);
+  });
 }
 
 template <typename F, bool amsgrad>

@@ -1,8 +1,10 @@
 // cpu/attention.cpp — the elementwise halves of causal attention (ops/attention.cpp): scaling the scores
 // on and below the diagonal while filling above it, and checking that a matrix is zero above it.
 #include <algorithm>
+#include <atomic>
 
 #include "autograd/cpu/kernels.h"
+#include "autograd/cpu/loops.h"
 #include "autograd/cpu/runtime.h"
 
 namespace autograd::cpu {
@@ -49,11 +51,17 @@ bool zero_above_diagonal(const Tensor& p) {
   return dispatch_floating(p.dtype(), "tril_matmul", [&](auto tag) {
     using T = decltype(tag);
     const T* x = static_cast<const T*>(p.raw_data());
-    for (int64_t m = 0; m < count; ++m, x += t * t)
-      for (int64_t i = 0; i < t; ++i)
-        for (int64_t j = i + 1; j < t; ++j)
-          if (x[i * t + j] != T(0)) return false;
-    return true;
+    std::atomic<bool> zeros{true};  // the matrices are split over threads; any nonzero ends every thread's scan
+    parallel_ranges(count, t * t / 2, [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1 && zeros.load(std::memory_order_relaxed); ++m)
+        for (int64_t i = 0; i < t; ++i)
+          for (int64_t j = i + 1; j < t; ++j)
+            if (x[m * t * t + i * t + j] != T(0)) {
+              zeros.store(false, std::memory_order_relaxed);
+              return;
+            }
+    });
+    return zeros.load();
   });
 }
 
