@@ -49,6 +49,16 @@ void matmul_bench(benchmark::State& state, Shape a_shape, Shape b_shape) {
   set_rate(state, "FLOPS", 2.0 * batch * double(M) * double(N) * double(K));
 }
 
+// a [.., M, K] @ b [.., N, K]ᵀ, b a transposed view (q @ kᵀ as attention takes it, no copy)
+void matmul_transposed_b_bench(benchmark::State& state, Shape a_shape, Shape b_shape) {
+  manual_seed(0);
+  Tensor a = random_input(a_shape), b = random_input(b_shape).mT();
+  const int64_t M = a_shape[a_shape.size() - 2], K = a_shape.back(), N = b_shape[b_shape.size() - 2];
+  const double batch = numel(a_shape) / double(M * K);
+  for (auto _ : state) benchmark::DoNotOptimize(matmul(a, b));
+  set_rate(state, "FLOPS", 2.0 * batch * double(M) * double(N) * double(K));
+}
+
 // The same product in each numerics (numerics.h) at a square size, beside BLIS's own sgemm called
 // directly (the kernels BLIS chose for this CPU: skx on AVX-512 machines): the fast kernels' target is
 // 90% of BLIS at 1024³.
@@ -202,6 +212,7 @@ BENCHMARK_CAPTURE(blis_sgemm_bench, blis_gpt6_weight_grad_256x1024x4096_at, 256,
 // gpt6's attention products, 128 = B·H items of T 128 and head size 64: scores q·kᵀ, context p·v, and
 // their gradients (g·v ᵀ, pᵀ·g)
 BENCHMARK_CAPTURE(matmul_bench, gpt6_scores_128x128x64x128, Shape{128, 128, 64}, Shape{128, 64, 128})->UseRealTime();
+BENCHMARK_CAPTURE(matmul_transposed_b_bench, gpt6_scores_kt_128x128x64x128, Shape{128, 128, 64}, Shape{128, 128, 64})->UseRealTime();
 BENCHMARK_CAPTURE(matmul_bench, gpt6_context_128x128x128x64, Shape{128, 128, 128}, Shape{128, 128, 64})->UseRealTime();
 
 BENCHMARK_CAPTURE(causal_attention_bench, dense_32x128x256, 32, 128, 256, Attention::dense)->UseRealTime();
