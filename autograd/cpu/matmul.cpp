@@ -616,7 +616,8 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
       // all of it (gpt6's 256 x 1024 x 4096: 185 -> 255 GFLOP/s on 2 threads, bench_ops). An entry's chain
       // does not depend on the columns beside it, so no bit moves. Dense only: lower_c counts panels
       // from column 0.
-      const auto& [oc, oa, ob] = items[0];
+      // (plain variables, not a structured binding: clang 14 cannot name one inside the OpenMP region)
+      const int64_t oc = items[0][0], oa = items[0][1], ob = items[0][2];
       const int64_t units = (n + kColumnsPerShare - 1) / kColumnsPerShare;
 #pragma omp parallel for num_threads(threads) schedule(static)
       for (int t = 0; t < threads; ++t) {
