@@ -153,6 +153,29 @@ TEST(Threads, BigElementwiseAndSoftmaxAreBitIdenticalOnOneAndTwoThreads) {
   }
 }
 
+// GELU's blocks of 256 and causal_scores' matrices are split over threads (parallel_ranges); each
+// element is computed alone, so forward and backward have the same bits on one and two threads.
+TEST(Threads, GeluAndCausalScoresAreBitIdentical) {
+  manual_seed(14);
+  Tensor x = randn({257, 129}), dy = randn({257, 129});  // not a whole number of blocks
+  for (Numerics mode : {Numerics::exact, Numerics::fast}) {
+    NumericsGuard guard(mode);
+    for (const char* approximate : {"tanh", "none"}) {
+      auto forward = [&] { return gelu(x, approximate); };
+      auto backward = [&] {
+        Tensor leaf = x.detach().requires_grad_();
+        gelu(leaf, approximate).backward(dy);
+        return leaf.grad();
+      };
+      EXPECT_TRUE(equal(on_threads(1, forward), on_threads(2, forward))) << numerics_name(mode) << " " << approximate;
+      EXPECT_TRUE(equal(on_threads(1, backward), on_threads(2, backward))) << numerics_name(mode) << " " << approximate;
+    }
+  }
+  Tensor q = randn({2, 3, 128, 16}), k = randn({2, 3, 128, 16});
+  auto scores = [&] { return causal_scores(q, k, 4.0); };
+  EXPECT_TRUE(equal(on_threads(1, scores), on_threads(2, scores)));
+}
+
 }  // namespace
 
 // Big sums over rows (a D 256 model's bias gradients) split their columns over threads; each column is

@@ -5,7 +5,6 @@
 
 #include "autograd/cpu/kernels.h"
 #include "autograd/cpu/loops.h"
-#include "autograd/cpu/runtime.h"
 
 namespace autograd::cpu {
 
@@ -17,13 +16,9 @@ template <typename T, typename F> void for_each_square(const Tensor& x, const Te
   const int64_t t = x.size(-1), count = x.numel() / std::max<int64_t>(t * t, 1);
   T* px = static_cast<T*>(x.raw_data());
   const T* py = static_cast<const T*>(y.raw_data());
-  const int threads = x.numel() < (int64_t(1) << 15) ? 1 : get_num_threads();
-  if (threads == 1) {  // no OpenMP region at all: even an if(false) one has a cost
-    for (int64_t i = 0; i < count; ++i) f(px + i * t * t, py + i * t * t);
-    return;
-  }
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t i = 0; i < count; ++i) f(px + i * t * t, py + i * t * t);
+  parallel_ranges(count, t * t, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) f(px + i * t * t, py + i * t * t);
+  });
 }
 
 }  // namespace

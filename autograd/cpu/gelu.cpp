@@ -84,20 +84,15 @@ template <typename T> T gelu_tanh_fast_grad(T dy, T x, T e) {  // e = e^(−2u)
 
 // Contiguous tensors only (the ops' outputs are; others take the element-by-element loops), a block of
 // kGeluBlock elements at a time: the block's exps (fast) or tanhs (exact) in one call, the rest in loops
-// the compiler vectorises. Blocks are
-// split over threads when there are enough; no element depends on another, so threads change no bit.
+// the compiler vectorises. Blocks are split over threads when there are enough; no element depends on
+// another, so threads change no bit.
 constexpr int64_t kGeluBlock = 256;
 
 template <typename Block> void for_each_block(int64_t n, Block block) {
   const int64_t blocks = (n + kGeluBlock - 1) / kGeluBlock;
-  auto run = [&](int64_t b) { block(b * kGeluBlock, std::min(kGeluBlock, n - b * kGeluBlock)); };
-  const int threads = n < kParallelElements ? 1 : get_num_threads();
-  if (threads == 1) {
-    for (int64_t b = 0; b < blocks; ++b) run(b);
-    return;
-  }
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) run(b);
+  parallel_ranges(blocks, kGeluBlock, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) block(b * kGeluBlock, std::min(kGeluBlock, n - b * kGeluBlock));
+  });
 }
 
 // ---- exact numerics, contiguous floats: the same formulas with the block's tanhs in one call

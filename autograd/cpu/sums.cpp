@@ -260,7 +260,6 @@ void cascade_sum_2d(const T* in, T* out, int64_t size0, int64_t size1, int64_t i
     // Chunks of columns never share an output, so big sums (a D 256 model's bias gradients) split them
     // over threads; each column is added up exactly as on one thread.
     const int64_t chunks = (size1 + kChunk - 1) / kChunk;
-    const int threads = size0 * size1 < kParallelElements ? 1 : int(std::min<int64_t>(get_num_threads(), chunks));
     auto sum_chunk = [&](int64_t chunk) {
       const int64_t j0 = chunk * kChunk, nc = std::min(kChunk, size1 - j0);
       T chunk_sums[kChunk];
@@ -273,12 +272,9 @@ void cascade_sum_2d(const T* in, T* out, int64_t size0, int64_t size1, int64_t i
         c += run;
       }
     };
-    if (threads == 1) {  // no OpenMP region at all (even an if(false) one costs more than a small sum)
-      for (int64_t chunk = 0; chunk < chunks; ++chunk) sum_chunk(chunk);
-    } else {
-#pragma omp parallel for num_threads(threads) schedule(static)
-      for (int64_t chunk = 0; chunk < chunks; ++chunk) sum_chunk(chunk);
-    }
+    parallel_ranges(chunks, size0 * kChunk, [&](int64_t c0, int64_t c1) {
+      for (int64_t chunk = c0; chunk < c1; ++chunk) sum_chunk(chunk);
+    });
   } else if (in_s0 < in_s1) {
     // "scalar inner sum": one row_sum per output
     for (int64_t j = 0; j < size1; ++j) {
