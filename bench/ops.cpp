@@ -19,6 +19,7 @@
 #include <limits>
 #include <vector>
 
+#include "autograd/backend.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 
@@ -129,6 +130,36 @@ void softmax_bench(benchmark::State& state, Shape shape) {
   set_rate(state, "bytes", 2.0 * 4.0 * numel(shape));  // read x, write the result
 }
 
+// The GPT feed-forward's GELU (tanh form) over [rows, cols]: forward, or backward (the kernel that turns
+// dy into dx, called directly: the graph's bookkeeping is not timed). Numerics: SCRATCHGRAD_NUMERICS.
+void gelu_bench(benchmark::State& state, Shape shape, bool backward) {
+  manual_seed(0);
+  Tensor x = random_input(shape), dy = random_input(shape), out = empty(shape);
+  Backend& cpu = backend(Device::cpu());
+  for (auto _ : state) {
+    if (backward) cpu.gelu_backward(dy, x, /*tanh=*/true, out);
+    else cpu.gelu(x, /*tanh=*/true, out);
+    benchmark::DoNotOptimize(out.raw_data());
+  }
+  set_rate(state, "bytes", (backward ? 3.0 : 2.0) * 4.0 * numel(shape));
+}
+
+// layer_norm over the last dim of [rows, cols], with a weight and a bias: forward, or backward (dx, dγ, dβ).
+void layer_norm_bench(benchmark::State& state, int64_t rows, int64_t cols, bool backward) {
+  manual_seed(0);
+  Tensor x = random_input({rows, cols}), dy = random_input({rows, cols}), y = empty({rows, cols});
+  Tensor weight = random_input({cols}), bias = random_input({cols}), mean = empty({rows}), rstd = empty({rows});
+  Tensor dx = empty({rows, cols}), dweight = empty({cols}), dbias = empty({cols});
+  Backend& cpu = backend(Device::cpu());
+  cpu.layer_norm(x, weight, bias, 1e-5, y, mean, rstd);
+  for (auto _ : state) {
+    if (backward) cpu.layer_norm_backward(dy, x, mean, rstd, weight, dx, dweight, dbias);
+    else cpu.layer_norm(x, weight, bias, 1e-5, y, mean, rstd);
+    benchmark::DoNotOptimize(backward ? dx.raw_data() : y.raw_data());
+  }
+  set_rate(state, "bytes", (backward ? 3.0 : 2.0) * 4.0 * double(rows * cols));
+}
+
 // The attention mask: x [.., T, T] where a broadcast [T, T] bool mask says "blocked" above the diagonal.
 void masked_fill_bench(benchmark::State& state, Shape shape) {
   manual_seed(0);
@@ -227,6 +258,10 @@ BENCHMARK_CAPTURE(causal_attention_bench, flash_48x1024x64, 48, 1024, 64, Attent
 
 BENCHMARK_CAPTURE(softmax_bench, seed_16x8x8, Shape{16, 8, 8})->UseRealTime();
 BENCHMARK_CAPTURE(softmax_bench, large_32x4x128x128, Shape{32, 4, 128, 128})->UseRealTime();
+BENCHMARK_CAPTURE(gelu_bench, gpt6_forward_4096x1024, Shape{4096, 1024}, false)->UseRealTime();
+BENCHMARK_CAPTURE(gelu_bench, gpt6_backward_4096x1024, Shape{4096, 1024}, true)->UseRealTime();
+BENCHMARK_CAPTURE(layer_norm_bench, gpt6_forward_4096x256, 4096, 256, false)->UseRealTime();
+BENCHMARK_CAPTURE(layer_norm_bench, gpt6_backward_4096x256, 4096, 256, true)->UseRealTime();
 BENCHMARK_CAPTURE(masked_fill_bench, seed_16x8x8, Shape{16, 8, 8})->UseRealTime();
 BENCHMARK_CAPTURE(masked_fill_bench, large_32x4x128x128, Shape{32, 4, 128, 128})->UseRealTime();
 

@@ -37,6 +37,7 @@
 #endif
 
 #include "autograd/cpu/kernels.h"
+#include "autograd/cpu/lanes.h"
 #include "autograd/cpu/runtime.h"
 
 namespace autograd::cpu {
@@ -101,7 +102,7 @@ constexpr float kUnderflowBelow = -0x1.9fe368p6f;  // ≈ -103.97: below it expf
 
 // Up to 16 values (the lanes in `lanes`).
 [[gnu::target("avx512f")]] inline void exp16(const float* x, float* y, __mmask16 lanes) {
-  const __m512 v = _mm512_maskz_loadu_ps(lanes, x);
+  const __m512 v = load_lanes(x, lanes);
   const __m512d low = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
   const __m512d high = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
   __m512 e = _mm512_castpd_ps(
@@ -120,7 +121,7 @@ constexpr float kUnderflowBelow = -0x1.9fe368p6f;  // ≈ -103.97: below it expf
     for (unsigned left = rest; left != 0; left &= left - 1) out[__builtin_ctz(left)] = std::exp(in[__builtin_ctz(left)]);
     e = _mm512_load_ps(out);
   }
-  _mm512_mask_storeu_ps(y, lanes, e);
+  store_lanes(y, lanes, e);
 }
 
 // 16 values of a row per instruction; lanes past the row's end read as -inf.

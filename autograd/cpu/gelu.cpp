@@ -3,14 +3,23 @@
 // and glibc's tanhf/erff/expf (std::tanh/erf/exp on a float) for the transcendental parts. Contiguous
 // tensors take the tanh form a block at a time, the block's tanhs 16 at a time (tanh_floats, same bits).
 //
-// In fast numerics (numerics.h) the tanh form, the GPT's, runs through one vectorised exp instead of tanhf:
-// see "fast numerics" below.
+// In fast numerics (numerics.h) the tanh form, the GPT's, runs through one exp of our own instead of tanhf,
+// 16 lanes at a time on AVX-512: see "fast numerics" below.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <utility>
 
-#include "autograd/cpu/exp_floats.h"
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 headers (see exp_floats.cpp)
+#include <immintrin.h>
+#endif
+
+#include "autograd/compat.h"
 #include "autograd/cpu/kernels.h"
+#include "autograd/cpu/lanes.h"
 #include "autograd/cpu/loops.h"
+#include "autograd/cpu/runtime.h"
 #include "autograd/cpu/tanh_floats.h"
 #include "autograd/numerics.h"
 
@@ -63,28 +72,103 @@ template <typename T> T gelu_erf_grad(T dy, T x) {
 
 // ---- fast numerics: the tanh form through one exp
 // With u = √(2/π)·(x + κx³) and σ the logistic function, 1 + tanh(u) = 2σ(2u), so
-//     ½x·(1 + tanh(u)) = x·σ(2u) = x / (1 + e^(−2u))
-// and its derivative, with s = σ(2u) and 1 − s = e^(−2u)·s,
-//     d/dx = s + 2x·s·(1 − s)·√(2/π)·(1 + 3κx²).
-// One exp per element, 16 at a time (exp_floats), instead of a tanhf; and no cancellation for large
-// negative x, where 1 + tanh(u) would lose digits. Agrees with the exact form to a few roundings.
-template <typename T> T minus_two_u(T x) { return T(-2) * tanh_argument(x); }
+//     ½x·(1 + tanh(u)) = x·σ(2u) = x·s,   s = 1 / (1 + e),  e = e^(−2u)
+// and its derivative, with 1 − s = e·s,
+//     d/dx = s + 2x·√(2/π)·(1 + 3κx²)·s·(e·s).
+// One exp per element instead of a tanhf, and no cancellation for large negative x, where 1 + tanh(u)
+// would lose digits. Agrees with the exact form to a few roundings (tests/test_fast_numerics.cpp).
+//
+// −2u is clamped to [−86, 86] before the exp, so that e, s and e·s are normal floats; past the clamp the
+// answer is set as the limit: e = 0 (x large and positive: gelu(x) = x) or s = 0 (x large and negative:
+// gelu(x) = −0, derivative 0). NaN passes through. For floats the exp is our own (fast_exp_clamped, a few
+// fused multiply-adds); the same steps run 16 lanes at a time in gelu_fast_avx512 below, with the same bits.
+constexpr float kExpClamp = 86.0f;
 
-template <typename T> void exp_in_place(T* v, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) exp_floats(v, v, n);
-  else for (int64_t i = 0; i < n; ++i) v[i] = std::exp(v[i]);
-}
-
-template <typename T> T gelu_tanh_fast_grad(T dy, T x, T e) {  // e = e^(−2u)
+template <typename T> T minus_two_u(T x) {  // −2u = x·(−2√(2/π) − 2√(2/π)κ·x²)
   using K = GeluConstants<T>;
-  const T s = T(1) / (T(1) + e);
-  const T du = K::kBeta * (T(1) + (T(3) * K::kKappa) * (x * x));
-  return dy * (s + T(2) * x * (s * (e * s)) * du);
+  return x * std::fma(x * x, T(-2) * K::kBeta * K::kKappa, T(-2) * K::kBeta);
 }
+
+// e^v for v in [−86, 86]: v = k·ln 2 + r with k the nearest integer to v/ln 2 (|r| ≤ ½ ln 2, r computed
+// with ln 2 split in two so that it is exact to a float's precision), e^r by its Taylor polynomial to r⁷
+// (the next term is below 8e−9 of it), and 2^k written straight into a float's exponent field.
+struct FastExp {
+  static constexpr float kLog2e = 1.44269504088896341f;
+  static constexpr float kShift = 12582912.0f;  // 1.5·2²³: adding it rounds to an integer, kept in the low bits
+  static constexpr float kLn2High = 0.693147182464599609375f;              // ln 2 rounded to a float
+  static constexpr float kLn2Low = float(0.6931471805599453094 - 0.693147182464599609375);  // the rest
+  static constexpr float kTaylor[8] = {1.0f, 1.0f, 1.0f / 2, 1.0f / 6, 1.0f / 24, 1.0f / 120, 1.0f / 720, 1.0f / 5040};
+};
+
+inline float fast_exp_clamped(float v) {
+  using E = FastExp;
+  const float shifted = v * E::kLog2e + E::kShift;  // two roundings (no FMA): the same in every build
+  const float k = shifted - E::kShift;
+  const float r = std::fma(k, -E::kLn2Low, std::fma(k, -E::kLn2High, v));
+  float p = E::kTaylor[7];
+  for (int i = 6; i >= 0; --i) p = std::fma(p, r, E::kTaylor[i]);
+  const int32_t exponent = compat::bit_cast<int32_t>(shifted) - compat::bit_cast<int32_t>(E::kShift) + 127;
+  return p * compat::bit_cast<float>(exponent << 23);  // 2^k: k in [−125, 125], a normal float
+}
+inline double fast_exp_clamped(double v) { return std::exp(v); }
+
+// s = σ(2u) and e = e^(−2u) for one x, with the limits past the clamp.
+template <typename T> std::pair<T, T> fast_sigmoid_and_exp(T x) {
+  const T m = minus_two_u(x);
+  const T clamped = m < T(-kExpClamp) ? T(-kExpClamp) : (m > T(kExpClamp) ? T(kExpClamp) : m);
+  const T e = m < T(-kExpClamp) ? T(0) : fast_exp_clamped(clamped);
+  const T s = m > T(kExpClamp) ? T(0) : T(1) / (T(1) + e);
+  return {s, e};
+}
+
+template <typename T> T gelu_tanh_fast(T x) { return x * fast_sigmoid_and_exp(x).first; }
+
+template <typename T> T gelu_tanh_fast_grad(T dy, T x) {
+  using K = GeluConstants<T>;
+  const auto [s, e] = fast_sigmoid_and_exp(x);
+  const T du = std::fma(x * x, T(3) * K::kBeta * K::kKappa, K::kBeta);  // √(2/π)·(1 + 3κx²)
+  return dy * std::fma(x + x, du * (s * (e * s)), s);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The float steps above, 16 lanes at a time (the same operations in the same order: the same bits).
+[[gnu::target("avx512f")]] inline __m512 gelu_fast16(const float* dy, __m512 v, __mmask16 lanes) {
+  using E = FastExp;
+  using K = GeluConstants<float>;
+  const __m512 lo = _mm512_set1_ps(-kExpClamp), hi = _mm512_set1_ps(kExpClamp), one = _mm512_set1_ps(1.0f);
+  const __m512 v2 = _mm512_mul_ps(v, v);
+  const __m512 m = _mm512_mul_ps(v, _mm512_fmadd_ps(v2, _mm512_set1_ps(-2.0f * K::kBeta * K::kKappa),
+                                                    _mm512_set1_ps(-2.0f * K::kBeta)));
+  const __mmask16 below = _mm512_cmp_ps_mask(m, lo, _CMP_LT_OQ), above = _mm512_cmp_ps_mask(m, hi, _CMP_GT_OQ);
+  const __m512 c = _mm512_mask_mov_ps(_mm512_mask_mov_ps(m, below, lo), above, hi);
+  const __m512 shifted = _mm512_add_ps(_mm512_mul_ps(c, _mm512_set1_ps(E::kLog2e)), _mm512_set1_ps(E::kShift));
+  const __m512 k = _mm512_sub_ps(shifted, _mm512_set1_ps(E::kShift));
+  const __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-E::kLn2Low), _mm512_fmadd_ps(k, _mm512_set1_ps(-E::kLn2High), c));
+  __m512 p = _mm512_set1_ps(E::kTaylor[7]);
+  for (int t = 6; t >= 0; --t) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(E::kTaylor[t]));
+  const __m512i exponent = _mm512_add_epi32(
+      _mm512_sub_epi32(_mm512_castps_si512(shifted), _mm512_castps_si512(_mm512_set1_ps(E::kShift))), _mm512_set1_epi32(127));
+  __m512 e = _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(exponent, 23)));
+  e = _mm512_mask_mov_ps(e, below, _mm512_setzero_ps());
+  const __m512 s = _mm512_mask_mov_ps(_mm512_div_ps(one, _mm512_add_ps(one, e)), above, _mm512_setzero_ps());
+  if (!dy) return _mm512_mul_ps(v, s);
+  const __m512 du = _mm512_fmadd_ps(v2, _mm512_set1_ps(3.0f * K::kBeta * K::kKappa), _mm512_set1_ps(K::kBeta));
+  const __m512 slope = _mm512_mul_ps(du, _mm512_mul_ps(s, _mm512_mul_ps(e, s)));
+  return _mm512_mul_ps(load_lanes(dy, lanes), _mm512_fmadd_ps(_mm512_add_ps(v, v), slope, s));
+}
+
+// dy null: forward (out = gelu(x)); else backward (out = dy·gelu'(x)).
+[[gnu::target("avx512f")]] void gelu_fast_avx512(const float* dy, const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    store_lanes(out + i, lanes, gelu_fast16(dy ? dy + i : nullptr, load_lanes(x + i, lanes), lanes));
+  }
+}
+#endif
 
 // Contiguous tensors only (the ops' outputs are; others take the element-by-element loops), a block of
-// kGeluBlock elements at a time: the block's exps (fast) or tanhs (exact) in one call, the rest in loops
-// the compiler vectorises. Blocks are split over threads when there are enough; no element depends on
+// kGeluBlock elements at a time: in exact numerics the block's tanhs in one call, the rest in loops the
+// compiler vectorises. Blocks are split over threads when there are enough; no element depends on
 // another, so threads change no bit.
 constexpr int64_t kGeluBlock = 256;
 
@@ -103,7 +187,7 @@ template <typename T> void tanh_in_place(T* v, int64_t n) {
 }
 
 // The tanh form a block at a time: out[j] = combine(j, x[j], v[j]) with v = the block's u values
-// (inner) passed through one call (whole_block: tanh_floats, or exp_floats in fast numerics).
+// (inner) passed through one call (whole_block: tanh_floats).
 template <typename T, typename Inner, typename WholeBlock, typename Combine>
 void gelu_tanh_blocks(const T* x, T* out, int64_t n, Inner inner, WholeBlock whole_block, Combine combine) {
   for_each_block(n, [&](int64_t i0, int64_t m) {
@@ -114,16 +198,25 @@ void gelu_tanh_blocks(const T* x, T* out, int64_t n, Inner inner, WholeBlock who
   });
 }
 
-// Forward (dy null) or backward of the tanh form, contiguous: exact (tanh(u)) or fast (e^(−2u)).
-template <typename T> void gelu_tanh_contiguous(const T* dy, const T* x, T* out, int64_t n, bool fast) {
+// Forward (dy null) or backward of the tanh form, contiguous, exact numerics (tanh(u)).
+template <typename T> void gelu_tanh_contiguous(const T* dy, const T* x, T* out, int64_t n) {
   auto u = [](T v) { return tanh_argument(v); };
-  auto minus_2u = [](T v) { return minus_two_u(v); };
-  if (fast && !dy) gelu_tanh_blocks(x, out, n, minus_2u, exp_in_place<T>, [](int64_t, T v, T e) { return v / (T(1) + e); });
-  else if (fast) gelu_tanh_blocks(x, out, n, minus_2u, exp_in_place<T>,
-                                  [dy](int64_t j, T v, T e) { return gelu_tanh_fast_grad(dy[j], v, e); });
-  else if (!dy) gelu_tanh_blocks(x, out, n, u, tanh_in_place<T>, [](int64_t, T v, T t) { return gelu_tanh_given(v, t); });
+  if (!dy) gelu_tanh_blocks(x, out, n, u, tanh_in_place<T>, [](int64_t, T v, T t) { return gelu_tanh_given(v, t); });
   else gelu_tanh_blocks(x, out, n, u, tanh_in_place<T>,
                         [dy](int64_t j, T v, T t) { return gelu_tanh_grad_given(dy[j], v, t); });
+}
+
+// The same in fast numerics: a block at a time through gelu_fast_avx512 where the CPU has AVX-512, else
+// element by element (the same bits).
+template <typename T> void gelu_tanh_fast_contiguous(const T* dy, const T* x, T* out, int64_t n) {
+  for_each_block(n, [&](int64_t i0, int64_t m) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if constexpr (std::is_same_v<T, float>)
+      if (avx512_kernels()) return gelu_fast_avx512(dy ? dy + i0 : nullptr, x + i0, out + i0, m);
+#endif
+    if (dy) for (int64_t i = i0; i < i0 + m; ++i) out[i] = gelu_tanh_fast_grad(dy[i], x[i]);
+    else for (int64_t i = i0; i < i0 + m; ++i) out[i] = gelu_tanh_fast(x[i]);
+  });
 }
 
 bool all_contiguous(std::initializer_list<const Tensor*> tensors) {
@@ -135,8 +228,10 @@ bool all_contiguous(std::initializer_list<const Tensor*> tensors) {
 void gelu(const Tensor& x, bool tanh, const Tensor& y) {
   dispatch_floating(x.dtype(), "gelu", [&](auto tag) {
     using T = decltype(tag);
-    if (tanh && all_contiguous({&x, &y}))
-      gelu_tanh_contiguous<T>(nullptr, ptr<T>(x), ptr<T>(y), x.numel(), numerics() == Numerics::fast);
+    const bool fast = numerics() == Numerics::fast, contiguous = all_contiguous({&x, &y});
+    if (tanh && fast && contiguous) gelu_tanh_fast_contiguous<T>(nullptr, ptr<T>(x), ptr<T>(y), x.numel());
+    else if (tanh && fast) map1<T, T>(x, y, [](T v) { return gelu_tanh_fast(v); });
+    else if (tanh && contiguous) gelu_tanh_contiguous<T>(nullptr, ptr<T>(x), ptr<T>(y), x.numel());
     else if (tanh) map1<T, T>(x, y, [](T v) { return gelu_tanh(v); });
     else map1<T, T>(x, y, [](T v) { return gelu_erf(v); });
   });
@@ -145,8 +240,10 @@ void gelu(const Tensor& x, bool tanh, const Tensor& y) {
 void gelu_backward(const Tensor& grad_y, const Tensor& x, bool tanh, const Tensor& grad_x) {
   dispatch_floating(x.dtype(), "gelu backward", [&](auto tag) {
     using T = decltype(tag);
-    if (tanh && all_contiguous({&grad_y, &x, &grad_x}))
-      gelu_tanh_contiguous(ptr<T>(grad_y), ptr<T>(x), ptr<T>(grad_x), x.numel(), numerics() == Numerics::fast);
+    const bool fast = numerics() == Numerics::fast, contiguous = all_contiguous({&grad_y, &x, &grad_x});
+    if (tanh && fast && contiguous) gelu_tanh_fast_contiguous(ptr<T>(grad_y), ptr<T>(x), ptr<T>(grad_x), x.numel());
+    else if (tanh && fast) map2<T, T>(grad_y, x, grad_x, [](T dy, T v) { return gelu_tanh_fast_grad(dy, v); });
+    else if (tanh && contiguous) gelu_tanh_contiguous(ptr<T>(grad_y), ptr<T>(x), ptr<T>(grad_x), x.numel());
     else if (tanh) map2<T, T>(grad_y, x, grad_x, [](T dy, T v) { return gelu_tanh_grad(dy, v); });
     else map2<T, T>(grad_y, x, grad_x, [](T dy, T v) { return gelu_erf_grad(dy, v); });
   });

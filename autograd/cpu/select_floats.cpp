@@ -8,6 +8,7 @@
 #endif
 
 #include "autograd/cpu/kernels.h"
+#include "autograd/cpu/lanes.h"
 #include "autograd/cpu/runtime.h"
 
 namespace autograd::cpu {
@@ -22,8 +23,8 @@ namespace {
     // 16 bools (one byte each, 0 or 1) → a lane mask of the true ones
     const __m512i flags = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(lanes, mask + i));
     const __mmask16 chosen = _mm512_test_epi32_mask(flags, flags);
-    const __m512 kept = _mm512_maskz_loadu_ps(lanes, y + i);
-    _mm512_mask_storeu_ps(out + i, lanes, _mm512_mask_blend_ps(chosen, kept, fill));
+    const __m512 kept = load_lanes(y + i, lanes);
+    store_lanes(out + i, lanes, _mm512_mask_blend_ps(chosen, kept, fill));
   }
 }
 #endif

@@ -17,6 +17,7 @@
 #endif
 
 #include "autograd/cpu/kernels.h"
+#include "autograd/cpu/lanes.h"
 #include "autograd/cpu/loops.h"
 
 namespace autograd::cpu {
@@ -158,7 +159,7 @@ template <int G>
   while (i + level_step <= count) {
     for (int64_t j = 0; j < level_step; ++j, ++i)
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) l0[g] = _mm512_add_ps(l0[g], _mm512_maskz_loadu_ps(lanes[g], base + i * rs + 16 * g));
+      for (int g = 0; g < G; ++g) l0[g] = _mm512_add_ps(l0[g], load_lanes(base + i * rs + 16 * g, lanes[g]));
     const bool up2 = (i & (level_mask << level_power)) == 0, up3 = up2 && (i & (level_mask << (2 * level_power))) == 0;
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g) {
@@ -176,11 +177,11 @@ template <int G>
   }
   for (; i < count; ++i)
 #pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) l0[g] = _mm512_add_ps(l0[g], _mm512_maskz_loadu_ps(lanes[g], base + i * rs + 16 * g));
+    for (int g = 0; g < G; ++g) l0[g] = _mm512_add_ps(l0[g], load_lanes(base + i * rs + 16 * g, lanes[g]));
 #pragma GCC unroll 4
   for (int g = 0; g < G; ++g) {
     const __m512 total = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l0[g], l1[g]), l2[g]), l3[g]);
-    _mm512_mask_storeu_ps(result + 16 * g, lanes[g], total);
+    store_lanes(result + 16 * g, lanes[g], total);
   }
 }
 #endif

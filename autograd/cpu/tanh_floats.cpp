@@ -35,6 +35,7 @@
 #define SCRATCHGRAD_HAVE_AVX512_TANH 1
 #endif
 
+#include "autograd/cpu/lanes.h"
 #include "autograd/cpu/runtime.h"
 
 namespace autograd::cpu {
@@ -133,7 +134,7 @@ TARGET __m512 expm1_16(__m512 y) {
 
 // tanhf on up to 16 values (the lanes in `lanes`).
 [[gnu::target("avx512f")]] void tanh16(const float* in, float* out, __mmask16 lanes) {
-  const __m512 x = _mm512_maskz_loadu_ps(lanes, in);
+  const __m512 x = load_lanes(in, lanes);
   const __m512i ix = _mm512_and_si512(bits_of(x), _mm512_set1_epi32(0x7fffffff));
   const __m512 a = float_of(ix);
   const __mmask16 at_least_one = _mm512_cmpge_epi32_mask(ix, _mm512_set1_epi32(kOne));
@@ -148,7 +149,7 @@ TARGET __m512 expm1_16(__m512 y) {
   z = float_of(_mm512_mask_xor_epi32(bits_of(z), negative, bits_of(z), _mm512_set1_epi32(int(0x80000000u))));  // −z
   const __mmask16 tiny = _mm512_cmplt_epi32_mask(ix, _mm512_set1_epi32(kTiny));
   z = _mm512_mask_mov_ps(z, tiny, mul(x, add(splat(1.0f), x)));
-  _mm512_mask_storeu_ps(out, lanes, z);
+  store_lanes(out, lanes, z);
   if (const unsigned special = _mm512_mask_cmpge_epi32_mask(lanes, ix, _mm512_set1_epi32(kInfinity)); special != 0) {
     alignas(64) float saved[16];  // rare: NaN and ±inf, one at a time (from x as loaded: out may be in)
     _mm512_store_ps(saved, x);
