@@ -82,8 +82,26 @@ std::string flash_attention() {
   return out.str();
 }
 
+// The GPT's fast-numerics elementwise kernels (cpu/gelu.cpp, cpu/normalization.cpp): GELU forward and
+// backward, layer_norm forward and backward, rows whose length is and is not a whole number of vectors.
+std::string fast_gpt_kernels() {
+  std::ostringstream out;
+  NumericsGuard fast(Numerics::fast);
+  manual_seed(9);
+  for (int64_t n : {256, 100}) {
+    Tensor x = (randn({37, n}) * 4.0).requires_grad_(), w = randn({n}).requires_grad_(), b = randn({n}).requires_grad_();
+    Tensor h = gelu(x, "tanh"), y = layer_norm(h, {n}, w, b);
+    y.backward(randn(y.shape()));
+    for (const Tensor& t : {h.detach(), y.detach(), x.grad(), w.grad(), b.grad()}) {
+      for (float v : t.contiguous().to_vector<float>()) out << std::bit_cast<uint32_t>(v) << ' ';
+      out << '\n';
+    }
+  }
+  return out.str();
+}
+
 std::string all_results() {
-  return row_sums() + flash_attention() + train_and_dump({.vocab = 13, .dim = 24, .context = 8, .heads = 1}, 16, 4) +      // the seed size
+  return row_sums() + flash_attention() + fast_gpt_kernels() + train_and_dump({.vocab = 13, .dim = 24, .context = 8, .heads = 1}, 16, 4) +      // the seed size
          train_and_dump({.vocab = 37, .dim = 40, .context = 20, .heads = 2}, 6, 3) +      // wide rows, 2 heads
          train_and_dump({.vocab = 70, .dim = 72, .context = 40, .heads = 1}, 3, 2);       // past one causal block
 }

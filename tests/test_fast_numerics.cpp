@@ -289,3 +289,35 @@ TEST(FastNumerics, GeluKernelAndLoopGiveTheSameBits) {
       ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << (backward ? "gelu'(" : "gelu(") << x[i] << ")";
   }
 }
+
+// ---------------------------------------------------------------- layer_norm (cpu/normalization.cpp)
+
+// Fast layer_norm (16-lane sums, a two-pass variance) against exact, forward and every gradient, on rows
+// of whole vectors and not, with and without an affine part, on a non-contiguous input too.
+TEST(FastNumerics, LayerNormAgreesWithExact) {
+  for (int64_t n : {256, 100, 7}) {
+    for (bool affine : {true, false}) {
+      manual_seed(uint64_t(n) + affine);
+      const Tensor x0 = randn({33, n}) * 3.0 + 1.5, w0 = randn({n}), b0 = randn({n}), dy = randn({33, n});
+      for (bool transposed : {false, true}) {
+        auto run = [&](Numerics mode) {
+          NumericsGuard guard(mode);
+          Tensor x = (transposed ? x0.t().contiguous().t() : x0).detach().requires_grad_();
+          Tensor w = w0.detach().requires_grad_(), b = b0.detach().requires_grad_();
+          Tensor y = affine ? layer_norm(x, {n}, w, b) : layer_norm(x, {n});
+          y.backward(dy);
+          std::vector<Tensor> out = {y.detach(), x.grad()};
+          if (affine) out.insert(out.end(), {w.grad(), b.grad()});
+          return out;
+        };
+        const std::vector<Tensor> exact = run(Numerics::exact), fast = run(Numerics::fast);
+        for (size_t i = 0; i < exact.size(); ++i) {
+          const double scale = exact[i].abs().max().item<float>();
+          const double diff = (fast[i] - exact[i]).abs().max().item<float>();
+          EXPECT_LE(diff, 2e-5 * scale) << "n " << n << (affine ? " affine" : "") << (transposed ? " transposed" : "")
+                                        << ": result " << i;
+        }
+      }
+    }
+  }
+}

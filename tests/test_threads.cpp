@@ -107,7 +107,10 @@ TEST(Threads, LayerNormForwardAndBackwardAreBitIdentical) {
     y.backward(dy);
     return cat({y.detach().flatten(), x.grad().flatten(), w.grad(), b.grad()}, 0);
   };
-  EXPECT_TRUE(equal(on_threads(1, run), on_threads(2, run)));
+  for (Numerics mode : {Numerics::exact, Numerics::fast}) {
+    NumericsGuard guard(mode);
+    EXPECT_TRUE(equal(on_threads(1, run), on_threads(2, run))) << (mode == Numerics::fast ? "fast" : "exact");
+  }
 }
 
 // Adam splits a big parameter's elements over threads.

@@ -2,6 +2,8 @@
 // adding and multiplying in the order of PyTorch 1.13's portable (ATEN_CPU_CAPABILITY=default) kernels,
 // so that float32 results have PyTorch's bits. Each function states its order; in short,
 // PyTorch's Vectorized<T> is kVecLanes plain lanes, and every operation below rounds once (no FMA).
+// In fast numerics (numerics.h) float layer_norm takes its own vector-friendly rows ("fast numerics"
+// below): 5x the forward's speed and 3x the backward's at gpt6's [4096, 256] (bench_ops, AMD EPYC).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -10,6 +12,8 @@
 
 #include "autograd/cpu/kernels.h"
 #include "autograd/cpu/loops.h"
+#include "autograd/cpu/runtime.h"
+#include "autograd/numerics.h"
 
 namespace autograd::cpu {
 
@@ -188,6 +192,85 @@ void layer_norm_backward_rows(const Tensor& dy, const Tensor& x, const Tensor& m
   });
 }
 
+// ---------------------------------------------------------------- layer_norm, fast numerics
+// The same formulas for float rows, with every sum kept in 16 lanes (element j in lane j % 16, the lanes
+// folded pairwise at the end) instead of PyTorch's per-lane Welford pass and its 8-lane sums: vector
+// code, and a two-pass variance (the mean first, then Σ (x − mean)²) for accuracy. Plain multiplies and
+// adds, so the AVX-512 twin the compiler vectorises and the baseline loop give the same bits.
+constexpr int64_t kFastLanes = 16;
+
+// Σ v(j) for j in [0, n), in kFastLanes lanes folded pairwise, then the leftover elements.
+template <typename F> [[gnu::always_inline]] inline float lanes_sum(int64_t n, F v) {
+  float lane[kFastLanes] = {};
+  const int64_t whole = n - n % kFastLanes;
+  for (int64_t j = 0; j < whole; j += kFastLanes)
+    for (int64_t l = 0; l < kFastLanes; ++l) lane[l] = lane[l] + v(j + l);
+  for (int64_t width = kFastLanes / 2; width >= 1; width /= 2)
+    for (int64_t l = 0; l < width; ++l) lane[l] = lane[l] + lane[l + width];
+  float total = lane[0];
+  for (int64_t j = whole; j < n; ++j) total = total + v(j);
+  return total;
+}
+
+struct FastLayerNormRows {
+  const float *x, *g, *b;  // g, b may be null (1 and 0)
+  float *y, *mean, *rstd;
+  int64_t n;
+  float eps;
+
+  [[gnu::always_inline]] void operator()(int64_t i0, int64_t i1) const {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* xr = x + i * n;
+      float* yr = y + i * n;
+      const float mu = lanes_sum(n, [&](int64_t j) { return xr[j]; }) / float(n);
+      const float var = lanes_sum(n, [&](int64_t j) { return (xr[j] - mu) * (xr[j] - mu); }) / float(n);
+      const float r = 1.0f / std::sqrt(var + eps);
+      if (g && b) for (int64_t j = 0; j < n; ++j) yr[j] = ((xr[j] - mu) * r) * g[j] + b[j];
+      else for (int64_t j = 0; j < n; ++j) yr[j] = ((xr[j] - mu) * r) * (g ? g[j] : 1.0f) + (b ? b[j] : 0.0f);
+      mean[i] = mu;
+      rstd[i] = r;
+    }
+  }
+};
+
+// dx of rows [i0, i1), by the exact kernel's formula (see layer_norm_backward_rows) with lanes_sum.
+struct FastLayerNormGradRows {
+  const float *dy, *x, *mean, *rstd, *g;  // g may be null
+  float* dx;
+  int64_t n;
+
+  [[gnu::always_inline]] void operator()(int64_t i0, int64_t i1) const {
+    const float scale = 1.0f / float(n);
+    for (int64_t i = i0; i < i1; ++i) {
+      const float *dyr = dy + i * n, *xr = x + i * n;
+      float* dxr = dx + i * n;
+      const float a = rstd[i], mu = mean[i];
+      auto dyg = [&](int64_t j) { return g ? dyr[j] * g[j] : dyr[j]; };
+      const float sum_dy_x = lanes_sum(n, [&](int64_t j) { return dyg(j) * xr[j]; });
+      const float sum_dy = lanes_sum(n, dyg);
+      const float B = ((((sum_dy * mu) - sum_dy_x) * a) * a) * a * scale;
+      const float C = ((-B) * mu) - ((sum_dy * a) * scale);
+      for (int64_t j = 0; j < n; ++j) dxr[j] = ((a * dyg(j)) + B * xr[j]) + C;
+    }
+  }
+};
+
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename Rows> [[gnu::target("avx512f")]] void rows_avx512(const Rows& rows, int64_t i0, int64_t i1) {
+  rows(i0, i1);
+}
+#endif
+
+// rows(i0, i1) over [0, count), split over threads (rows are independent), AVX-512 where the CPU has it.
+template <typename Rows> void run_fast_rows(const Rows& rows, int64_t count, int64_t n) {
+  parallel_ranges(count, n, [&](int64_t i0, int64_t i1) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (avx512_kernels()) return rows_avx512(rows, i0, i1);
+#endif
+    rows(i0, i1);
+  });
+}
+
 // ---------------------------------------------------------------- var / std
 
 // Welford in double over one row, as PyTorch's WelfordOps<float, double> reduce along a dim.
@@ -236,6 +319,12 @@ template <typename T> T norm2_contiguous(const T* x, int64_t n) {
 
 void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
                 const Tensor& mean, const Tensor& rstd) {
+  if (x.dtype() == DType::Float32 && numerics() == Numerics::fast) {
+    const FastLayerNormRows rows{ptr<float>(x), weight.defined() ? ptr<float>(weight) : nullptr,
+                                 bias.defined() ? ptr<float>(bias) : nullptr, ptr<float>(y), ptr<float>(mean),
+                                 ptr<float>(rstd), x.size(1), float(eps)};
+    return run_fast_rows(rows, x.size(0), x.size(1));
+  }
   dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
     layer_norm_rows<decltype(tag)>(x, weight, bias, eps, y, mean, rstd);
   });
@@ -244,6 +333,14 @@ void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, doubl
 void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                          const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
                          const Tensor& grad_bias) {
+  if (x.dtype() == DType::Float32 && numerics() == Numerics::fast && grad_x.defined()) {
+    const FastLayerNormGradRows rows{ptr<float>(grad_y), ptr<float>(x), ptr<float>(mean), ptr<float>(rstd),
+                                     weight.defined() ? ptr<float>(weight) : nullptr, ptr<float>(grad_x), x.size(1)};
+    run_fast_rows(rows, x.size(0), x.size(1));
+    // dγ and dβ as in exact numerics (column sums in row order), without dx
+    layer_norm_backward_rows<float>(grad_y, x, mean, rstd, weight, Tensor(), grad_weight, grad_bias);
+    return;
+  }
   dispatch_floating(x.dtype(), "layer_norm backward", [&](auto tag) {
     layer_norm_backward_rows<decltype(tag)>(grad_y, x, mean, rstd, weight, grad_x, grad_weight, grad_bias);
   });
