@@ -90,6 +90,29 @@ TEST(CausalAttentionOps, SameBitsOnNonContiguousInputs) {
   EXPECT_TRUE(equal(blocked.dv, dense.dv));
 }
 
+// The heads' layout (q, k, v: [b, T, H, hd] seen as [b, H, T, hd]): the output and the gradients the two
+// nodes send to q, k, v come back laid out as v, q, k are, so that viewing them back to [b, T, D] needs
+// no copy; the same bits as the dense ops (every entry written: the buffers start as NaN).
+TEST(CausalAttentionOps, ResultsKeepTheHeadsLayout) {
+  PoisonedBuffers poison;
+  manual_seed(23);
+  auto heads = [] { return randn({3, 40, 4, 16}).transpose(1, 2).requires_grad_(); };  // b 3, T 40, H 4, hd 16
+  Tensor q = heads(), k = heads(), v = heads(), g = randn({3, 4, 40, 16});
+  auto in_heads_layout = [](const Tensor& t) { return t.transpose(1, 2).is_contiguous(); };
+  Tensor scores = causal_scores(q, k, 4.0), out = tril_matmul(softmax(scores.detach(), -1).requires_grad_(), v);
+  EXPECT_TRUE(in_heads_layout(out));
+  const auto scores_grads = scores.grad_fn()->backward(randn(scores.shape()));
+  const auto out_grads = out.grad_fn()->backward(g);
+  EXPECT_TRUE(in_heads_layout(scores_grads[0])) << "dq";
+  EXPECT_TRUE(in_heads_layout(scores_grads[1])) << "dk";
+  EXPECT_TRUE(in_heads_layout(out_grads[1])) << "dv";
+  Grads3 dense = run(dense_attention, q, k, v, g), blocked = run(blocked_attention, q, k, v, g);
+  EXPECT_TRUE(equal(blocked.out, dense.out));
+  EXPECT_TRUE(equal(blocked.dq, dense.dq));
+  EXPECT_TRUE(equal(blocked.dk, dense.dk));
+  EXPECT_TRUE(equal(blocked.dv, dense.dv));
+}
+
 TEST(CausalAttentionOps, ScoresAreMinusInfinityAboveTheDiagonal) {
   manual_seed(23);
   const std::vector<float> s = causal_scores(randn({40, 3}), randn({40, 3}), 2.0).to_vector<float>();

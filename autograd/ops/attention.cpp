@@ -15,6 +15,7 @@
 // kernels keep the chain's 256-deep blocks where they were, so nothing else moves. (With an inf or NaN
 // in v or q, the dense product's 0·inf would be NaN where ours is not.)
 // On devices without these kernels, and for T <= 1, the ops are the dense compositions above.
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 
@@ -45,11 +46,39 @@ void check_attention_operands(const char* op, const Tensor& a, const Tensor& b, 
 
 bool skips_work(const Tensor& a) { return a.size(-2) > 1 && backend(a.device()).has_causal_kernels(); }
 
-// out = a @ b (a [..., M, K], b [..., K, N]), the kernel told where a's or out's zeros are.
-Tensor product(const Tensor& a, const Tensor& b, MatmulStructure structure) {
+// An uninitialised tensor of like's shape laid out as like is: when like is a permuted view of a
+// contiguous tensor (the heads' q, k, v: [b, T, H, hd] seen as [b, H, T, hd]), the same permutation of a
+// new contiguous one, else contiguous. The attention products write their results there, so the
+// gradients of q, k, v and the context vectors reach the [b, T, D] layout they are viewed back to without
+// a copy (the kernels take any output strides and compute the same numbers).
+Tensor empty_in_layout_of(const Tensor& like) {
+  const int64_t nd = like.dim();
+  auto stride = [&like](int64_t d) { return like.strides()[size_t(d)]; };
+  Shape order(static_cast<size_t>(nd));  // dims from the largest stride to the smallest
+  for (int64_t d = 0; d < nd; ++d) order[size_t(d)] = d;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return stride(x) > stride(y); });
+  Shape permuted_shape;
+  int64_t expected = 1;
+  bool dense = true;
+  for (int64_t d = nd - 1; d >= 0; --d) {
+    const int64_t dim = order[size_t(d)];
+    dense = dense && (like.size(dim) == 1 || stride(dim) == expected);
+    expected *= like.size(dim);
+  }
+  if (!dense || like.is_contiguous()) return empty(like.shape(), like.dtype(), like.device());
+  for (int64_t dim : order) permuted_shape.push_back(like.size(dim));
+  Shape inverse(static_cast<size_t>(nd));
+  for (int64_t d = 0; d < nd; ++d) inverse[size_t(order[size_t(d)])] = d;
+  NoGradGuard no_grad;
+  return empty(permuted_shape, like.dtype(), like.device()).permute(inverse);
+}
+
+// out = a @ b (a [..., M, K], b [..., K, N]), the kernel told where a's or out's zeros are; out laid out
+// as `layout` (same shape) when given.
+Tensor product(const Tensor& a, const Tensor& b, MatmulStructure structure, const Tensor& layout = Tensor()) {
   Shape shape = a.shape();
   shape.back() = b.size(-1);
-  Tensor out = empty(shape, a.dtype(), a.device());
+  Tensor out = layout.defined() ? empty_in_layout_of(layout) : empty(shape, a.dtype(), a.device());
   backend(a.device()).matmul_structured(a, b, out, structure);
   return out;
 }
@@ -78,8 +107,8 @@ Tensor causal_scores(const Tensor& q, const Tensor& k, double scale_divisor) {
     const Tensor g = g_in.contiguous();
     Tensor dscores = empty(g.shape(), g.dtype(), g.device());
     scale_lower(dscores, g, scale_divisor, 0.0);
-    return Grads{product(dscores, k, MatmulStructure::lower_a),          // dq = dscores @ k
-                 product(dscores.mT(), q, MatmulStructure::upper_a)};    // dk = dscoresᵀ @ q
+    return Grads{product(dscores, k, MatmulStructure::lower_a, q),          // dq = dscores @ k
+                 product(dscores.mT(), q, MatmulStructure::upper_a, k)};    // dk = dscoresᵀ @ q
   });
 }
 
@@ -92,12 +121,12 @@ Tensor tril_matmul(const Tensor& p, const Tensor& v) {
     NoGradGuard no_grad;
     lower = backend(p.device()).zero_above_diagonal(p) ? p : p.tril();
   }
-  Tensor out = product(lower, v, MatmulStructure::lower_a);
+  Tensor out = product(lower, v, MatmulStructure::lower_a, v);  // v's layout: see empty_in_layout_of
   if (!needs_grad({p, v})) return out;
   return record("TrilMatmulBackward", out, {p, v}, {lower, v}, [lower, v](const Tensor& g) {
     Tensor dp = product(g, v.mT(), MatmulStructure::lower_c);  // g @ vᵀ on and below the diagonal...
     scale_lower(dp, dp, 1.0, 0.0);                              // ...and zero above: tril(p) ignores those
-    return Grads{dp, product(lower.mT(), g, MatmulStructure::upper_a)};  // dv = tril(p)ᵀ @ g
+    return Grads{dp, product(lower.mT(), g, MatmulStructure::upper_a, v)};  // dv = tril(p)ᵀ @ g
   });
 }
 
