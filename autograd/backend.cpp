@@ -85,6 +85,11 @@ void Backend::causal_scale(const Tensor&, const Tensor&, double, double) {
   throw std::logic_error("causal_scale: called on a backend without causal kernels (has_causal_kernels() is false)");
 }
 
+void Backend::causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double divisor, double above) {
+  matmul_structured(a, b, out, MatmulStructure::lower_c);
+  causal_scale(out, out, divisor, above);
+}
+
 bool Backend::zero_above_diagonal(const Tensor&) {
   throw std::logic_error("zero_above_diagonal: called on a backend without causal kernels");
 }

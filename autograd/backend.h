@@ -74,6 +74,9 @@ class Backend {
   virtual void matmul_structured(const Tensor& a, const Tensor& b, const Tensor& out, MatmulStructure structure);
   // dst = src / divisor on and below the diagonal of every [t, t] matrix, `above` above it (contiguous).
   virtual void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above);
+  // out (contiguous [..., t, t]) = a @ b on and below the diagonal, divided by divisor, `above` past it:
+  // by default matmul_structured (lower_c) and then causal_scale; a device may do both in one pass.
+  virtual void causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double divisor, double above);
   // whether a [..., t, t] tensor is zero above every diagonal
   virtual bool zero_above_diagonal(const Tensor& p);
 

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/cpu/buffer_cache.h"
 #include "autograd/cpu/runtime.h"
 #include "nn/nn.h"
 #include "tests/test_helpers.h"
@@ -173,6 +174,43 @@ TEST(FastNumerics, ThreadsAndSkippedZerosChangeNoBit) {
   testing_helpers::expect_same_float_bits(causal_scores(long_q, long_k, 1.0), long_dense, "causal_scores, T 600");
   const Tensor long_p = softmax(long_dense, -1), long_v = randish({1, 600, 600}, 11, -1, 1, DType::Float32);
   testing_helpers::expect_same_float_bits(tril_matmul(long_p, long_v), matmul(long_p, long_v), "tril_matmul, T 600");
+}
+
+// B transposed (x @ Wᵀ, q @ kᵀ) is packed through register transposes, VL x VL values at a time, the
+// terms past the last whole VL one by one; B row-major is packed row by row. Both must give the product
+// the same numbers: every entry is the same chain. Sizes: edge panels (n = 100 is 3 panels of 32 and
+// 4 columns), a term count that leaves a remainder (k = 300: blocks of 256 and 44 = 2·16 + 12), float
+// and double (16 and 8 lanes with AVX-512).
+TEST(FastNumerics, TransposedOperandsChangeNoBit) {
+  NumericsGuard fast(Numerics::fast);
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    const Tensor a = randish({37, 300}, 12, -1, 1, dtype), wt = randish({100, 300}, 13, -1, 1, dtype);
+    const Tensor packed_transposed = matmul(a, wt.t()), packed_by_rows = matmul(a, wt.t().contiguous());
+    EXPECT_TRUE(equal(packed_transposed, packed_by_rows)) << dtype_name(dtype);
+  }
+}
+
+// In fast numerics causal_scores scales each tile's rows inside the product, as soon as they are
+// complete (a multiply when 1/s is exact, a division otherwise); the bits must be those of the dense
+// ops, with every entry written (the buffers start as NaN), on one thread and two, in float and double.
+TEST(FastNumerics, CausalScoresScaledInsideTheProductChangeNoBit) {
+  NumericsGuard fast(Numerics::fast);
+  cpu::set_poison_allocations(true);
+  const int before = get_num_threads();
+  for (int threads : {1, 2}) {
+    for (DType dtype : {DType::Float32, DType::Float64}) {
+      for (double s : {8.0, std::sqrt(48.0), 1.0}) {
+        set_num_threads(threads);
+        const Tensor q = randish({3, 2, 77, 48}, 14, -1, 1, dtype), k = randish({3, 2, 77, 48}, 15, -1, 1, dtype);
+        const Tensor dense = (matmul(q, k.mT()) / s).masked_fill(ones({77, 77}, DType::Bool).triu(1),
+                                                                -std::numeric_limits<double>::infinity());
+        EXPECT_TRUE(equal(causal_scores(q, k, s), dense))
+            << fmt::format("{} threads, {}, s = {}", threads, dtype_name(dtype), s);
+      }
+    }
+  }
+  set_num_threads(before);
+  cpu::set_poison_allocations(false);
 }
 
 // float64 gradchecks of the products in fast numerics (ctest reruns every gradcheck suite this way too).

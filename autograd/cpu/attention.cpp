@@ -2,6 +2,7 @@
 // on and below the diagonal while filling above it, and checking that a matrix is zero above it.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 
 #include "autograd/cpu/kernels.h"
 #include "autograd/cpu/loops.h"
@@ -21,20 +22,48 @@ template <typename T, typename F> void for_each_square(const Tensor& x, const Te
   });
 }
 
+// One t x t matrix of causal_scale (below); d may be x. Plain loops over each row's two parts, so
+// each runs on vectors.
+template <typename T>
+[[gnu::always_inline]] inline void scale_square(T* d, const T* x, int64_t t, bool power_of_two, T scale, T inverse,
+                                                T fill) {
+  for (int64_t i = 0; i < t; ++i, d += t, x += t) {
+    if (power_of_two)
+      for (int64_t j = 0; j <= i; ++j) d[j] = x[j] * inverse;
+    else
+      for (int64_t j = 0; j <= i; ++j) d[j] = x[j] / scale;
+    for (int64_t j = i + 1; j < t; ++j) d[j] = fill;
+  }
+}
+
+// How many entries of a t x t matrix above its diagonal are not zero: counted rather than tested one by
+// one, so the loops run on vectors.
+template <typename T> int64_t count_above_diagonal(const T* x, int64_t t) {
+  int64_t nonzero = 0;
+  run_vectorized([&nonzero, x, t] {
+    int64_t count = 0;  // a local, so the compiler keeps it in registers
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = i + 1; j < t; ++j) count += x[i * t + j] != T(0);
+    nonzero = count;
+  });
+  return nonzero;
+}
+
 }  // namespace
 
 // dst = src / divisor on and below the diagonal, `above` above it: one pass for what masked_fill and
 // the division would do in two (the same values: x / s rounded once, as the division op does).
+// When 1/s is a float exactly (s a power of two: √head_dim = 8 for 64-wide heads, or 1), x · (1/s)
+// is x / s rounded the same way, and a multiply costs a fraction of a divide.
 void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above) {
   const int64_t t = dst.size(-1);
+  int exponent = 0;
+  const bool power_of_two = std::frexp(divisor, &exponent) == 0.5;
   dispatch_floating(dst.dtype(), "causal_scores", [&](auto tag) {
     using T = decltype(tag);
-    const T scale = T(divisor), fill = T(above);
+    const T scale = T(divisor), inverse = T(1) / scale, fill = T(above);
     for_each_square<T>(dst, src, [&](T* d, const T* x) {
-      for (int64_t i = 0; i < t; ++i) {  // two plain loops per row, so both run on vectors
-        for (int64_t j = 0; j <= i; ++j) d[i * t + j] = x[i * t + j] / scale;
-        for (int64_t j = i + 1; j < t; ++j) d[i * t + j] = fill;
-      }
+      run_vectorized([=] { scale_square(d, x, t, power_of_two, scale, inverse, fill); });
     });
   });
 }
@@ -48,13 +77,12 @@ bool zero_above_diagonal(const Tensor& p) {
     const T* x = static_cast<const T*>(p.raw_data());
     std::atomic<bool> zeros{true};  // the matrices are split over threads; any nonzero ends every thread's scan
     parallel_ranges(count, t * t / 2, [&](int64_t m0, int64_t m1) {
-      for (int64_t m = m0; m < m1 && zeros.load(std::memory_order_relaxed); ++m)
-        for (int64_t i = 0; i < t; ++i)
-          for (int64_t j = i + 1; j < t; ++j)
-            if (x[m * t * t + i * t + j] != T(0)) {
-              zeros.store(false, std::memory_order_relaxed);
-              return;
-            }
+      for (int64_t m = m0; m < m1 && zeros.load(std::memory_order_relaxed); ++m) {
+        if (count_above_diagonal(x + m * t * t, t)) {
+          zeros.store(false, std::memory_order_relaxed);
+          return;
+        }
+      }
     });
     return zeros.load();
   });

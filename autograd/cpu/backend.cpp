@@ -49,6 +49,9 @@ class CpuBackend final : public Backend {
   void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above) override {
     cpu::causal_scale(dst, src, divisor, above);
   }
+  void causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double divisor, double above) override {
+    cpu::causal_product(a, b, out, divisor, above);
+  }
   bool zero_above_diagonal(const Tensor& p) override { return cpu::zero_above_diagonal(p); }
   bool has_flash_attention() const override { return true; }
   void flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,

@@ -48,6 +48,9 @@ void nll_loss_backward(const Tensor& grad, const Tensor& targets, int64_t ignore
 void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out,
                     MatmulStructure structure = MatmulStructure::dense, bool add_to_out = false,
                     const Tensor& start_row = Tensor());
+// out = a @ b on and below the diagonal of every [t, t] matrix, divided by divisor, and `above` past it:
+// causal scores (ops/attention.cpp). The fast kernels scale each tile's rows as they finish them.
+void causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double divisor, double above);
 // Which products BLIS computes (SCRATCHGRAD_MATMUL at start-up): none (the exact kernels, BLIS's
 // generic order without FMA), the large ones ("blis"), or every one PyTorch hands to BLIS ("blis-all":
 // this machine's BLIS kernels, so PyTorch's bits wherever PyTorch ran on the same BLIS sub-configuration).

@@ -148,6 +148,18 @@ template <typename Body> [[gnu::target("avx512f")]] void contiguous_loop_avx512(
   for (int64_t i = 0; i < n; ++i) body(i);
 }
 #endif
+// body() with its loops compiled for AVX-512 where the CPU has it, for kernels whose inner loops are
+// short (a causal matrix's rows) and would pay a dispatch per loop in contiguous_loop. The same rule:
+// only bodies that give the same bits in any vector width.
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename Body> [[gnu::target("avx512f")]] void run_avx512(Body body) { body(); }
+#endif
+template <typename Body> inline void run_vectorized(Body body) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (avx512_kernels()) return run_avx512(body);
+#endif
+  body();
+}
 template <typename Body> inline void contiguous_loop(int64_t n, Body body) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (n >= 64 && avx512_kernels()) return contiguous_loop_avx512(n, body);

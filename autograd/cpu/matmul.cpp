@@ -514,12 +514,20 @@ void set_matmul_mode(MatmulMode mode) {
 }
 MatmulMode matmul_mode() { return matmul_mode_setting(); }
 
-void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulStructure structure,
-                    bool add_to_out, const Tensor& start_row) {
+namespace {
+
+// Numerics::fast: the FMA kernels (matmul_fast.cpp) for products wider than kNarrowestFastProduct - 1
+// columns; SCRATCHGRAD_MATMUL applies to the exact ones.
+bool uses_fast_kernels(const Tensor& out) {
+  return numerics() == Numerics::fast && out.dim() >= 1 && out.size(-1) >= kNarrowestFastProduct;
+}
+
+// batched_matmul, and causal_product's product: with scale_below (lower_c, fast kernels, row-major C
+// and k > 0: see causal_product) the kernels scale each tile's rows when they are complete.
+void product(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulStructure structure, bool add_to_out,
+             const Tensor& start_row, const ScaleBelowDiagonal* scale_below) {
   init_cpu_runtime();
-  // Numerics::fast: the FMA kernels (matmul_fast.cpp) for products wider than kNarrowestFastProduct - 1
-  // columns; SCRATCHGRAD_MATMUL applies to the exact ones.
-  const bool fast = numerics() == Numerics::fast && out.dim() >= 1 && out.size(-1) >= kNarrowestFastProduct;
+  const bool fast = uses_fast_kernels(out);
   const bool blis = !fast && use_blis_for_large_products();
   // A stride of 0 inside a matrix (an expanded row/column) is legal for us but not for BLIS: copy those.
   auto matrix_ok = [](const Tensor& t) { return t.strides()[t.dim() - 1] != 0 && t.strides()[t.dim() - 2] != 0; };
@@ -577,7 +585,7 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
           }
       } else {
         gemm_kernel(fast, mr, n, k, ai, ars, acs, bi, brs, bcs, ci, crs, ccs,
-                   ProductOptions{structure, r0, add_to_out || start, start});
+                   ProductOptions{structure, r0, add_to_out || start, start, scale_below});
       }
     };
     // Element offsets of (C, A, B) for each batch item; the buffer is kept between calls.
@@ -605,7 +613,8 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
       if (r0 < r1) rows(pa + oa, pb + ob, pc + oc, r0, r1);
     };
     if (threads == 1 && k > 0 && !(blis && large) && !dots) {  // the exact kernel: every item in one call
-      gemm_kernel(fast, m, n, k, pa, ars, acs, pb, brs, bcs, pc, crs, ccs, ProductOptions{structure, 0, add_to_out || start, start},
+      gemm_kernel(fast, m, n, k, pa, ars, acs, pb, brs, bcs, pc, crs, ccs,
+                  ProductOptions{structure, 0, add_to_out || start, start, scale_below},
                  items);
       return;
     }
@@ -636,6 +645,21 @@ void batched_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& out, M
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t piece = 0; piece < pieces; ++piece) run_piece(piece);
   });
+}
+
+}  // namespace
+
+void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out, MatmulStructure structure, bool add_to_out,
+                    const Tensor& start_row) {
+  product(a, b, out, structure, add_to_out, start_row, nullptr);
+}
+
+void causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double divisor, double above) {
+  // Fused where the fast kernels compute every row (a row-major C, a nonempty sum); else a pass of its own.
+  const ScaleBelowDiagonal scale{divisor, above};
+  const bool fused = uses_fast_kernels(out) && out.is_contiguous() && a.size(-1) > 0;
+  product(a, b, out, MatmulStructure::lower_c, false, Tensor(), fused ? &scale : nullptr);
+  if (!fused) causal_scale(out, out, divisor, above);
 }
 
 }  // namespace autograd::cpu

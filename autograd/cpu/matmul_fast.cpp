@@ -25,6 +25,7 @@
 // with exact to a few float roundings (tests/test_fast_numerics.cpp bounds them).
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/cpu/matmul_plan.h"
@@ -62,16 +63,70 @@ template <typename V, typename T> [[gnu::always_inline]] inline void store(T* p,
   __builtin_memcpy(p, &v, sizeof(V));
 }
 
+// The integer lanes of a shuffle mask for T.
+template <typename T> using MaskLane = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+
+// One step of a VL x VL transpose held in VL registers: rows a and b (H apart, a's index with bit H
+// clear) trade the off-diagonal H x H blocks of each 2H-wide group of lanes. After the steps H = 1, 2,
+// 4, ..., VL/2 row r holds what column r held. (Each step is one two-register shuffle per row; the masks
+// are constants, so on AVX-512 they become vshufps, vpermt2ps and vshuff32x4.)
+template <typename T, typename V, int64_t VL, int64_t H> [[gnu::always_inline]] inline void trade_blocks(V& a, V& b) {
+  typedef MaskLane<T> M __attribute__((vector_size(sizeof(V))));
+  M from_a, from_b;
+#pragma GCC unroll 16
+  for (int64_t j = 0; j < VL; ++j) {
+    from_a[j] = MaskLane<T>((j & H) == 0 ? j : VL + j - H);
+    from_b[j] = MaskLane<T>((j & H) == 0 ? j + H : VL + j);
+  }
+  const V new_a = __builtin_shuffle(a, b, from_a), new_b = __builtin_shuffle(a, b, from_b);
+  a = new_a;
+  b = new_b;
+}
+template <typename T, typename V, int64_t VL, int64_t H = 1> [[gnu::always_inline]] inline void transpose_rows(V* rows) {
+  if constexpr (H < VL) {
+#pragma GCC unroll 16
+    for (int64_t r = 0; r < VL; ++r)
+      if ((r & H) == 0) trade_blocks<T, V, VL, H>(rows[r], rows[r + H]);
+    transpose_rows<T, V, VL, 2 * H>(rows);
+  }
+}
+
+// A whole panel of a transposed B (brs == 1: each column of B runs along memory) into out[p][c]: VL
+// columns by VL terms at a time, read as VL vectors, transposed in registers and written as VL rows of the
+// panel (a scalar copy moves one value per load and store; this moves VL). Terms past the last whole VL
+// one by one.
+template <typename T, int64_t NR>
+[[gnu::always_inline]] inline void pack_transposed_panel(int64_t kc, const T* b, int64_t bcs, T* out) {
+  constexpr int64_t VL = NR / 2;
+  using V = typename Vec<T, int(VL * int64_t(sizeof(T)))>::type;
+  const int64_t whole = kc / VL * VL;
+  for (int64_t c0 = 0; c0 < NR; c0 += VL)
+    for (int64_t p0 = 0; p0 < whole; p0 += VL) {
+      V rows[VL];
+#pragma GCC unroll 16
+      for (int64_t r = 0; r < VL; ++r) rows[r] = load<V>(b + (c0 + r) * bcs + p0);
+      transpose_rows<T, V, VL>(rows);
+#pragma GCC unroll 16
+      for (int64_t r = 0; r < VL; ++r) store(out + (p0 + r) * NR + c0, rows[r]);
+    }
+  for (int64_t c = 0; c < NR; ++c)
+    for (int64_t p = whole; p < kc; ++p) out[p * NR + c] = b[c * bcs + p];
+}
+
 // out[jp][p][c] = b[p0 + p, j0 + c] for the panel starting at column j0 = jp·NR, zero past column n.
 template <typename T, int64_t NR>
-void pack_b(int64_t kc, int64_t n, const T* b, int64_t brs, int64_t bcs, T* out) {
+[[gnu::always_inline]] inline void pack_b(int64_t kc, int64_t n, const T* b, int64_t brs, int64_t bcs, T* out) {
   for (int64_t j0 = 0; j0 < n; j0 += NR, out += kc * NR) {
     const int64_t nr = std::min(NR, n - j0);
     if (bcs == 1 && nr == NR) {  // whole rows of a row-major B: one copy each
       for (int64_t p = 0; p < kc; ++p) std::memcpy(out + p * NR, b + p * brs + j0, NR * sizeof(T));
       continue;
     }
-    // B transposed (brs == 1) or an edge panel: column by column, so the reads run along memory
+    if (brs == 1 && nr == NR) {  // B transposed (x @ Wᵀ, q @ kᵀ): transposed in registers
+      pack_transposed_panel<T, NR>(kc, b + j0 * bcs, bcs, out);
+      continue;
+    }
+    // an edge panel: column by column, so the reads run along memory
     for (int64_t c = 0; c < nr; ++c) {
       const T* column = b + (j0 + c) * bcs;
       for (int64_t p = 0; p < kc; ++p) out[p * NR + c] = column[p * brs];
@@ -167,6 +222,33 @@ template <typename T, int VB>
   }
 }
 
+// One finished row of causal scores, scaled and filled in place (CausalRowScale, matmul_plan.h) on VB-byte
+// vectors: this file is compiled with -O2, which leaves loops of unknown length scalar.
+template <typename T, int VB>
+[[gnu::always_inline]] inline void scale_causal_row(const CausalRowScale<T>& s, T* row, int64_t n, int64_t last) {
+  using V = typename Vec<T, VB>::type;
+  constexpr int64_t VL = VB / int64_t(sizeof(T));
+  const int64_t kept = std::clamp<int64_t>(last + 1, 0, n);
+  int64_t j = 0;
+  if (s.by_inverse)
+    for (; j + VL <= kept; j += VL) store(row + j, load<V>(row + j) * s.inverse);
+  else
+    for (; j + VL <= kept; j += VL) store(row + j, load<V>(row + j) / s.divisor);
+  s(row + j, row + j, kept - j, kept - 1 - j);  // the last few kept entries
+  V fill;
+  for (int64_t l = 0; l < VL; ++l) fill[l] = s.fill;
+  for (j = kept; j + VL <= n; j += VL) store(row + j, fill);
+  for (; j < n; ++j) row[j] = s.fill;
+}
+
+// Rows [row0, row0 + mr) of the whole matrix, at c (row stride crs). (A function, not a lambda in gemm:
+// a lambda's body would not be compiled for gemm's target.)
+template <typename T, int VB>
+[[gnu::always_inline]] inline void scale_causal_rows(const CausalRowScale<T>& s, T* c, int64_t crs, int64_t mr,
+                                                     int64_t n, int64_t row0) {
+  for (int64_t r = 0; r < mr; ++r) scale_causal_row<T, VB>(s, c + r * crs, n, row0 + r);
+}
+
 template <typename T> struct Buffers {
   std::vector<T> a, b;
 };
@@ -185,6 +267,8 @@ template <typename T, int VB>
   const int64_t n_panels = (n + NR - 1) / NR;
   buf.b.resize(size_t(std::min(k, kKc) * std::min(n_panels * NR, kNc)));
   const T* start = static_cast<const T*>(options.start_row);
+  const bool scale = options.scale_below != nullptr;
+  const CausalRowScale<T> scale_row(scale ? *options.scale_below : ScaleBelowDiagonal{1, 0});
   for (int64_t p0 = 0; p0 < k; p0 += kKc) {
     const int64_t kc = std::min(kKc, k - p0);
     for (int64_t jb = 0; jb < n; jb += kNc) {  // a block of B's columns, packed, stays in the L2 cache
@@ -192,10 +276,15 @@ template <typename T, int VB>
       pack_b<T, NR>(kc, nc, b + p0 * brs + jb * bcs, brs, bcs, buf.b.data());
       for (int64_t i0 = 0; i0 < m; i0 += MR) {
         const int64_t mr = std::min(MR, m - i0);
+        // the tile's rows are complete after their last block: scaled then, while still in the cache
+        const bool finish_rows = scale && p0 + kKc >= k && jb + kNc >= n;
         TileWork w = tile_work(options.structure, options.row0 + i0, mr, p0, kc, n_panels, NR);
         if (options.add_to_c) w.first = false;
         const int64_t panel_end = std::min(w.panels, (jb + nc + NR - 1) / NR);
-        if (w.p_begin >= w.p_end || panel_end <= jb / NR) continue;  // only zeros, or nothing wanted here
+        if (w.p_begin >= w.p_end || panel_end <= jb / NR) {  // only zeros, or nothing wanted here
+          if (finish_rows) scale_causal_rows<T, VB>(scale_row, c + i0 * crs, crs, mr, n, options.row0 + i0);
+          continue;
+        }
         const int64_t kw = w.p_end - w.p_begin;
         const PackedA tile = pack_a<T, MR>(kw, mr, a + i0 * ars + w.p_begin * acs, ars, acs, buf.a);
         const T* a_tile = static_cast<const T*>(tile.data);
@@ -207,6 +296,7 @@ template <typename T, int VB>
           micro_kernel<T, VB>(kw, a_tile, tile.rs, tile.ps, panel, mr, std::min(NR, n - j0), c + i0 * crs + j0 * ccs, crs,
                               ccs, how);
         }
+        if (finish_rows) scale_causal_rows<T, VB>(scale_row, c + i0 * crs, crs, mr, n, options.row0 + i0);
       }
     }
   }

@@ -2,6 +2,7 @@
 // how one call is told what to compute, and which terms of a structured product can be skipped.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <cstdint>
 #include <span>
@@ -15,6 +16,33 @@ namespace autograd::cpu {
 // block of packed B then stays in the L2 cache.
 constexpr int64_t kKc = 256;
 
+// Causal scores' last step (ops/attention.cpp's causal_product): C[i, j] / divisor on and below the
+// diagonal, `above` past it. The fast kernels do it to each tile's rows as soon as they are complete, while
+// they are still in the cache; otherwise it is a pass of its own (causal_scale, attention.cpp).
+struct ScaleBelowDiagonal {
+  double divisor, above;
+};
+
+// One row of that: d[j] = x[j] / divisor for j <= last, `above` past it (d may be x).
+template <typename T> struct CausalRowScale {
+  T divisor, inverse, fill;
+  bool by_inverse;  // 1/divisor is exact (a power of two: √64 = 8, or 1), so x · (1/s) rounds as x / s does
+  explicit CausalRowScale(ScaleBelowDiagonal s)
+      : divisor(T(s.divisor)), inverse(T(1) / T(s.divisor)), fill(T(s.above)) {
+    int exponent = 0;
+    by_inverse = std::frexp(s.divisor, &exponent) == 0.5;
+  }
+  // Plain loops over the row's two parts, so each runs on vectors (a multiply costs a fraction of a divide).
+  [[gnu::always_inline]] inline void operator()(T* d, const T* x, int64_t n, int64_t last) const {
+    const int64_t kept = std::clamp<int64_t>(last + 1, 0, n);
+    if (by_inverse)
+      for (int64_t j = 0; j < kept; ++j) d[j] = x[j] * inverse;
+    else
+      for (int64_t j = 0; j < kept; ++j) d[j] = x[j] / divisor;
+    for (int64_t j = kept; j < n; ++j) d[j] = fill;
+  }
+};
+
 // How one call computes its product: which zeros it may skip and where the rows it is given start in
 // the whole matrix (a thread may get rows r0.. of it; see tile_work below), and whether C already holds
 // the sum's starting value (addmm's bias: every block's chain is then added to C, the first one too).
@@ -25,6 +53,9 @@ struct ProductOptions {
   // With add_to_c: the sum's starting value is this row (of T, n values), the same for every row of C,
   // read in place of C by the first block (addmm's bias, without first copying it down C).
   const void* start_row = nullptr;
+  // With lower_c and a row-major C (column stride 1): scale and fill each row of C once it is complete
+  // (fast kernels only; the caller does it afterwards for the others).
+  const ScaleBelowDiagonal* scale_below = nullptr;
 };
 
 // ---- products that know where their zeros are (MatmulStructure in cpu.h; used by ops/attention.cpp)

@@ -88,6 +88,16 @@ void scale_lower(const Tensor& dst, const Tensor& src, double s, double above) {
   backend(dst.device()).causal_scale(dst, src, s, above);
 }
 
+// a @ b on and below the diagonal, divided by s, and `above` above it: the product (lower_c) and then
+// scale_lower, which the CPU's fast kernels do to each tile's rows while they are still in the cache.
+Tensor causal_product(const Tensor& a, const Tensor& b, double s, double above) {
+  Shape shape = a.shape();
+  shape.back() = b.size(-1);
+  Tensor out = empty(shape, a.dtype(), a.device());
+  backend(a.device()).causal_product(a, b, out, s, above);
+  return out;
+}
+
 }  // namespace
 
 Tensor causal_scores(const Tensor& q, const Tensor& k, double scale_divisor) {
@@ -99,8 +109,7 @@ Tensor causal_scores(const Tensor& q, const Tensor& k, double scale_divisor) {
   if (!skips_work(q))
     return (matmul(q, k.mT()) / scale_divisor).masked_fill(above_diagonal(q.size(-2), q.device()), neg_inf);
 
-  Tensor out = product(q, k.mT(), MatmulStructure::lower_c);  // only entries on and below the diagonal
-  scale_lower(out, out, scale_divisor, neg_inf);
+  Tensor out = causal_product(q, k.mT(), scale_divisor, neg_inf);  // only entries on and below the diagonal
   if (!needs_grad({q, k})) return out;
   return record("CausalScoresBackward", out, {q, k}, {q, k}, [q, k, scale_divisor](const Tensor& g_in) {
     // what masked_fill's backward and then the division's pass to the product: g / s, zero above the diagonal
@@ -124,8 +133,7 @@ Tensor tril_matmul(const Tensor& p, const Tensor& v) {
   Tensor out = product(lower, v, MatmulStructure::lower_a, v);  // v's layout: see empty_in_layout_of
   if (!needs_grad({p, v})) return out;
   return record("TrilMatmulBackward", out, {p, v}, {lower, v}, [lower, v](const Tensor& g) {
-    Tensor dp = product(g, v.mT(), MatmulStructure::lower_c);  // g @ vᵀ on and below the diagonal...
-    scale_lower(dp, dp, 1.0, 0.0);                              // ...and zero above: tril(p) ignores those
+    Tensor dp = causal_product(g, v.mT(), 1.0, 0.0);  // g @ vᵀ on and below the diagonal, zero above (tril)
     return Grads{dp, product(lower.mT(), g, MatmulStructure::upper_a, v)};  // dv = tril(p)ᵀ @ g
   });
 }
