@@ -121,6 +121,26 @@ void causal_attention_bench(benchmark::State& state, int64_t B, int64_t T, int64
   set_rate(state, "FLOPS", 2.0 * 6.0 * double(B) * double(T) * double(T) * double(d));
 }
 
+// The same on gpt6's heads: q, k, v [B, T, H, hd] seen as [B, H, T, hd] (the layout nn::MultiHeadAttention
+// hands the ops), √hd = 8; causal_scores alone too. FLOPS as above: the dense products.
+void causal_attention_heads_bench(benchmark::State& state, int64_t B, int64_t T, int64_t H, int64_t hd, bool scores_only) {
+  manual_seed(0);
+  auto heads = [&] { return random_input({B, T, H, hd}).requires_grad_(); };
+  Tensor q = heads(), k = heads(), v = heads(), g = random_input({B, T, H, hd});
+  const double scale = std::sqrt(double(hd));
+  for (auto _ : state) {
+    if (scores_only) {
+      NoGradGuard no_grad;
+      benchmark::DoNotOptimize(causal_scores(q.transpose(1, 2), k.transpose(1, 2), scale));
+      continue;
+    }
+    Tensor out = tril_matmul(softmax(causal_scores(q.transpose(1, 2), k.transpose(1, 2), scale), -1), v.transpose(1, 2));
+    out.transpose(1, 2).backward(g);
+    for (const Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());
+  }
+  set_rate(state, "FLOPS", 2.0 * (scores_only ? 1.0 : 6.0) * double(B * H) * double(T) * double(T) * double(hd));
+}
+
 // ---- memory-bound ops ----
 
 void softmax_bench(benchmark::State& state, Shape shape) {
@@ -254,6 +274,8 @@ BENCHMARK_CAPTURE(causal_attention_bench, skipping_8x512x256, 8, 512, 256, Atten
 BENCHMARK_CAPTURE(causal_attention_bench, flash_8x512x256, 8, 512, 256, Attention::flash)->UseRealTime();
 // the GPT's shape: 12 heads of 64
 BENCHMARK_CAPTURE(causal_attention_bench, skipping_48x1024x64, 48, 1024, 64, Attention::skipping)->UseRealTime();
+BENCHMARK_CAPTURE(causal_attention_heads_bench, gpt6_heads_32x128x4x64, 32, 128, 4, 64, false)->UseRealTime();
+BENCHMARK_CAPTURE(causal_attention_heads_bench, gpt6_scores_32x128x4x64, 32, 128, 4, 64, true)->UseRealTime();
 BENCHMARK_CAPTURE(causal_attention_bench, flash_48x1024x64, 48, 1024, 64, Attention::flash)->UseRealTime();
 
 BENCHMARK_CAPTURE(softmax_bench, seed_16x8x8, Shape{16, 8, 8})->UseRealTime();
