@@ -33,8 +33,10 @@
 #   SIZES        "seed d256h1 d256h4 small gpt6"
 #   THREADS      "1 2"
 #   NUMERICS     "exact fast" (scratchgrad's --numerics)
-#   SEED_STEPS/SEED_WARMUP (300/30), D256_STEPS/D256_WARMUP (15/3), SMALL_STEPS/SMALL_WARMUP (20/3),
-#   GPT6_STEPS/GPT6_WARMUP (5/1): timed steps and warm-up steps per size
+#   SEED_STEPS/SEED_WARMUP (3000/100), D256_STEPS/D256_WARMUP (15/3), SMALL_STEPS/SMALL_WARMUP (20/3),
+#   GPT6_STEPS/GPT6_WARMUP (5/1): timed steps and warm-up steps per size. (A seed step takes ~47 µs: the
+#   median of 300 of them, 14 ms of timing, moved by 1-2% between two runs of the same code, which was
+#   enough to decide threads2<=threads1 at a size that never uses the second thread.)
 #   REPEAT       rounds per configuration (1)
 #
 # Each measurement is the median step time of one process; with REPEAT=k every configuration runs k
@@ -57,7 +59,11 @@
 #   d256h1 d256h4 small gpt6, exact:   speedup_tuned>=1.0
 #   every line:  memory   scratchgrad_rss_mb - scratchgrad_base_rss_mb <= (torch_rss_mb - torch_base_rss_mb) / 2
 #                         (each side's own memory, above its process before the model)
-#   2 threads:   threads2<=threads1   the 2-thread step is no slower than the 1-thread one
+#   2 threads:   threads2<=threads1   the 2-thread step is no slower than the 1-thread one, beyond 2%:
+#                         two processes running the same configuration differ by up to ~1% here (the seed's
+#                         3000-step medians, 1 thread: 47.7-48.1 µs), so at the seed size, where the second
+#                         thread has nothing to do and both run the same code, the bare comparison is a coin
+#                         toss. The RESULT lines keep both figures.
 #                loss0    the three step-0 losses agree: within 0.0001 in exact numerics, 0.001 in fast
 # A field is na when its program is missing or failed (the reason is printed as it happens).
 set -uo pipefail
@@ -70,7 +76,7 @@ python=${PYTHON:-/usr/bin/python3}
 sizes=${SIZES:-seed d256h1 d256h4 small gpt6}
 threads_list=${THREADS:-1 2}
 numerics_list=${NUMERICS:-exact fast}
-seed_steps=${SEED_STEPS:-300} seed_warmup=${SEED_WARMUP:-30}
+seed_steps=${SEED_STEPS:-3000} seed_warmup=${SEED_WARMUP:-100}
 d256_steps=${D256_STEPS:-15} d256_warmup=${D256_WARMUP:-3}
 small_steps=${SMALL_STEPS:-20} small_warmup=${SMALL_WARMUP:-3}
 gpt6_steps=${GPT6_STEPS:-5} gpt6_warmup=${GPT6_WARMUP:-1}
@@ -164,6 +170,8 @@ record() {
 # at_least VALUE MIN / at_most VALUE MAX: met, missed, or na when VALUE or the bound is na
 at_least() { awk -v v="$1" -v m="$2" 'BEGIN { if (v == "na" || m == "na") print "na"; else print (v + 0 >= m + 0 ? "met" : "missed") }'; }
 at_most() { awk -v v="$1" -v m="$2" 'BEGIN { if (v == "na" || m == "na") print "na"; else print (v + 0 <= m + 0 ? "met" : "missed") }'; }
+# no_slower X Y: X (ms) is at most Y plus the 2% two runs of one configuration can differ by
+no_slower() { at_most "$1" "$(awk -v m="$2" 'BEGIN { if (m == "na") print "na"; else print m * 1.02 }')"; }
 # agree TOLERANCE X Y...: met when every number of Y... (na ones skipped) is within TOLERANCE of X
 agree() {
   local tol=$1 x=$2 y verdict=na; shift 2
@@ -288,7 +296,7 @@ for size in $sizes; do
       check+=" memory:$(at_most "$own" "$half")"
       # threads: the 2-thread step is never slower than the 1-thread one
       if [[ $n = 1 ]]; then one_thread_ms[$size.$nm]=$x
-      elif [[ $n = 2 && -n ${one_thread_ms[$size.$nm]:-} ]]; then check+=" threads2<=threads1:$(at_most "$x" "${one_thread_ms[$size.$nm]}")"; fi
+      elif [[ $n = 2 && -n ${one_thread_ms[$size.$nm]:-} ]]; then check+=" threads2<=threads1:$(no_slower "$x" "${one_thread_ms[$size.$nm]}")"; fi
       tolerance=$([[ $nm = exact ]] && echo 0.0001 || echo 0.001)
       check+=" loss0:$(agree "$tolerance" "${loss[sg_$nm]}" "${loss[torch]}" "${loss[libtorch]}")"
       results+=("$result" "$check")

@@ -201,11 +201,15 @@ TEST(FastNumerics, CausalScoresScaledInsideTheProductChangeNoBit) {
     for (DType dtype : {DType::Float32, DType::Float64}) {
       for (double s : {8.0, std::sqrt(48.0), 1.0}) {
         set_num_threads(threads);
-        const Tensor q = randish({3, 2, 77, 48}, 14, -1, 1, dtype), k = randish({3, 2, 77, 48}, 15, -1, 1, dtype);
-        const Tensor dense = (matmul(q, k.mT()) / s).masked_fill(ones({77, 77}, DType::Bool).triu(1),
-                                                                -std::numeric_limits<double>::infinity());
-        EXPECT_TRUE(equal(causal_scores(q, k, s), dense))
-            << fmt::format("{} threads, {}, s = {}", threads, dtype_name(dtype), s);
+        // six items (the threads take whole items) and one long one (the threads split its rows)
+        for (const Shape& shape : {Shape{3, 2, 77, 48}, Shape{1, 300, 64}}) {
+          const int64_t t = shape[shape.size() - 2];
+          const Tensor q = randish(shape, 14, -1, 1, dtype), k = randish(shape, 15, -1, 1, dtype);
+          const Tensor dense = (matmul(q, k.mT()) / s).masked_fill(ones({t, t}, DType::Bool).triu(1),
+                                                                  -std::numeric_limits<double>::infinity());
+          EXPECT_TRUE(equal(causal_scores(q, k, s), dense))
+              << fmt::format("{} threads, {}, s = {}, T {}", threads, dtype_name(dtype), s, t);
+        }
       }
     }
   }
