@@ -25,7 +25,7 @@
 // with exact to a few float roundings (tests/test_fast_numerics.cpp bounds them).
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "autograd/cpu/matmul_plan.h"
@@ -65,31 +65,26 @@ template <typename V, typename T> [[gnu::always_inline]] inline void store(T* p,
   __builtin_memcpy(p, &v, sizeof(V));
 }
 
-// The integer lanes of a shuffle mask for T.
-template <typename T> using MaskLane = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
-
 // One step of a VL x VL transpose held in VL registers: rows a and b (H apart, a's index with bit H
 // clear) trade the off-diagonal H x H blocks of each 2H-wide group of lanes. After the steps H = 1, 2,
-// 4, ..., VL/2 row r holds what column r held. (Each step is one two-register shuffle per row; the masks
-// are constants, so on AVX-512 they become vshufps, vpermt2ps and vshuff32x4.)
-template <typename T, typename V, int64_t VL, int64_t H> [[gnu::always_inline]] inline void trade_blocks(V& a, V& b) {
-  typedef MaskLane<T> M __attribute__((vector_size(sizeof(V))));
-  M from_a, from_b;
-#pragma GCC unroll 16
-  for (int64_t j = 0; j < VL; ++j) {
-    from_a[j] = MaskLane<T>((j & H) == 0 ? j : VL + j - H);
-    from_b[j] = MaskLane<T>((j & H) == 0 ? j + H : VL + j);
-  }
-  const V new_a = __builtin_shuffle(a, b, from_a), new_b = __builtin_shuffle(a, b, from_b);
+// 4, ..., VL/2 row r holds what column r held. Each step is one two-register shuffle per row, its lanes
+// constants (lane j < VL of a, VL + j of b), so on AVX-512 it becomes vshufps, vpermt2ps or vshuff32x4.
+// (__builtin_shufflevector: GCC 12 and clang both have it, the wasm build included.)
+constexpr int lane_for_a(int64_t j, int64_t vl, int64_t h) { return int((j & h) == 0 ? j : vl + j - h); }
+constexpr int lane_for_b(int64_t j, int64_t vl, int64_t h) { return int((j & h) == 0 ? j + h : vl + j); }
+template <typename V, int64_t VL, int64_t H, size_t... J>
+[[gnu::always_inline]] inline void trade_blocks(V& a, V& b, std::index_sequence<J...>) {
+  const V new_a = __builtin_shufflevector(a, b, lane_for_a(J, VL, H)...);
+  const V new_b = __builtin_shufflevector(a, b, lane_for_b(J, VL, H)...);
   a = new_a;
   b = new_b;
 }
-template <typename T, typename V, int64_t VL, int64_t H = 1> [[gnu::always_inline]] inline void transpose_rows(V* rows) {
+template <typename V, int64_t VL, int64_t H = 1> [[gnu::always_inline]] inline void transpose_rows(V* rows) {
   if constexpr (H < VL) {
 #pragma GCC unroll 16
     for (int64_t r = 0; r < VL; ++r)
-      if ((r & H) == 0) trade_blocks<T, V, VL, H>(rows[r], rows[r + H]);
-    transpose_rows<T, V, VL, 2 * H>(rows);
+      if ((r & H) == 0) trade_blocks<V, VL, H>(rows[r], rows[r + H], std::make_index_sequence<size_t(VL)>());
+    transpose_rows<V, VL, 2 * H>(rows);
   }
 }
 
@@ -107,7 +102,7 @@ template <typename T, int64_t NR>
       V rows[VL];
 #pragma GCC unroll 16
       for (int64_t r = 0; r < VL; ++r) rows[r] = load<V>(b + (c0 + r) * bcs + p0);
-      transpose_rows<T, V, VL>(rows);
+      transpose_rows<V, VL>(rows);
 #pragma GCC unroll 16
       for (int64_t r = 0; r < VL; ++r) store(out + (p0 + r) * NR + c0, rows[r]);
     }
