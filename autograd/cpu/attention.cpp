@@ -2,10 +2,10 @@
 // on and below the diagonal while filling above it, and checking that a matrix is zero above it.
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 
 #include "autograd/cpu/kernels.h"
 #include "autograd/cpu/loops.h"
+#include "autograd/cpu/matmul_plan.h"
 
 namespace autograd::cpu {
 
@@ -20,20 +20,6 @@ template <typename T, typename F> void for_each_square(const Tensor& x, const Te
   parallel_ranges(count, t * t, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) f(px + i * t * t, py + i * t * t);
   });
-}
-
-// One t x t matrix of causal_scale (below); d may be x. Plain loops over each row's two parts, so
-// each runs on vectors.
-template <typename T>
-[[gnu::always_inline]] inline void scale_square(T* d, const T* x, int64_t t, bool power_of_two, T scale, T inverse,
-                                                T fill) {
-  for (int64_t i = 0; i < t; ++i, d += t, x += t) {
-    if (power_of_two)
-      for (int64_t j = 0; j <= i; ++j) d[j] = x[j] * inverse;
-    else
-      for (int64_t j = 0; j <= i; ++j) d[j] = x[j] / scale;
-    for (int64_t j = i + 1; j < t; ++j) d[j] = fill;
-  }
 }
 
 // How many entries of a t x t matrix above its diagonal are not zero: counted rather than tested one by
@@ -52,18 +38,17 @@ template <typename T> int64_t count_above_diagonal(const T* x, int64_t t) {
 }  // namespace
 
 // dst = src / divisor on and below the diagonal, `above` above it: one pass for what masked_fill and
-// the division would do in two (the same values: x / s rounded once, as the division op does).
-// When 1/s is a float exactly (s a power of two: √head_dim = 8 for 64-wide heads, or 1), x · (1/s)
-// is x / s rounded the same way, and a multiply costs a fraction of a divide.
+// the division would do in two (the same values: x / s rounded once, as the division op does; row by
+// row as the fast products do it, CausalRowScale in matmul_plan.h).
 void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above) {
   const int64_t t = dst.size(-1);
-  int exponent = 0;
-  const bool power_of_two = std::frexp(divisor, &exponent) == 0.5;
   dispatch_floating(dst.dtype(), "causal_scores", [&](auto tag) {
     using T = decltype(tag);
-    const T scale = T(divisor), inverse = T(1) / scale, fill = T(above);
+    const CausalRowScale<T> scale_row(ScaleBelowDiagonal{divisor, above});
     for_each_square<T>(dst, src, [&](T* d, const T* x) {
-      run_vectorized([=] { scale_square(d, x, t, power_of_two, scale, inverse, fill); });
+      run_vectorized([=, &scale_row] {
+        for (int64_t i = 0; i < t; ++i) scale_row(d + i * t, x + i * t, t, i);
+      });
     });
   });
 }

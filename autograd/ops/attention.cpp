@@ -73,12 +73,17 @@ Tensor empty_in_layout_of(const Tensor& like) {
   return empty(permuted_shape, like.dtype(), like.device()).permute(inverse);
 }
 
+// An uninitialised tensor of a @ b's shape, contiguous.
+Tensor empty_product(const Tensor& a, const Tensor& b) {
+  Shape shape = a.shape();
+  shape.back() = b.size(-1);
+  return empty(shape, a.dtype(), a.device());
+}
+
 // out = a @ b (a [..., M, K], b [..., K, N]), the kernel told where a's or out's zeros are; out laid out
 // as `layout` (same shape) when given.
 Tensor product(const Tensor& a, const Tensor& b, MatmulStructure structure, const Tensor& layout = Tensor()) {
-  Shape shape = a.shape();
-  shape.back() = b.size(-1);
-  Tensor out = layout.defined() ? empty_in_layout_of(layout) : empty(shape, a.dtype(), a.device());
+  Tensor out = layout.defined() ? empty_in_layout_of(layout) : empty_product(a, b);
   backend(a.device()).matmul_structured(a, b, out, structure);
   return out;
 }
@@ -91,9 +96,7 @@ void scale_lower(const Tensor& dst, const Tensor& src, double s, double above) {
 // a @ b on and below the diagonal, divided by s, and `above` above it: the product (lower_c) and then
 // scale_lower, which the CPU's fast kernels do to each tile's rows while they are still in the cache.
 Tensor causal_product(const Tensor& a, const Tensor& b, double s, double above) {
-  Shape shape = a.shape();
-  shape.back() = b.size(-1);
-  Tensor out = empty(shape, a.dtype(), a.device());
+  Tensor out = empty_product(a, b);
   backend(a.device()).causal_product(a, b, out, s, above);
   return out;
 }
