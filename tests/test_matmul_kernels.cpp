@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "autograd/autograd.h"
+#include "autograd/cpu/buffer_cache.h"
 #include "autograd/cpu/kernels.h"
 
 using namespace autograd;
@@ -75,7 +76,7 @@ TEST(MatmulKernels, EveryPathAddsInTheReferenceOrder) {
 TEST(MatmulKernels, DoublesAddInTheReferenceOrder) {
   manual_seed(6);
   for (const int64_t m : {2, 5, 9}) {
-    for (const int64_t n : {3, 4, 12, 24, 25, 33}) {
+    for (const int64_t n : {3, 4, 8, 12, 16, 20, 24, 25, 33}) {  // the row path's 1 to 6 widths, then tiles
       for (const int64_t k : {7, 257}) expect_reference_order<double>(m, n, k, false, true, DType::Float64);
     }
   }
@@ -93,6 +94,33 @@ TEST(MatmulKernels, AddingOntoAStartingValueFollowsTheReferenceOrder) {
       }
     }
   }
+}
+
+// linear: the bias is the sum's starting value, read in place of C by the first block (addmm's start row),
+// for every width of the row path and past it, float and double.
+template <typename T> void expect_linear_in_reference_order(DType dtype) {
+  for (const int64_t m : {2, 9, 13}) {
+    for (const int64_t n : {2, 8, 13, 16, 24, 40, 48, 70}) {
+      for (const int64_t k : {5, 300}) {
+        Tensor x = randn({m, k}, dtype), w = randn({n, k}, dtype), bias = randn({n}, dtype);
+        Tensor want = reference_product<T>(x, w.t(), bias.expand({m, n}));
+        EXPECT_TRUE(equal(linear(x, w, bias), want)) << fmt::format("linear [{},{}] -> {} ({})", m, k, n, dtype_name(dtype));
+      }
+    }
+  }
+}
+
+// New buffers start as NaN while one lives: what a kernel reads from C instead of the bias shows.
+struct PoisonedBuffers {
+  PoisonedBuffers() { cpu::set_poison_allocations(true); }
+  ~PoisonedBuffers() { cpu::set_poison_allocations(false); }
+};
+
+TEST(MatmulKernels, LinearStartsFromTheBiasInTheReferenceOrder) {
+  PoisonedBuffers poison;
+  manual_seed(9);
+  expect_linear_in_reference_order<float>(DType::Float32);
+  expect_linear_in_reference_order<double>(DType::Float64);
 }
 
 TEST(MatmulKernels, BatchedProductsAddInTheReferenceOrder) {
