@@ -3,7 +3,8 @@
 // bench/torch/gpt.py (PyTorch) and bench/libtorch/gpt.cpp: same model, seed, batches, optimizer and output.
 //
 //   build/bin/bench_gpt [--layers 3] [--dim 96] [--heads 4] [--context 64] [--batch 16] [--threads 1]
-//                       [--steps 50] [--warmup 5] [--numerics exact|fast] [--device cpu|cuda] [--phases]
+//                       [--steps 50] [--warmup 5] [--numerics exact|fast] [--device cpu|cuda]
+//                       [--attention auto|composed|flash] [--phases]
 //
 // The model: GPTConfig{vocab = the workshop text's 13 characters, context_length = --context, emb_dim = --dim,
 // n_heads = --heads, n_layers = --layers, dropout 0, no qkv bias}, built after manual_seed(7) (so its
@@ -13,7 +14,9 @@
 // schedule cost nothing worth timing). One timed step: draw a batch of random windows (nn::random_windows),
 // forward, cross_entropy, zero_grad, backward, clip_grad_norm_, AdamW step.
 //
-// --numerics as in bench_char_model (without it SCRATCHGRAD_NUMERICS decides, else fast). The last line
+// --numerics as in bench_char_model (without it SCRATCHGRAD_NUMERICS decides, else fast). --attention sets
+// every block's nn::AttentionKernel (auto: the model's default; composed: causal_scores, softmax and
+// tril_matmul at every length; flash: scaled_dot_product_attention at every length). The last line
 // is machine-readable (bench/common.h):
 //   ms_per_step=<median> ms_mean=<mean> rss_mb=<peak RSS of the process> rss_base_mb=<RSS before the model>
 #include <chrono>
@@ -35,6 +38,7 @@ struct Options {
   int64_t layers = 3, dim = 96, heads = 4, context = 64, batch = 16, threads = 1, steps = 50, warmup = 5;
   std::string numerics;  // exact|fast; empty: SCRATCHGRAD_NUMERICS, else fast
   std::string device = "cpu";
+  std::string attention = "auto";  // auto, composed or flash (nn::AttentionKernel)
   bool phases = false;   // print the mean time of each phase of a step
 };
 
@@ -42,7 +46,8 @@ struct Options {
   std::fprintf(stderr,
                "bench_gpt: %s\n"
                "usage: bench_gpt [--layers L] [--dim D] [--heads H] [--context T] [--batch B] [--threads N]\n"
-               "                 [--steps N] [--warmup N] [--numerics exact|fast] [--device cpu|cuda] [--phases]\n",
+               "                 [--steps N] [--warmup N] [--numerics exact|fast] [--device cpu|cuda]\n"
+               "                 [--attention auto|composed|flash] [--phases]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -52,10 +57,12 @@ Options parse(int argc, char** argv) {
   bench::Flags flags;
   flags.ints = {{"--layers", &o.layers},   {"--dim", &o.dim},     {"--heads", &o.heads},  {"--context", &o.context},
                 {"--batch", &o.batch},     {"--threads", &o.threads}, {"--steps", &o.steps}, {"--warmup", &o.warmup}};
-  flags.strings = {{"--numerics", &o.numerics}, {"--device", &o.device}};
+  flags.strings = {{"--numerics", &o.numerics}, {"--device", &o.device}, {"--attention", &o.attention}};
   flags.switches = {{"--phases", &o.phases}};
   bench::parse_flags(argc, argv, flags, [](const std::string& problem) { usage(problem); });
   if (o.dim % o.heads != 0) usage("--heads must divide --dim");
+  if (o.attention != "auto" && o.attention != "composed" && o.attention != "flash")
+    usage("--attention must be auto, composed or flash");
   return o;
 }
 
@@ -89,6 +96,9 @@ int main(int argc, char** argv) {
   nn::GPTModel model({.vocab_size = V, .context_length = T, .emb_dim = o.dim, .n_heads = o.heads,
                       .n_layers = o.layers, .drop_rate = 0.0, .qkv_bias = false});
   model.to(device);
+  if (o.attention != "auto")
+    for (const auto& block : *model.trf_blocks)
+      block->att->attention = nn::parse_attention_kernel(o.attention, "--attention");
   auto [decay, no_decay] = nn::weight_decay_groups(model);  // as examples/cli/trainer.cpp's gpt_optimizer
   optim::AdamW opt(tensors_of(decay), {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
   opt.add_param_group(tensors_of(no_decay), {{"weight_decay", 0.0}});

@@ -208,8 +208,9 @@ template <typename T, int64_t W>
 // A row is W = n rounded up to 32 bytes: W values of B per term (used in place when B's rows are already
 // contiguous and W wide) and W accumulators, as NV vectors of VB bytes and, when W is not a whole number of
 // them, one of half that: with AVX-512 a row of 24 floats is one 16-float vector and one 8-float one, two
-// multiplies and two adds per term where 8-float vectors took three of each. (On the AMD EPYC VM, seed
-// shapes: 128 x 24 x 24 1.67 -> 1.47 µs, its weight gradient 24 x 128 x 24 1.58 -> 1.30 µs.)
+// multiplies and two adds per term where 8-float vectors took three of each. (AMD EPYC VM, the seed's
+// shapes: 128 x 24 x 24 1.70 -> 1.44 µs, its weight gradient 24 x 128 x 24 1.60 -> 1.41 µs, the linear
+// with its bias 2.03 -> 1.60 µs.) Rows of at most 8 floats stay one 8-float vector.
 // R rows go together so that R·(NV + NT) independent chains are in flight: one row alone would wait on
 // its adds' latency at every p (4 cycles), with the CPU's two add units mostly idle.
 // With AVX-512 compiled in there are 32 vector registers instead of 16, so more rows (up to 28 registers
@@ -218,6 +219,13 @@ constexpr int64_t kNarrowBytes = 6 * 32;
 template <int NV, int NT, int VB> constexpr int kRowsTogether =
     VB == 64 ? 8 : (NV == 1 ? 8 : NV <= 3 ? 4 : NV == 4 ? 3 : 2);
 
+// One vector of a row of C: stored (first), or added to the start row or to what C holds.
+template <typename V, typename T>
+[[gnu::always_inline]] inline void write_vector(T* c, V acc, bool first, const T* start) {
+  if (!first) acc = acc + load_vector<V>(start ? start : c);
+  __builtin_memcpy(c, &acc, sizeof(V));
+}
+
 template <typename T, int VB, int NV, int NT, int R>
 [[gnu::always_inline]] inline void row_block(int64_t kc, const T* a_rows, int64_t ars, int64_t acs, const T* b,
                                              int64_t b_stride, bool first, const T* start, int64_t n, T* c_rows,
@@ -225,7 +233,7 @@ template <typename T, int VB, int NV, int NT, int R>
   using V = typename Vector32<T, VB>::type;  // NV of these per row,
   using H = typename Vector32<T, VB / 2>::type;  // and NT (0 or 1) of these after them
   constexpr int64_t VL = int64_t(sizeof(V) / sizeof(T)), HL = VL / 2, W = NV * VL + NT * HL;
-  V acc[R][NV + 1];  // (+ 1: never an empty array)
+  V acc[R][NV];
   H tail[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -235,7 +243,7 @@ template <typename T, int VB, int NV, int NT, int R>
   }
   for (int64_t p = 0; p < kc; ++p) {
     const T* b_row = b + p * b_stride;
-    V bv[NV + 1];
+    V bv[NV];
     H bt{};
     // Fully unrolled, so that every accumulator lives in a register: left to itself, GCC keeps this tile
     // in memory in the AVX2 build (a load and a store per add) and that build ran 1.6x slower.
@@ -252,26 +260,25 @@ template <typename T, int VB, int NV, int NT, int R>
   }
   for (int r = 0; r < R; ++r) {
     T* c_row = c_rows + r * crs;
-    T row[W];
-    if constexpr (NV > 0) __builtin_memcpy(row, acc[r], NV * sizeof(V));
-    if constexpr (NT == 1) __builtin_memcpy(row + NV * VL, &tail[r], sizeof(H));
-    int64_t done = 0;
-    if (ccs == 1) {  // the common case, a contiguous row of C: whole vectors stored, or added to C or the start row
-      if constexpr (NV > 0)
-        for (; done + VL <= n; done += VL) {
-          V out = load_vector<V>(row + done);
-          if (!first) out = out + load_vector<V>(start ? start + done : c_row + done);
-          __builtin_memcpy(c_row + done, &out, sizeof(V));
+    int64_t done = 0;  // columns written straight from the registers, as whole vectors
+    if (ccs == 1) {  // the common case, a contiguous row of C
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v)
+        if (done + VL <= n) {
+          write_vector(c_row + done, acc[r][v], first, start ? start + done : nullptr);
+          done += VL;
         }
       if constexpr (NT == 1)
         if (done + HL <= n) {
-          H out = load_vector<H>(row + done);
-          if (!first) out = out + load_vector<H>(start ? start + done : c_row + done);
-          __builtin_memcpy(c_row + done, &out, sizeof(H));
+          write_vector(c_row + done, tail[r], first, start ? start + done : nullptr);
           done += HL;
         }
     }
-    for (int64_t col = done; col < n; ++col) {  // the rest value by value (the same add, one lane at a time)
+    if (done == n) continue;
+    T row[W];  // the rest value by value (the same add, one lane at a time)
+    __builtin_memcpy(row, acc[r], NV * sizeof(V));
+    if constexpr (NT == 1) __builtin_memcpy(row + NV * VL, &tail[r], sizeof(H));
+    for (int64_t col = done; col < n; ++col) {
       T& out = c_row[col * ccs];
       out = first ? row[col] : row[col] + (start ? start[col] : out);
     }
@@ -332,25 +339,25 @@ template <typename T, int VB>
   const int64_t w32 = (n + L32 - 1) / L32;
   // (a macro, not a table of function pointers or a lambda: each case must be inlined here, where it is
   // compiled for this function's instruction set)
-#define SCRATCHGRAD_ROWS(NV, NT) \
-  return exact_gemm_rows<T, VB, NV, NT>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, add_to_c, start), true
+#define SCRATCHGRAD_ROWS(VB_, NV, NT) \
+  return exact_gemm_rows<T, VB_, NV, NT>(m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, add_to_c, start), true
   if constexpr (VB == 64) {
     switch (w32) {
-      case 1: SCRATCHGRAD_ROWS(0, 1);
-      case 2: SCRATCHGRAD_ROWS(1, 0);
-      case 3: SCRATCHGRAD_ROWS(1, 1);
-      case 4: SCRATCHGRAD_ROWS(2, 0);
-      case 5: SCRATCHGRAD_ROWS(2, 1);
-      case 6: SCRATCHGRAD_ROWS(3, 0);
+      case 1: SCRATCHGRAD_ROWS(32, 1, 0);  // as in the AVX2 kernels (an 8-float half of the wide kernel: 3-10% slower)
+      case 2: SCRATCHGRAD_ROWS(VB, 1, 0);
+      case 3: SCRATCHGRAD_ROWS(VB, 1, 1);
+      case 4: SCRATCHGRAD_ROWS(VB, 2, 0);
+      case 5: SCRATCHGRAD_ROWS(VB, 2, 1);
+      case 6: SCRATCHGRAD_ROWS(VB, 3, 0);
     }
   } else {
     switch (w32) {
-      case 1: SCRATCHGRAD_ROWS(1, 0);
-      case 2: SCRATCHGRAD_ROWS(2, 0);
-      case 3: SCRATCHGRAD_ROWS(3, 0);
-      case 4: SCRATCHGRAD_ROWS(4, 0);
-      case 5: SCRATCHGRAD_ROWS(5, 0);
-      case 6: SCRATCHGRAD_ROWS(6, 0);
+      case 1: SCRATCHGRAD_ROWS(VB, 1, 0);
+      case 2: SCRATCHGRAD_ROWS(VB, 2, 0);
+      case 3: SCRATCHGRAD_ROWS(VB, 3, 0);
+      case 4: SCRATCHGRAD_ROWS(VB, 4, 0);
+      case 5: SCRATCHGRAD_ROWS(VB, 5, 0);
+      case 6: SCRATCHGRAD_ROWS(VB, 6, 0);
     }
   }
 #undef SCRATCHGRAD_ROWS
