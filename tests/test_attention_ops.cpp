@@ -7,7 +7,6 @@
 #include <limits>
 
 #include "autograd/autograd.h"
-#include "autograd/cpu/buffer_cache.h"
 #include "autograd/inspect/gradcheck.h"
 #include "test_helpers.h"
 
@@ -51,10 +50,7 @@ void expect_same_bits(const Shape& qkv_shape, DType dtype) {
 }
 
 // Outputs start as NaN here: an entry the skipping kernels should have written but did not shows.
-struct PoisonedBuffers {
-  PoisonedBuffers() { cpu::set_poison_allocations(true); }
-  ~PoisonedBuffers() { cpu::set_poison_allocations(false); }
-};
+using testing_helpers::PoisonedBuffers;
 
 TEST(CausalAttentionOps, SameBitsAsTheDenseOpsForwardAndBackward) {
   PoisonedBuffers poison;

@@ -17,7 +17,6 @@
 
 #include <fmt/format.h>
 
-#include "autograd/cpu/buffer_cache.h"
 #include "autograd/cpu/runtime.h"
 #include "nn/nn.h"
 #include "tests/test_helpers.h"
@@ -195,7 +194,7 @@ TEST(FastNumerics, TransposedOperandsChangeNoBit) {
 // ops, with every entry written (the buffers start as NaN), on one thread and two, in float and double.
 TEST(FastNumerics, CausalScoresScaledInsideTheProductChangeNoBit) {
   NumericsGuard fast(Numerics::fast);
-  cpu::set_poison_allocations(true);
+  testing_helpers::PoisonedBuffers poison;
   const int before = get_num_threads();
   for (int threads : {1, 2}) {
     for (DType dtype : {DType::Float32, DType::Float64}) {
@@ -214,7 +213,6 @@ TEST(FastNumerics, CausalScoresScaledInsideTheProductChangeNoBit) {
     }
   }
   set_num_threads(before);
-  cpu::set_poison_allocations(false);
 }
 
 // float64 gradchecks of the products in fast numerics (ctest reruns every gradcheck suite this way too).

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "autograd/cpu/buffer_cache.h"
 
 #ifndef SCRATCHGRAD_SOURCE_DIR
 #define SCRATCHGRAD_SOURCE_DIR "/work/main"
@@ -167,6 +168,15 @@ inline void record_refusal(const std::string& call, const std::string& message) 
   std::ofstream(file, std::ios::app) << test->test_suite_name() << '.' << test->name() << '\t' << one_line(call) << '\t'
                                      << one_line(message) << '\n';
 }
+
+// While one lives, new CPU buffers start as NaN bytes: an output entry a kernel should have written but
+// did not, or a value it read from C instead of its real source, shows in the result.
+struct PoisonedBuffers {
+  PoisonedBuffers() { autograd::cpu::set_poison_allocations(true); }
+  ~PoisonedBuffers() { autograd::cpu::set_poison_allocations(false); }
+  PoisonedBuffers(const PoisonedBuffers&) = delete;
+  PoisonedBuffers& operator=(const PoisonedBuffers&) = delete;
+};
 
 }  // namespace testing_helpers
 

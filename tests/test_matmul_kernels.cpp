@@ -13,8 +13,8 @@
 #include <fmt/format.h>
 
 #include "autograd/autograd.h"
-#include "autograd/cpu/buffer_cache.h"
 #include "autograd/cpu/kernels.h"
+#include "test_helpers.h"
 
 using namespace autograd;
 
@@ -110,14 +110,8 @@ template <typename T> void expect_linear_in_reference_order(DType dtype) {
   }
 }
 
-// New buffers start as NaN while one lives: what a kernel reads from C instead of the bias shows.
-struct PoisonedBuffers {
-  PoisonedBuffers() { cpu::set_poison_allocations(true); }
-  ~PoisonedBuffers() { cpu::set_poison_allocations(false); }
-};
-
 TEST(MatmulKernels, LinearStartsFromTheBiasInTheReferenceOrder) {
-  PoisonedBuffers poison;
+  testing_helpers::PoisonedBuffers poison;  // what a kernel reads from C instead of the bias shows
   manual_seed(9);
   expect_linear_in_reference_order<float>(DType::Float32);
   expect_linear_in_reference_order<double>(DType::Float64);
