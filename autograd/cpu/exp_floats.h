@@ -2,8 +2,8 @@
 //
 // Softmax, log_softmax and their gradients need one exp per element, and PyTorch's portable kernels
 // take it from the C library's expf (docs/parity.md). Calling expf once per element was a fifth of a
-// seed-size training step; exp_floats computes the same function on 16 floats at once and gives the
-// same bits (see exp_floats.cpp for how, and tests/test_exp_floats.cpp for the proof).
+// seed-size training step; exp_floats computes the same function on 16 floats at once (8 with AVX2) and
+// gives the same bits (see exp_floats.cpp for how, and tests/test_exp_floats.cpp for the proof).
 #pragma once
 #include <cstdint>
 
@@ -17,8 +17,8 @@ void exp_floats(const float* x, float* y, int64_t n);
 // value; only which of +0 and -0 wins a tie could differ, and x − max has the same exp either way.)
 void row_maxima(const float* x, int64_t rows, int64_t n, float* out);
 
-// True when exp_floats runs 16 lanes at a time: the CPU has AVX-512 and a start-up check found the
-// vector code agreeing with this process's expf. False: exp_floats is a loop over std::exp.
+// True when exp_floats runs on vectors (16 lanes with AVX-512, 8 with AVX2 and FMA) and a start-up check
+// found the vector code agreeing with this process's expf. False: exp_floats is a loop over std::exp.
 bool exp_floats_vectorised();
 
 }  // namespace autograd::cpu

@@ -1,4 +1,4 @@
-// tanh_floats.cpp — the C library's tanhf, 16 lanes at a time, bit for bit.
+// tanh_floats.cpp — the C library's tanhf, 16 lanes at a time (8 on CPUs with AVX2 but not AVX-512), bit for bit.
 //
 // glibc up to 2.40 (Debian 12 has 2.36) computes tanhf with the classic fdlibm algorithm in float
 // arithmetic, every operation rounded to float (no fused multiply-adds, no double precision):
@@ -21,6 +21,7 @@
 // std::tanh per element if they disagree: a different C library can cost speed, never bits.
 #include "autograd/cpu/tanh_floats.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -31,6 +32,8 @@
 // GCC 12's AVX-512 conversions start from an "undefined" register on purpose and then warn about it.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The generic-vector helpers are always inlined into the AVX2 function, so no vector crosses a call.
+#pragma GCC diagnostic ignored "-Wpsabi"
 #include <immintrin.h>
 #define SCRATCHGRAD_HAVE_AVX512_TANH 1
 #endif
@@ -165,9 +168,110 @@ TARGET __m512 expm1_16(__m512 y) {
 
 #undef TARGET
 
+// ---- the same steps on GCC's generic vectors, for CPUs with AVX2 but not AVX-512 (8 lanes)
+// A comparison gives a lane mask (all ones or zero), `mask ? a : b` picks lane by lane, a cast between
+// vectors of one size keeps the bits, and __builtin_convertvector truncates like the library's (int).
+// Only multiplies, adds, subtractions and divisions, never fused (the build's -ffp-contract=off): the bits
+// are the library's, as the 16-lane version's are.
+typedef float Floats8 __attribute__((vector_size(32)));
+typedef int32_t Ints8 __attribute__((vector_size(32)));
+typedef uint32_t Unsigned8 __attribute__((vector_size(32)));
+
+template <typename V> [[gnu::always_inline]] inline V splat_of(auto value) { return V{} + value; }
+template <typename F, typename I> [[gnu::always_inline]] inline F from_bits(I bits) { return F(bits); }
+template <typename F, typename I> [[gnu::always_inline]] inline F times_power_of_two(F y, I k) {  // y · 2^k
+  return F(I(y) + (k << 23));
+}
+
+// expm1f(y) on the lanes of F, for tanh's range (see expm1_16).
+template <typename F, typename I, typename U> [[gnu::always_inline]] inline F expm1_lanes(F y) {
+  const I bits = I(y), hx = bits & 0x7fffffff;
+  const I negative = bits < 0, reduced = hx > kHalfLn2, near = hx < kThreeHalvesLn2, tiny = hx < kTwoToMinus25;
+
+  // k: 0 (|y| <= ½ln 2), ±1 (up to 1.5 ln 2), else (int)(y/ln 2 ± ½)
+  const F half = negative ? splat_of<F>(-0.5f) : splat_of<F>(0.5f);
+  const I k_far = __builtin_convertvector(from_bits<F>(splat_of<I>(int(kInvLn2))) * y + half, I);
+  const I plus_minus_one = negative ? splat_of<I>(-1) : splat_of<I>(1);
+  const I k = reduced ? (near ? plus_minus_one : k_far) : I{};
+
+  // y = hi − lo exactly as the library splits it; for k = 0 this leaves x = y and c = 0.
+  const F t = __builtin_convertvector(k, F);
+  const F hi = y - t * from_bits<F>(splat_of<I>(int(kLn2Hi)));
+  const F lo = t * from_bits<F>(splat_of<I>(int(kLn2Lo)));
+  const F x = hi - lo;
+  const F c = (hi - x) - lo;
+
+  // the rational approximation on the reduced argument
+  const F hfx = 0.5f * x;
+  const F hxs = x * hfx;
+  F poly = from_bits<F>(splat_of<I>(int(kQ4))) + hxs * from_bits<F>(splat_of<I>(int(kQ5)));
+  poly = from_bits<F>(splat_of<I>(int(kQ3))) + hxs * poly;
+  poly = from_bits<F>(splat_of<I>(int(kQ2))) + hxs * poly;
+  poly = from_bits<F>(splat_of<I>(int(kQ1))) + hxs * poly;
+  const F r1 = 1.0f + hxs * poly;
+  const F t3 = 3.0f - r1 * hfx;
+  const F e = hxs * ((r1 - t3) / (6.0f - x * t3));
+
+  // k = 0
+  const F k_zero = x - (x * e - hxs);
+  // k != 0: the correction for c, then the formula that suits k
+  const F ec = (x * (e - c) - c) - hxs;
+  const F x_minus_ec = x - ec;
+  const F k_minus_one = 0.5f * x_minus_ec - 0.5f;
+  const F k_one = x < -0.25f ? -2.0f * (ec - (x + 0.5f)) : 1.0f + 2.0f * x_minus_ec;
+  const F k_far_out = times_power_of_two(1.0f - (ec - x), k) - 1.0f;  // k <= −2, k > 56
+  const I top = 0x3f800000 - I(splat_of<U>(0x1000000u) >> U(k & 31));  // 1 − 2^−k (the shift: 2 <= k < 23)
+  const F k_mid = times_power_of_two(from_bits<F>(top) - (ec - x), k);  // 2 <= k < 23
+  const F two_to_minus_k = from_bits<F>((0x7f - k) << 23);
+  const F k_high = times_power_of_two((x - (ec + two_to_minus_k)) + 1.0f, k);  // 23 <= k <= 56
+
+  F result = k_far_out;
+  result = k >= 2 && k < 23 ? k_mid : result;
+  result = k >= 23 && k <= 56 ? k_high : result;
+  result = k == 1 ? k_one : result;
+  result = k == -1 ? k_minus_one : result;
+  result = k == 0 ? k_zero : result;
+  return tiny ? y : result;  // |y| < 2^-25: y itself
+}
+
+// tanhf on the lanes of F (see tanh16); NaN and ±inf lanes are left for the caller.
+template <typename F, typename I, typename U> [[gnu::always_inline]] inline F tanh_lanes(F x) {
+  const I ix = I(x) & 0x7fffffff;
+  const F a = from_bits<F>(ix);
+  const I at_least_one = ix >= kOne;
+  const F t = expm1_lanes<F, I, U>(at_least_one ? 2.0f * a : -2.0f * a);
+  const F t_plus_two = t + 2.0f;
+  F z = at_least_one ? 1.0f - 2.0f / t_plus_two : (0.0f - t) / t_plus_two;
+  z = ix >= kTwentyTwo ? splat_of<F>(1.0f - 1.0e-30f) : z;
+  z = from_bits<F>(I(z) ^ (I(x) & int(0x80000000u)));  // −z where x is negative
+  return ix < kTiny ? x * (1.0f + x) : z;
+}
+
+// 8 values from `in` to `out` (in may be out).
+[[gnu::target("avx2")]] inline void tanh8(const float* in, float* out) {
+  Floats8 x, y;
+  __builtin_memcpy(&x, in, sizeof x);
+  y = tanh_lanes<Floats8, Ints8, Unsigned8>(x);
+  __builtin_memcpy(out, &y, sizeof y);
+  const Ints8 special = (Ints8(x) & 0x7fffffff) >= kInfinity;
+  for (int left = _mm256_movemask_ps(__m256(special)); left != 0; left &= left - 1)  // rare: NaN and ±inf,
+    out[__builtin_ctz(left)] = std::tanh(x[__builtin_ctz(left)]);  // one by one, from x as loaded
+}
+
+// y[0..n) = tanhf(x[0..n)), 8 at a time; a last, partial vector through a copy padded with zeros.
+[[gnu::target("avx2")]] void tanh_avx2(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) tanh8(x + i, y + i);
+  if (i == n) return;
+  float part[8] = {};
+  std::copy(x + i, x + n, part);
+  tanh8(part, part);
+  std::copy(part, part + (n - i), y + i);
+}
+
 // The start-up check: every 65521st bit pattern of each sign (all exponents, so every branch of expm1
 // and of tanh), and the edges between the branches.
-bool vector_matches_library() {
+bool vector_matches_library(void (*vectorised)(const float*, float*, int64_t)) {
   std::vector<float> inputs = {0.0f, -0.0f, 1.0f, -1.0f, 22.0f, -22.0f, 0x1p-55f, -0x1p-55f, 0.34657359f, 0.5f,
                                std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                                std::numeric_limits<float>::quiet_NaN()};
@@ -176,7 +280,7 @@ bool vector_matches_library() {
     inputs.push_back(std::bit_cast<float>(bits | 0x80000000u));
   }
   std::vector<float> fast(inputs.size());
-  tanh_avx512(inputs.data(), fast.data(), int64_t(inputs.size()));
+  vectorised(inputs.data(), fast.data(), int64_t(inputs.size()));
   for (size_t i = 0; i < inputs.size(); ++i)
     if (std::bit_cast<uint32_t>(fast[i]) != std::bit_cast<uint32_t>(std::tanh(inputs[i]))) return false;
   return true;
@@ -186,19 +290,26 @@ bool vector_matches_library() {
 
 }  // namespace
 
-bool tanh_floats_vectorised() {
+namespace {
+// The vector version this CPU runs, once it has matched the library: 16 lanes, 8 lanes, or none.
+using TanhLoop = void (*)(const float*, float*, int64_t);
+TanhLoop vectorised_tanh() {
 #ifdef SCRATCHGRAD_HAVE_AVX512_TANH
-  static const bool yes = avx512_kernels() && vector_matches_library();
-  return yes;
+  static const TanhLoop chosen = [] {
+    const TanhLoop candidate = avx512_kernels() ? tanh_avx512 : has_avx2() ? tanh_avx2 : nullptr;
+    return candidate && vector_matches_library(candidate) ? candidate : nullptr;
+  }();
+  return chosen;
 #else
-  return false;
+  return nullptr;
 #endif
 }
+}  // namespace
+
+bool tanh_floats_vectorised() { return vectorised_tanh() != nullptr; }
 
 void tanh_floats(const float* x, float* y, int64_t n) {
-#ifdef SCRATCHGRAD_HAVE_AVX512_TANH
-  if (tanh_floats_vectorised()) return tanh_avx512(x, y, n);
-#endif
+  if (const TanhLoop vectorised = vectorised_tanh()) return vectorised(x, y, n);
   tanh_scalar(x, y, n);
 }
 

@@ -12,8 +12,8 @@ namespace autograd::cpu {
 // y[i] = std::tanh(x[i]) for 0 <= i < n, bit for bit. x and y may be the same array.
 void tanh_floats(const float* x, float* y, int64_t n);
 
-// True when tanh_floats runs 16 lanes at a time: the CPU has AVX-512 and a start-up check found the
-// vector code agreeing with this process's tanhf. False: tanh_floats is a loop over std::tanh.
+// True when tanh_floats runs on vectors (16 lanes with AVX-512, 8 with AVX2) and a start-up check found
+// the vector code agreeing with this process's tanhf. False: tanh_floats is a loop over std::tanh.
 bool tanh_floats_vectorised();
 
 }  // namespace autograd::cpu
