@@ -60,13 +60,18 @@ template <typename F, Decay decay, bool amsgrad>
     adam_element<F, decay, amsgrad>(c, p[i], g[i], m[i], v[i], amsgrad ? vmax + i : nullptr);
 }
 
-// The same loop compiled twice: for baseline x86-64 (4 floats per instruction) and, where the CPU has
-// it, AVX-512 (16). Every operation is still one IEEE-rounded multiply, add, divide or square root, so
-// the two give the same bits (-ffp-contract=off: no fused multiply-add in either).
+// The same loop compiled three times: for baseline x86-64 (4 floats per instruction) and, where the CPU
+// has it, AVX2 (8) or AVX-512 (16). Every operation is still one IEEE-rounded multiply, add, divide or
+// square root, so all give the same bits (-ffp-contract=off: no fused multiply-add in any).
 #if defined(__x86_64__) && defined(__GNUC__)
 template <typename F, Decay decay, bool amsgrad>
 [[gnu::target("avx512f")]] void adam_loop_avx512(const AdamScalars<F>& c, int64_t n, F* p, const F* g, F* m, F* v,
                                                  F* vmax) {
+  adam_loop_body<F, decay, amsgrad>(c, n, p, g, m, v, vmax);
+}
+template <typename F, Decay decay, bool amsgrad>
+[[gnu::target("avx2")]] void adam_loop_avx2(const AdamScalars<F>& c, int64_t n, F* p, const F* g, F* m, F* v,
+                                            F* vmax) {
   adam_loop_body<F, decay, amsgrad>(c, n, p, g, m, v, vmax);
 }
 #endif
@@ -79,6 +84,7 @@ void adam_loop(const AdamScalars<F>& c, int64_t n, F* p, const F* g, F* m, F* v,
     F* vm = vmax ? vmax + i0 : nullptr;
 #if defined(__x86_64__) && defined(__GNUC__)
     if (avx512_kernels()) return adam_loop_avx512<F, decay, amsgrad>(c, k, p + i0, g + i0, m + i0, v + i0, vm);
+    if (has_avx2()) return adam_loop_avx2<F, decay, amsgrad>(c, k, p + i0, g + i0, m + i0, v + i0, vm);
 #endif
     adam_loop_body<F, decay, amsgrad>(c, k, p + i0, g + i0, m + i0, v + i0, vm);
   });

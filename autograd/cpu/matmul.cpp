@@ -214,10 +214,13 @@ template <typename T, int64_t W>
 // R rows go together so that R·(NV + NT) independent chains are in flight: one row alone would wait on
 // its adds' latency at every p (4 cycles), with the CPU's two add units mostly idle.
 // With AVX-512 compiled in there are 32 vector registers instead of 16, so more rows (up to 28 registers
-// in use): each loaded vector of B then serves more rows.
+// in use): each loaded vector of B then serves more rows. With 16, rows of 3 vectors go 3 at a time: 4 rows
+// made 12 accumulators, 3 vectors of B, a broadcast and a product, one register too many, and GCC kept an
+// accumulator on the stack (a store and a load in its chain at every p: the seed's weight gradient,
+// 24 x 128 x 24, took 3.49 µs that way and 2.12 µs with 3 rows, AMD EPYC Zen 3).
 constexpr int64_t kNarrowBytes = 6 * 32;
 template <int NV, int NT, int VB> constexpr int kRowsTogether =
-    VB == 64 ? 8 : (NV == 1 ? 8 : NV <= 3 ? 4 : NV == 4 ? 3 : 2);
+    VB == 64 ? 8 : (NV == 1 ? 8 : NV == 2 ? 4 : NV <= 4 ? 3 : 2);
 
 // One vector of a row of C: stored (first), or added to the start row or to what C holds.
 template <typename V, typename T>

@@ -196,7 +196,7 @@ void layer_norm_backward_rows(const Tensor& dy, const Tensor& x, const Tensor& m
 // The same formulas for float rows, with every sum kept in 16 lanes (element j in lane j % 16, the lanes
 // folded pairwise at the end) instead of PyTorch's per-lane Welford pass and its 8-lane sums: vector
 // code, and a two-pass variance (the mean first, then Σ (x − mean)²) for accuracy. Plain multiplies and
-// adds, so the AVX-512 twin the compiler vectorises and the baseline loop give the same bits.
+// adds, so the AVX-512 and AVX2 twins the compiler vectorises and the baseline loop give the same bits.
 constexpr int64_t kFastLanes = 16;
 
 // Σ v(j) for j in [0, n), in kFastLanes lanes folded pairwise, then the leftover elements.
@@ -259,13 +259,18 @@ struct FastLayerNormGradRows {
 template <typename Rows> [[gnu::target("avx512f")]] void rows_avx512(const Rows& rows, int64_t i0, int64_t i1) {
   rows(i0, i1);
 }
+template <typename Rows> [[gnu::target("avx2")]] void rows_avx2(const Rows& rows, int64_t i0, int64_t i1) {
+  rows(i0, i1);
+}
 #endif
 
-// rows(i0, i1) over [0, count), split over threads (rows are independent), AVX-512 where the CPU has it.
+// rows(i0, i1) over [0, count), split over threads (rows are independent), AVX-512 or AVX2 where the CPU
+// has it (the same bits: the lanes are fixed by lanes_sum, not by the vector width).
 template <typename Rows> void run_fast_rows(const Rows& rows, int64_t count, int64_t n) {
   parallel_ranges(count, n, [&](int64_t i0, int64_t i1) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (avx512_kernels()) return rows_avx512(rows, i0, i1);
+    if (has_avx2()) return rows_avx2(rows, i0, i1);
 #endif
     rows(i0, i1);
   });
