@@ -184,6 +184,53 @@ template <int G>
     store_lanes(result + 16 * g, lanes[g], total);
   }
 }
+// The same on 8-float vectors, for CPUs with AVX2 but not AVX-512: up to 24 columns at a time (3 vectors
+// per level, 12 accumulators of the 16 registers); a last, partial vector is read and written masked.
+[[gnu::target("avx2"), gnu::always_inline]] inline __m256 load_columns(const float* p, bool whole, __m256i lanes) {
+  return whole ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes);
+}
+template <int G>
+[[gnu::target("avx2")]] void cascade_columns_avx2(const float* base, int64_t rs, int64_t count, int64_t cols,
+                                                  float* result) {
+  const CascadeLevels levels(count);  // four levels, as cascade_columns_with
+  const int64_t level_power = levels.power, level_step = levels.step, level_mask = levels.mask;
+  const int64_t in_last = cols - 8 * (G - 1);  // 1..8 columns in the last vector
+  const __m256i last_lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(in_last)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  bool whole[G];
+  for (int g = 0; g < G; ++g) whole[g] = g < G - 1 || in_last == 8;
+  __m256 l0[G], l1[G], l2[G], l3[G];
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) l0[g] = l1[g] = l2[g] = l3[g] = _mm256_setzero_ps();
+  int64_t i = 0;
+  while (i + level_step <= count) {
+    for (int64_t j = 0; j < level_step; ++j, ++i)
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) l0[g] = _mm256_add_ps(l0[g], load_columns(base + i * rs + 8 * g, whole[g], last_lanes));
+    const bool up2 = (i & (level_mask << level_power)) == 0, up3 = up2 && (i & (level_mask << (2 * level_power))) == 0;
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) {
+      l1[g] = _mm256_add_ps(l1[g], l0[g]);
+      l0[g] = _mm256_setzero_ps();
+      if (up2) {
+        l2[g] = _mm256_add_ps(l2[g], l1[g]);
+        l1[g] = _mm256_setzero_ps();
+      }
+      if (up3) {
+        l3[g] = _mm256_add_ps(l3[g], l2[g]);
+        l2[g] = _mm256_setzero_ps();
+      }
+    }
+  }
+  for (; i < count; ++i)
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g) l0[g] = _mm256_add_ps(l0[g], load_columns(base + i * rs + 8 * g, whole[g], last_lanes));
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) {
+    const __m256 total = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(l0[g], l1[g]), l2[g]), l3[g]);
+    if (whole[g]) _mm256_storeu_ps(result + 8 * g, total);
+    else _mm256_maskstore_ps(result + 8 * g, last_lanes, total);
+  }
+}
 #endif
 
 template <typename T> void cascade_columns(const T* base, int64_t rs, int64_t cs, int64_t count, int64_t cols, T* result) {
@@ -197,6 +244,17 @@ template <typename T> void cascade_columns(const T* base, int64_t rs, int64_t cs
           case 2: cascade_columns_avx512<2>(base + c0, rs, count, nc, result + c0); break;
           case 3: cascade_columns_avx512<3>(base + c0, rs, count, nc, result + c0); break;
           default: cascade_columns_avx512<4>(base + c0, rs, count, nc, result + c0); break;
+        }
+      }
+      return;
+    }
+    if (cs == 1 && has_avx2()) {
+      for (int64_t c0 = 0; c0 < cols; c0 += 24) {
+        const int64_t nc = std::min<int64_t>(24, cols - c0);
+        switch ((nc + 7) / 8) {
+          case 1: cascade_columns_avx2<1>(base + c0, rs, count, nc, result + c0); break;
+          case 2: cascade_columns_avx2<2>(base + c0, rs, count, nc, result + c0); break;
+          default: cascade_columns_avx2<3>(base + c0, rs, count, nc, result + c0); break;
         }
       }
       return;
