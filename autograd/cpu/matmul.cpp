@@ -50,9 +50,10 @@ namespace {
 // is loaded once per MR rows. NR fills two vectors of VB bytes: 256-bit (16 floats) with AVX2, 512-bit
 // (32 floats) with AVX-512 — the width changes how many entries run side by side, never an entry's order.
 // Rows per register tile: kMr<VB> x 2 vectors of accumulators (8 x 2 of the 32 registers with AVX-512,
-// 6 x 2 of 16 with AVX2, 4 x 2 with SSE). 8: measured best of 4..12 at D 256 (Intel Xeon). 6 with AVX2
-// (AMD EPYC Zen 3, bench_ops, exact products): 1024³ 62 -> 73 GFLOP/s and 4096 x 256 x 256 61 -> 70 against 4.
-template <int VB> constexpr int64_t kMr = VB == 64 ? 8 : VB == 32 ? 6 : 4;
+// 6 x 2 of 16 with AVX2; the baseline build, SSE2 or WebAssembly, compiles the AVX2 code's 32-byte vectors
+// as pairs). 8: measured best of 4..12 at D 256 (Intel Xeon). 6 with AVX2 (AMD EPYC Zen 3, bench_ops,
+// exact products): 1024³ 62 -> 73 GFLOP/s and 4096 x 256 x 256 61 -> 70, against 4.
+template <int VB> constexpr int64_t kMr = VB == 64 ? 8 : 6;
 
 template <typename T, int VB = 32> constexpr int64_t kNr = 2 * VB / int64_t(sizeof(T));
 

@@ -179,8 +179,10 @@ typedef uint32_t Unsigned8 __attribute__((vector_size(32)));
 
 template <typename V> [[gnu::always_inline]] inline V splat_of(auto value) { return V{} + value; }
 template <typename F, typename I> [[gnu::always_inline]] inline F from_bits(I bits) { return F(bits); }
-template <typename F, typename I> [[gnu::always_inline]] inline F times_power_of_two(F y, I k) {  // y · 2^k
-  return F(I(y) + (k << 23));
+// y · 2^k: k added to y's exponent field. (Bit arithmetic on unsigned lanes, which wrap: the lanes whose
+// k is out of range, later discarded, must not overflow a signed int, which UBSan would stop on.)
+template <typename F, typename U, typename I> [[gnu::always_inline]] inline F times_power_of_two(F y, I k) {
+  return F(U(y) + (U(k) << 23));
 }
 
 // expm1f(y) on the lanes of F, for tanh's range (see expm1_16).
@@ -219,11 +221,11 @@ template <typename F, typename I, typename U> [[gnu::always_inline]] inline F ex
   const F x_minus_ec = x - ec;
   const F k_minus_one = 0.5f * x_minus_ec - 0.5f;
   const F k_one = x < -0.25f ? -2.0f * (ec - (x + 0.5f)) : 1.0f + 2.0f * x_minus_ec;
-  const F k_far_out = times_power_of_two(1.0f - (ec - x), k) - 1.0f;  // k <= −2, k > 56
-  const I top = 0x3f800000 - I(splat_of<U>(0x1000000u) >> U(k & 31));  // 1 − 2^−k (the shift: 2 <= k < 23)
-  const F k_mid = times_power_of_two(from_bits<F>(top) - (ec - x), k);  // 2 <= k < 23
-  const F two_to_minus_k = from_bits<F>((0x7f - k) << 23);
-  const F k_high = times_power_of_two((x - (ec + two_to_minus_k)) + 1.0f, k);  // 23 <= k <= 56
+  const F k_far_out = times_power_of_two<F, U>(1.0f - (ec - x), k) - 1.0f;  // k <= −2, k > 56
+  const U top = 0x3f800000u - (splat_of<U>(0x1000000u) >> (U(k) & 31u));  // 1 − 2^−k (the shift: 2 <= k < 23)
+  const F k_mid = times_power_of_two<F, U>(from_bits<F>(top) - (ec - x), k);  // 2 <= k < 23
+  const F two_to_minus_k = from_bits<F>((0x7fu - U(k)) << 23);
+  const F k_high = times_power_of_two<F, U>((x - (ec + two_to_minus_k)) + 1.0f, k);  // 23 <= k <= 56
 
   F result = k_far_out;
   result = k >= 2 && k < 23 ? k_mid : result;
