@@ -158,17 +158,20 @@ template <typename T, int VB>
   const M lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
   const M lo2 = {0, 1, 8, 9, 4, 5, 12, 13}, hi2 = {2, 3, 10, 11, 6, 7, 14, 15};
   const M first_halves = {0, 1, 2, 3, 8, 9, 10, 11}, second_halves = {4, 5, 6, 7, 12, 13, 14, 15};
-  V t[8], u[8];
+  V t[8], u[8];  // (the loops unrolled, so that the 8 rows stay in registers, not in a stack array)
+#pragma GCC unroll 8
   for (int i = 0; i < 8; i += 2) {
     t[i] = __builtin_shuffle(r[i], r[i + 1], lo);
     t[i + 1] = __builtin_shuffle(r[i], r[i + 1], hi);
   }
+#pragma GCC unroll 8
   for (int i = 0; i < 8; i += 4) {
     u[i] = __builtin_shuffle(t[i], t[i + 2], lo2);
     u[i + 1] = __builtin_shuffle(t[i], t[i + 2], hi2);
     u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], lo2);
     u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], hi2);
   }
+#pragma GCC unroll 8
   for (int j = 0; j < 4; ++j) {
     r[j] = __builtin_shuffle(u[j], u[j + 4], first_halves);
     r[j + 4] = __builtin_shuffle(u[j], u[j + 4], second_halves);
@@ -189,14 +192,17 @@ template <typename T, int64_t W>
     for (int64_t col = 0; col < full_cols; col += 8) {
       for (int64_t p = 0; p < full_rows; p += 8) {
         V r[8];
+#pragma GCC unroll 8
         for (int i = 0; i < 8; ++i) __builtin_memcpy(&r[i], b + (col + i) * bcs + p, sizeof(V));
         transpose_8x8(r);
+#pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) __builtin_memcpy(dst + (p + j) * W + col, &r[j], sizeof(V));
       }
       for (int64_t p = full_rows; p < kc; ++p)
         for (int64_t i = 0; i < 8; ++i) dst[p * W + col + i] = b[(col + i) * bcs + p];
     }
   }
+  if (full_cols == W) return;  // (no edge: n a whole number of 8-float tiles and no padding)
   for (int64_t p = 0; p < kc; ++p) {
     for (int64_t col = full_cols; col < n; ++col) dst[p * W + col] = b[col * bcs + p];
     for (int64_t col = n; col < W; ++col) dst[p * W + col] = T(0);
