@@ -243,7 +243,9 @@ template <typename F, typename I, typename U> [[gnu::always_inline]] inline F ta
   const I at_least_one = ix >= kOne;
   const F t = expm1_lanes<F, I, U>(at_least_one ? 2.0f * a : -2.0f * a);
   const F t_plus_two = t + 2.0f;
-  F z = at_least_one ? 1.0f - 2.0f / t_plus_two : (0.0f - t) / t_plus_two;
+  // −t / (t + 2) below 1, 1 − 2 / (t + 2) from 1: one division, of the numerator each lane needs
+  const F quotient = (at_least_one ? splat_of<F>(2.0f) : 0.0f - t) / t_plus_two;
+  F z = at_least_one ? 1.0f - quotient : quotient;
   z = ix >= kTwentyTwo ? splat_of<F>(1.0f - 1.0e-30f) : z;
   z = from_bits<F>(I(z) ^ (I(x) & int(0x80000000u)));  // −z where x is negative
   return ix < kTiny ? x * (1.0f + x) : z;
