@@ -236,8 +236,11 @@ template <typename F, typename I, typename U> [[gnu::always_inline]] inline F ex
   return tiny ? y : result;  // |y| < 2^-25: y itself
 }
 
-// tanhf on the lanes of F (see tanh16); NaN and ±inf lanes are left for the caller.
-template <typename F, typename I, typename U> [[gnu::always_inline]] inline F tanh_lanes(F x) {
+// out[0..lanes of F) = tanhf(in[...]) (see tanh16); NaN and ±inf lanes are left for the caller. (Arrays in
+// and out, no vector argument: clang refuses a vector passed from the AVX2 function to one without AVX.)
+template <typename F, typename I, typename U> [[gnu::always_inline]] inline void tanh_lanes(const float* in, float* out) {
+  F x;
+  __builtin_memcpy(&x, in, sizeof x);
   const I ix = I(x) & 0x7fffffff;
   const F a = from_bits<F>(ix);
   const I at_least_one = ix >= kOne;
@@ -248,18 +251,19 @@ template <typename F, typename I, typename U> [[gnu::always_inline]] inline F ta
   F z = at_least_one ? 1.0f - quotient : quotient;
   z = ix >= kTwentyTwo ? splat_of<F>(1.0f - 1.0e-30f) : z;
   z = from_bits<F>(I(z) ^ (I(x) & int(0x80000000u)));  // −z where x is negative
-  return ix < kTiny ? x * (1.0f + x) : z;
+  z = ix < kTiny ? x * (1.0f + x) : z;
+  __builtin_memcpy(out, &z, sizeof z);
 }
 
 // 8 values from `in` to `out` (in may be out).
 [[gnu::target("avx2")]] inline void tanh8(const float* in, float* out) {
-  Floats8 x, y;
-  __builtin_memcpy(&x, in, sizeof x);
-  y = tanh_lanes<Floats8, Ints8, Unsigned8>(x);
-  __builtin_memcpy(out, &y, sizeof y);
-  const Ints8 special = (Ints8(x) & 0x7fffffff) >= kInfinity;
-  for (int left = _mm256_movemask_ps(__m256(special)); left != 0; left &= left - 1)  // rare: NaN and ±inf,
-    out[__builtin_ctz(left)] = std::tanh(x[__builtin_ctz(left)]);  // one by one, from x as loaded
+  const __m256 x = _mm256_loadu_ps(in);
+  const __m256i magnitude = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
+  const int special = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(kInfinity - 1))));
+  alignas(32) float saved[8];
+  if (special != 0) _mm256_store_ps(saved, x);  // rare: NaN and ±inf, kept before out (maybe in) is written
+  tanh_lanes<Floats8, Ints8, Unsigned8>(in, out);
+  for (int left = special; left != 0; left &= left - 1) out[__builtin_ctz(left)] = std::tanh(saved[__builtin_ctz(left)]);
 }
 
 // y[0..n) = tanhf(x[0..n)), 8 at a time; a last, partial vector through a copy padded with zeros.
