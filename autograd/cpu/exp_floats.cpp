@@ -249,9 +249,9 @@ struct ExpLoops {
 ExpLoops vectorised_exp() {
 #ifdef SCRATCHGRAD_HAVE_AVX512_EXP
   static const ExpLoops chosen = []() -> ExpLoops {
-    const ExpLoops candidate = avx512_kernels()               ? ExpLoops{exp_avx512, row_maxima_avx512}
+    const ExpLoops candidate = avx512_kernels()          ? ExpLoops{exp_avx512, row_maxima_avx512}
                                : has_avx2() && has_fma() ? ExpLoops{exp_avx2, row_maxima_avx2}
-                                                              : ExpLoops{};
+                                                         : ExpLoops{};
     return candidate.exp && vector_matches_library(candidate.exp) ? candidate : ExpLoops{};
   }();
   return chosen;

@@ -177,8 +177,8 @@ template <typename T> T gelu_tanh_fast_grad(T dy, T x) {
   const __m256 r = _mm256_fmadd_ps(k, _mm256_set1_ps(-E::kLn2), c);
   __m256 p = _mm256_set1_ps(E::kPoly[6]);
   for (int t = 5; t >= 0; --t) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(E::kPoly[t]));
-  const __m256i exponent = _mm256_add_epi32(
-      _mm256_sub_epi32(_mm256_castps_si256(shifted), _mm256_castps_si256(_mm256_set1_ps(E::kShift))), _mm256_set1_epi32(127));
+  const __m256i k_bits = _mm256_sub_epi32(_mm256_castps_si256(shifted), _mm256_castps_si256(_mm256_set1_ps(E::kShift)));
+  const __m256i exponent = _mm256_add_epi32(k_bits, _mm256_set1_epi32(127));
   const __m256 e = _mm256_andnot_ps(below, _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(exponent, 23))));
   const __m256 s = _mm256_andnot_ps(above, _mm256_div_ps(one, _mm256_add_ps(one, e)));
   if (!dy) return _mm256_mul_ps(v, s);

@@ -195,7 +195,8 @@ template <int G>
   const CascadeLevels levels(count);  // four levels, as cascade_columns_with
   const int64_t level_power = levels.power, level_step = levels.step, level_mask = levels.mask;
   const int64_t in_last = cols - 8 * (G - 1);  // 1..8 columns in the last vector
-  const __m256i last_lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(in_last)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i lane_index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i last_lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(in_last)), lane_index);
   bool whole[G];
   for (int g = 0; g < G; ++g) whole[g] = g < G - 1 || in_last == 8;
   __m256 l0[G], l1[G], l2[G], l3[G];

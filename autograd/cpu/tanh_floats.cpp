@@ -259,7 +259,8 @@ template <typename F, typename I, typename U> [[gnu::always_inline]] inline void
 [[gnu::target("avx2")]] inline void tanh8(const float* in, float* out) {
   const __m256 x = _mm256_loadu_ps(in);
   const __m256i magnitude = _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffffff));
-  const int special = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(kInfinity - 1))));
+  const __m256i infinite_or_nan = _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(kInfinity - 1));
+  const int special = _mm256_movemask_ps(_mm256_castsi256_ps(infinite_or_nan));
   alignas(32) float saved[8];
   if (special != 0) _mm256_store_ps(saved, x);  // rare: NaN and ±inf, kept before out (maybe in) is written
   tanh_lanes<Floats8, Ints8, Unsigned8>(in, out);
