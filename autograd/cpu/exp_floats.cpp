@@ -45,6 +45,8 @@ namespace autograd::cpu {
 
 namespace {
 
+using ExpLoop = void (*)(const float* x, float* y, int64_t n);  // y[0..n) = expf(x[0..n))
+
 void exp_scalar(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
 }
@@ -220,7 +222,7 @@ constexpr float kUnderflowBelow = -0x1.9fe368p6f;  // ≈ -103.97: below it expf
 // The start-up check: a spread of inputs over the whole fast path (every 65521st bit pattern with
 // |x| < 88, every 4099th from -88 to -112), the edges around it, and the two inputs where the FMA and
 // plain builds of expf differ.
-bool vector_matches_library(void (*vectorised)(const float*, float*, int64_t)) {
+bool vector_matches_library(ExpLoop vectorised) {
   std::vector<float> inputs = {0x1.04845ep+5f, -0x1.f8cbb2p+5f, 0.0f, -0.0f, 87.99999f, -87.99999f, 88.0f, -88.0f,
                                -103.0f, -103.97f, -103.98f, -104.0f, 89.0f, std::numeric_limits<float>::infinity(),
                                -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
@@ -238,12 +240,9 @@ bool vector_matches_library(void (*vectorised)(const float*, float*, int64_t)) {
 
 #endif
 
-}  // namespace
-
-namespace {
 // The vector versions this CPU runs, once they have matched the library: 16 lanes, 8 lanes, or none.
 struct ExpLoops {
-  void (*exp)(const float*, float*, int64_t);
+  ExpLoop exp;
   void (*row_maxima)(const float*, int64_t, int64_t, float*);
 };
 ExpLoops vectorised_exp() {
@@ -259,6 +258,7 @@ ExpLoops vectorised_exp() {
   return {};
 #endif
 }
+
 }  // namespace
 
 bool exp_floats_vectorised() { return vectorised_exp().exp != nullptr; }

@@ -45,6 +45,8 @@ namespace autograd::cpu {
 
 namespace {
 
+using TanhLoop = void (*)(const float* x, float* y, int64_t n);  // y[0..n) = tanhf(x[0..n))
+
 void tanh_scalar(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
 }
@@ -280,7 +282,7 @@ template <typename F, typename I, typename U> [[gnu::always_inline]] inline void
 
 // The start-up check: every 65521st bit pattern of each sign (all exponents, so every branch of expm1
 // and of tanh), and the edges between the branches.
-bool vector_matches_library(void (*vectorised)(const float*, float*, int64_t)) {
+bool vector_matches_library(TanhLoop vectorised) {
   std::vector<float> inputs = {0.0f, -0.0f, 1.0f, -1.0f, 22.0f, -22.0f, 0x1p-55f, -0x1p-55f, 0.34657359f, 0.5f,
                                std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                                std::numeric_limits<float>::quiet_NaN()};
@@ -297,11 +299,7 @@ bool vector_matches_library(void (*vectorised)(const float*, float*, int64_t)) {
 
 #endif
 
-}  // namespace
-
-namespace {
 // The vector version this CPU runs, once it has matched the library: 16 lanes, 8 lanes, or none.
-using TanhLoop = void (*)(const float*, float*, int64_t);
 TanhLoop vectorised_tanh() {
 #ifdef SCRATCHGRAD_HAVE_AVX512_TANH
   static const TanhLoop chosen = [] {
@@ -313,6 +311,7 @@ TanhLoop vectorised_tanh() {
   return nullptr;
 #endif
 }
+
 }  // namespace
 
 bool tanh_floats_vectorised() { return vectorised_tanh() != nullptr; }
