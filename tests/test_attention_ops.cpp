@@ -65,6 +65,16 @@ TEST(CausalAttentionOps, SameBitsAsTheDenseOpsForwardAndBackward) {
   expect_same_bits({70, 5}, DType::Float64);
 }
 
+// The same in fast numerics, whose kernels skip the same zeros (dk = dscoresᵀ @ q packs its transposed A
+// in blocks of row tiles: T 300 spans several).
+TEST(CausalAttentionOps, SameBitsAsTheDenseOpsInFastNumerics) {
+  PoisonedBuffers poison;
+  NumericsGuard fast(Numerics::fast);
+  manual_seed(27);
+  for (int64_t t : {33, 100, 300}) expect_same_bits({2, t, 64}, DType::Float32);
+  expect_same_bits({300, 40}, DType::Float64);
+}
+
 TEST(CausalAttentionOps, SameBitsOnTwoThreads) {
   PoisonedBuffers poison;
   manual_seed(26);

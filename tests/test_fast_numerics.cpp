@@ -176,8 +176,8 @@ TEST(FastNumerics, ThreadsAndSkippedZerosChangeNoBit) {
 }
 
 // B transposed (x @ Wᵀ, q @ kᵀ) is packed through register transposes, VL x VL values at a time, the
-// terms past the last whole VL one by one; B row-major is packed row by row. Both must give the product
-// the same numbers: every entry is the same chain. Sizes: edge panels (n = 100 is 3 panels of 32 and
+// terms past the last whole VL one by one; B row-major is packed row by row; a transposed A is packed, a
+// row-major one read in place. All must give the product the same numbers: every entry is the same chain. Sizes: edge panels (n = 100 is 3 panels of 32 and
 // 4 columns), a term count that leaves a remainder (k = 300: blocks of 256 and 44 = 2·16 + 12), float
 // and double (16 and 8 lanes with AVX-512).
 TEST(FastNumerics, TransposedOperandsChangeNoBit) {
@@ -186,6 +186,11 @@ TEST(FastNumerics, TransposedOperandsChangeNoBit) {
     const Tensor a = randish({37, 300}, 12, -1, 1, dtype), wt = randish({100, 300}, 13, -1, 1, dtype);
     const Tensor packed_transposed = matmul(a, wt.t()), packed_by_rows = matmul(a, wt.t().contiguous());
     EXPECT_TRUE(equal(packed_transposed, packed_by_rows)) << dtype_name(dtype);
+    // A transposed (a weight gradient's xᵀ), packed 16 tiles of rows at a time: rows past one block and
+    // two of them (96 and 192 rows with AVX2's 6-row tiles, 192 and 384 with AVX-512's 12), against the
+    // same A laid out by rows
+    const Tensor xt = randish({300, 400}, 16, -1, 1, dtype).t();
+    EXPECT_TRUE(equal(matmul(xt, wt.t()), matmul(xt.contiguous(), wt.t()))) << dtype_name(dtype) << ", A transposed";
   }
 }
 

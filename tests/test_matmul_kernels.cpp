@@ -73,6 +73,21 @@ TEST(MatmulKernels, EveryPathAddsInTheReferenceOrder) {
   }
 }
 
+// A transposed A (a weight gradient's xᵀ) is packed 16 register tiles of rows at a time (pack_transposed_a,
+// matmul_plan.h): m past one such block and two (96 and 192 rows with AVX2's 6-row tiles, 128 and 256 with
+// AVX-512's 8), with a partial last tile, over one and two chain blocks.
+TEST(MatmulKernels, TransposedAPackedInBlocksAddsInTheReferenceOrder) {
+  manual_seed(10);
+  for (const int64_t m : {97, 133, 262}) {
+    for (const int64_t n : {16, 70}) {
+      for (const int64_t k : {5, 300}) {
+        for (const bool b_t : {false, true}) expect_reference_order<float>(m, n, k, true, b_t, DType::Float32);
+      }
+    }
+  }
+  expect_reference_order<double>(133, 33, 300, true, false, DType::Float64);
+}
+
 TEST(MatmulKernels, DoublesAddInTheReferenceOrder) {
   manual_seed(6);
   for (const int64_t m : {2, 5, 9}) {

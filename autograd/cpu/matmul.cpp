@@ -107,6 +107,13 @@ template <typename V, typename T> [[gnu::always_inline]] inline V load_vector(co
   return v;
 }
 
+// One vector of a row of C: stored (first), or added to the start row or to what C holds.
+template <typename V, typename T>
+[[gnu::always_inline]] inline void write_vector(T* c, V acc, bool first, const T* start) {
+  if (!first) acc = acc + load_vector<V>(start ? start : c);
+  __builtin_memcpy(c, &acc, sizeof(V));
+}
+
 template <typename T, int VB>
 [[gnu::always_inline]] inline void tile(int64_t kc, const T* ap, const T* bp, bool first, const T* start, int64_t mr,
                                         int64_t nr, T* c, int64_t crs, int64_t ccs) {
@@ -127,6 +134,13 @@ template <typename T, int VB>
       acc[r][0] = acc[r][0] + b0 * a;
       acc[r][1] = acc[r][1] + b1 * a;
     }
+  }
+  if (ccs == 1 && nr == NR) {  // whole vectors in and out of a row-major C
+    for (int64_t r = 0; r < mr; ++r) {
+      write_vector(c + r * crs, acc[r][0], first, start);
+      write_vector(c + r * crs + VL, acc[r][1], first, start ? start + VL : nullptr);
+    }
+    return;
   }
   for (int64_t r = 0; r < mr; ++r) {
     T row[NR];
@@ -229,13 +243,6 @@ template <typename T, int64_t W>
 constexpr int64_t kNarrowBytes = 6 * 32;
 template <int NV, int NT, int VB> constexpr int kRowsTogether =
     VB == 64 ? 8 : (NV == 1 ? 8 : NV == 2 ? 4 : NV <= 4 ? 3 : 2);
-
-// One vector of a row of C: stored (first), or added to the start row or to what C holds.
-template <typename V, typename T>
-[[gnu::always_inline]] inline void write_vector(T* c, V acc, bool first, const T* start) {
-  if (!first) acc = acc + load_vector<V>(start ? start : c);
-  __builtin_memcpy(c, &acc, sizeof(V));
-}
 
 template <typename T, int VB, int NV, int NT, int R>
 [[gnu::always_inline]] inline void row_block(int64_t kc, const T* a_rows, int64_t ars, int64_t acs, const T* b,
@@ -387,22 +394,30 @@ template <typename T, int VB = 32>
   const int64_t n_panels = (n + NR - 1) / NR;
   buf.b.resize(size_t(std::min(k, kKc) * n_panels * NR));
   constexpr int64_t MR = kMr<VB>;
-  buf.a.resize(size_t(std::min(k, kKc) * MR));
+  const bool transposed_a = ars == 1 && acs != 1 && m > MR;  // packed kTilesPerBlockOfA tiles at a time
+  buf.a.resize(size_t(std::min(k, kKc) * MR * (transposed_a ? kTilesPerBlockOfA : 1)));
   for (int64_t p0 = 0; p0 < k; p0 += kKc) {
     const int64_t kc = std::min(kKc, k - p0);
     pack_b<T, VB>(kc, n, b + p0 * brs, brs, bcs, buf.b.data());
     for (int64_t i0 = 0; i0 < m; i0 += MR) {
       const int64_t mr = std::min(MR, m - i0);
+      const int64_t tile_in_block = i0 / MR % kTilesPerBlockOfA;
+      if (transposed_a && tile_in_block == 0)
+        pack_transposed_a<T, MR>(kc, std::min(MR * kTilesPerBlockOfA, m - i0), a + i0 + p0 * acs, acs, buf.a.data());
       TileWork w = tile_work(options.structure, options.row0 + i0, mr, p0, kc, n_panels, NR);
       if (options.add_to_c) w.first = false;
       if (w.p_begin >= w.p_end) continue;  // nothing but zeros for these rows in this block
       const int64_t kw = w.p_end - w.p_begin;
-      pack_a<T, MR>(kw, mr, a + i0 * ars + w.p_begin * acs, ars, acs, buf.a.data());
+      const T* panel_a = buf.a.data();
+      if (transposed_a)
+        panel_a += (tile_in_block * kc + w.p_begin - p0) * MR;
+      else
+        pack_a<T, MR>(kw, mr, a + i0 * ars + w.p_begin * acs, ars, acs, buf.a.data());
       for (int64_t jp = 0; jp < w.panels; ++jp) {
         const int64_t j0 = jp * NR;
         // the start row stands in for C in the first block these rows add up
         const T* start_here = start && p0 == 0 ? start + j0 : nullptr;
-        tile<T, VB>(kw, buf.a.data(), buf.b.data() + jp * kc * NR + (w.p_begin - p0) * NR, w.first, start_here, mr,
+        tile<T, VB>(kw, panel_a, buf.b.data() + jp * kc * NR + (w.p_begin - p0) * NR, w.first, start_here, mr,
                     std::min(NR, n - j0), c + i0 * crs + j0 * ccs, crs, ccs);
       }
     }

@@ -8,9 +8,10 @@
 //       for each MR rows of A:                               (A's rows stay in the L1 cache)
 //         for each panel of B:  C[i0:i0+MR, panel] (+)= micro-kernel(A's rows, the panel)
 //
-// A is mostly not packed (BLIS packs it; at these sizes the copy cost more than it saved): the micro-kernel
-// broadcasts its values straight from A's rows (or columns, for a transposed A), MR streams along memory
-// (pack_a below says when it copies a tile).
+// A laid out by rows is mostly not packed (BLIS packs it; at these sizes the copy cost more than it saved):
+// the micro-kernel broadcasts its values straight from A's rows, MR streams along memory (pack_a below says
+// when it copies a tile). A transposed A (a weight gradient's xᵀ) is packed, many tiles at a time
+// (pack_transposed_a in matmul_plan.h).
 // The micro-kernel keeps an MR x NR tile of C in vector registers for the whole block and, for each p,
 // loads one row of the B panel (2 vectors) and does acc[r] += a[r, p] * b_row for every r: 2·MR fused
 // multiply-adds per p, each one instruction with one rounding. This file (with flash attention's fast
@@ -133,14 +134,15 @@ template <typename T, int64_t NR>
   }
 }
 
-// A's tile of MR rows and kc terms, where the micro-kernel will read it. Mostly in place (A's MR rows or
-// columns are MR streams along memory). Copied in two cases, rows past mr then zeros (their results are
-// never stored):
+// A's tile of MR rows and kc terms, where the micro-kernel will read it, when A is not transposed (a
+// transposed A is packed kTilesPerBlockOfA tiles at a time: pack_transposed_a, matmul_plan.h). Mostly in
+// place (A's MR rows are MR streams along memory). Copied in two cases, rows past mr then zeros (their
+// results are never stored):
 //   rows whose stride is a multiple of 4 KiB (k = 1024 floats: the contracting product and the input
 //     gradient of a 4x-wide feed-forward layer): in place they all fall in the same L1 cache set, and 12
 //     streams in an 8-way cache evict one another at every step. The copy puts the rows kc + 16 apart.
 //     (gpt6's 4096 x 256 x 1024 on 1 thread: 121 -> 150 GFLOP/s, bench_ops; copying every tile instead
-//     made the step slower, and copying transposed tiles made the weight gradients slower.)
+//     made the step slower.)
 //   a last, partial tile: out[p][r], MR values per term, so that the micro-kernel has its MR rows.
 struct PackedA {
   const void* data;
@@ -247,7 +249,7 @@ template <typename T, int VB>
 }
 
 template <typename T> struct Buffers {
-  std::vector<T> a, b;
+  std::vector<T> a, b, block_a;
 };
 template <typename T> Buffers<T>& buffers() {
   thread_local Buffers<T> mine;  // reused across calls: no allocation per product once warm
@@ -264,6 +266,8 @@ template <typename T, int VB>
   const int64_t n_panels = (n + NR - 1) / NR;
   buf.b.resize(size_t(std::min(k, kKc) * std::min(n_panels * NR, kNc)));
   const T* start = static_cast<const T*>(options.start_row);
+  const bool transposed_a = ars == 1 && acs != 1 && m > MR;  // packed kTilesPerBlockOfA tiles at a time
+  if (transposed_a) buf.block_a.resize(size_t(std::min(k, kKc) * MR * kTilesPerBlockOfA));
   const bool scale = options.scale_below != nullptr;
   const CausalRowScale<T> scale_row(scale ? *options.scale_below : ScaleBelowDiagonal{1, 0});
   for (int64_t p0 = 0; p0 < k; p0 += kKc) {
@@ -273,6 +277,9 @@ template <typename T, int VB>
       pack_b<T, NR>(kc, nc, b + p0 * brs + jb * bcs, brs, bcs, buf.b.data());
       for (int64_t i0 = 0; i0 < m; i0 += MR) {
         const int64_t mr = std::min(MR, m - i0);
+        const int64_t tile_in_block = i0 / MR % kTilesPerBlockOfA;
+        if (transposed_a && tile_in_block == 0)
+          pack_transposed_a<T, MR>(kc, std::min(MR * kTilesPerBlockOfA, m - i0), a + i0 + p0 * acs, acs, buf.block_a.data());
         // the tile's rows are complete after their last block: scaled then, while still in the cache
         const bool finish_rows = scale && p0 + kKc >= k && jb + kNc >= n;
         TileWork w = tile_work(options.structure, options.row0 + i0, mr, p0, kc, n_panels, NR);
@@ -283,7 +290,8 @@ template <typename T, int VB>
           continue;
         }
         const int64_t kw = w.p_end - w.p_begin;
-        const PackedA tile = pack_a<T, MR>(kw, mr, a + i0 * ars + w.p_begin * acs, ars, acs, buf.a);
+        const PackedA tile = transposed_a ? PackedA{buf.block_a.data() + (tile_in_block * kc + w.p_begin - p0) * MR, 1, MR}
+                                     : pack_a<T, MR>(kw, mr, a + i0 * ars + w.p_begin * acs, ars, acs, buf.a);
         const T* a_tile = static_cast<const T*>(tile.data);
         for (int64_t jp = jb / NR; jp < panel_end; ++jp) {
           const int64_t j0 = jp * NR;

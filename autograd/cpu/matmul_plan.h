@@ -5,6 +5,7 @@
 #include <cmath>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "autograd/backend.h"
@@ -85,6 +86,30 @@ inline TileWork tile_work(MatmulStructure structure, int64_t i, int64_t mr, int6
       break;
   }
   return w;
+}
+
+// ---- packing a transposed A (a weight gradient's dYᵀ or xᵀ: ars == 1, each column of A is a row of the
+// matrix it transposes, along memory). Both kernels pack A as MR-row panels, p-major: panel t holds
+// out[t][p][r] = A[t·MR + r, p]. Panel by panel, each term's MR values came from a different cache line,
+// a whole row of the transposed matrix away (4 KiB for 1024 columns): every line in the same L1 set and
+// a TLB entry per term, re-read for every panel. Here kTilesPerBlockOfA panels are packed together, one
+// term at a time, so each term's values are one run along memory. (AMD EPYC Zen 3, 1 thread, fast
+// numerics: 1024 x 4096 x 256 with A transposed 48 -> 75 GFLOP/s.)
+constexpr int64_t kTilesPerBlockOfA = 16;
+
+// The panels of rows [0, rows) of A (at most MR · kTilesPerBlockOfA), for kc terms; A[r, p] = a[r + p · acs].
+// Rows past `rows` in the last panel are zeros (their results are never stored).
+template <typename T, int64_t MR>
+void pack_transposed_a(int64_t kc, int64_t rows, const T* a, int64_t acs, T* out) {
+  const int64_t whole = rows / MR * MR;
+  for (int64_t p = 0; p < kc; ++p) {
+    const T* src = a + p * acs;
+    T* dst = out + p * MR;
+    for (int64_t r0 = 0; r0 < whole; r0 += MR, dst += kc * MR) std::memcpy(dst, src + r0, MR * sizeof(T));
+    if (whole == rows) continue;
+    for (int64_t r = whole; r < rows; ++r) dst[r - whole] = src[r];
+    for (int64_t r = rows - whole; r < MR; ++r) dst[r] = T(0);
+  }
 }
 
 // Where one product's C, A and B start (element offsets): a batched product runs a list of them through
