@@ -88,6 +88,18 @@ TEST(MatmulKernels, TransposedAPackedInBlocksAddsInTheReferenceOrder) {
   expect_reference_order<double>(133, 33, 300, true, false, DType::Float64);
 }
 
+// A row-major A is read in place by the tiles, except rows 4 KiB apart (k = 1024 floats), which share L1
+// cache sets and are copied kc + 16 apart (pack_a, matmul_plan.h), and a last, partial tile of rows.
+TEST(MatmulKernels, RowsOfAReadInPlaceOrCopiedAddInTheReferenceOrder) {
+  manual_seed(11);
+  for (const int64_t m : {12, 13, 17}) {
+    for (const int64_t k : {1000, 1024}) {
+      for (const bool b_t : {false, true}) expect_reference_order<float>(m, 70, k, false, b_t, DType::Float32);
+    }
+  }
+  expect_reference_order<double>(13, 33, 512, false, true, DType::Float64);  // 4 KiB rows of doubles
+}
+
 TEST(MatmulKernels, DoublesAddInTheReferenceOrder) {
   manual_seed(6);
   for (const int64_t m : {2, 5, 9}) {

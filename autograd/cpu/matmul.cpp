@@ -57,12 +57,12 @@ template <int VB> constexpr int64_t kMr = VB == 64 ? 8 : 6;
 
 template <typename T, int VB = 32> constexpr int64_t kNr = 2 * VB / int64_t(sizeof(T));
 
-// Packed operands for one block of at most kKc values of p:
-//   A panel: MR = kMr<VB> rows, laid out p-major  (ap[p * MR + r] = a[i0 + r, p0 + p]), zero past the last row;
+// Operands for one block of at most kKc values of p:
+//   A's MR = kMr<VB> rows: mostly read in place, else packed (pack_a and pack_transposed_a, matmul_plan.h);
 //   B panels: kNr columns each, p-major  (bp[p * kNr + c] = b[p0 + p, j0 + c]), zero past the last column.
 // The padding only feeds tile entries that are never written back, so it cannot change a result.
 template <typename T> struct Packed {
-  std::vector<T> a, b;
+  std::vector<T> a, b, block_a;
 };
 
 template <typename T> Packed<T>& packing_buffers() {
@@ -84,13 +84,6 @@ void pack_b(int64_t kc, int64_t n, const T* b, int64_t brs, int64_t bcs, T* out)
   }
 }
 
-template <typename T, int64_t MR>
-void pack_a(int64_t kc, int64_t mr, const T* a, int64_t ars, int64_t acs, T* out) {
-  for (int64_t p = 0; p < kc; ++p) {
-    for (int64_t r = 0; r < mr; ++r) out[p * MR + r] = a[r * ars + p * acs];
-    for (int64_t r = mr; r < MR; ++r) out[p * MR + r] = T(0);
-  }
-}
 
 // 32 bytes of T as one GCC vector: + and * on it act lane by lane, each lane rounded like the scalar op
 // (one AVX register in the AVX2 build, two SSE registers in the baseline build).
@@ -115,8 +108,8 @@ template <typename V, typename T>
 }
 
 template <typename T, int VB>
-[[gnu::always_inline]] inline void tile(int64_t kc, const T* ap, const T* bp, bool first, const T* start, int64_t mr,
-                                        int64_t nr, T* c, int64_t crs, int64_t ccs) {
+[[gnu::always_inline]] inline void tile(int64_t kc, const T* ap, int64_t a_rs, int64_t a_ps, const T* bp, bool first,
+                                        const T* start, int64_t mr, int64_t nr, T* c, int64_t crs, int64_t ccs) {
   using V = typename Vector32<T, VB>::type;
   constexpr int64_t NR = kNr<T, VB>, VL = int64_t(sizeof(V) / sizeof(T));
   static_assert(NR == 2 * VL);
@@ -130,7 +123,7 @@ template <typename T, int VB>
     const V b0 = load_vector<V>(bp + p * NR), b1 = load_vector<V>(bp + p * NR + VL);
 #pragma GCC unroll 16
     for (int64_t r = 0; r < MR; ++r) {  // unrolled: the accumulators stay in registers (see row_block)
-      const T a = ap[p * MR + r];
+      const T a = ap[r * a_rs + p * a_ps];
       acc[r][0] = acc[r][0] + b0 * a;
       acc[r][1] = acc[r][1] + b1 * a;
     }
@@ -395,7 +388,7 @@ template <typename T, int VB = 32>
   buf.b.resize(size_t(std::min(k, kKc) * n_panels * NR));
   constexpr int64_t MR = kMr<VB>;
   const bool transposed_a = ars == 1 && acs != 1 && m > MR;  // packed kTilesPerBlockOfA tiles at a time
-  buf.a.resize(size_t(std::min(k, kKc) * MR * (transposed_a ? kTilesPerBlockOfA : 1)));
+  if (transposed_a) buf.block_a.resize(size_t(std::min(k, kKc) * MR * kTilesPerBlockOfA));
   for (int64_t p0 = 0; p0 < k; p0 += kKc) {
     const int64_t kc = std::min(kKc, k - p0);
     pack_b<T, VB>(kc, n, b + p0 * brs, brs, bcs, buf.b.data());
@@ -403,21 +396,19 @@ template <typename T, int VB = 32>
       const int64_t mr = std::min(MR, m - i0);
       const int64_t tile_in_block = i0 / MR % kTilesPerBlockOfA;
       if (transposed_a && tile_in_block == 0)
-        pack_transposed_a<T, MR>(kc, std::min(MR * kTilesPerBlockOfA, m - i0), a + i0 + p0 * acs, acs, buf.a.data());
+        pack_transposed_a<T, MR>(kc, std::min(MR * kTilesPerBlockOfA, m - i0), a + i0 + p0 * acs, acs, buf.block_a.data());
       TileWork w = tile_work(options.structure, options.row0 + i0, mr, p0, kc, n_panels, NR);
       if (options.add_to_c) w.first = false;
       if (w.p_begin >= w.p_end) continue;  // nothing but zeros for these rows in this block
       const int64_t kw = w.p_end - w.p_begin;
-      const T* panel_a = buf.a.data();
-      if (transposed_a)
-        panel_a += (tile_in_block * kc + w.p_begin - p0) * MR;
-      else
-        pack_a<T, MR>(kw, mr, a + i0 * ars + w.p_begin * acs, ars, acs, buf.a.data());
+      const PackedA tile_a = transposed_a ? PackedA{buf.block_a.data() + (tile_in_block * kc + w.p_begin - p0) * MR, 1, MR}
+                                          : pack_a<T, MR>(kw, mr, a + i0 * ars + w.p_begin * acs, ars, acs, buf.a);
+      const T* a_tile = static_cast<const T*>(tile_a.data);
       for (int64_t jp = 0; jp < w.panels; ++jp) {
         const int64_t j0 = jp * NR;
         // the start row stands in for C in the first block these rows add up
         const T* start_here = start && p0 == 0 ? start + j0 : nullptr;
-        tile<T, VB>(kw, panel_a, buf.b.data() + jp * kc * NR + (w.p_begin - p0) * NR, w.first, start_here, mr,
+        tile<T, VB>(kw, a_tile, tile_a.rs, tile_a.ps, buf.b.data() + jp * kc * NR + (w.p_begin - p0) * NR, w.first, start_here, mr,
                     std::min(NR, n - j0), c + i0 * crs + j0 * ccs, crs, ccs);
       }
     }

@@ -134,40 +134,6 @@ template <typename T, int64_t NR>
   }
 }
 
-// A's tile of MR rows and kc terms, where the micro-kernel will read it, when A is not transposed (a
-// transposed A is packed kTilesPerBlockOfA tiles at a time: pack_transposed_a, matmul_plan.h). Mostly in
-// place (A's MR rows are MR streams along memory). Copied in two cases, rows past mr then zeros (their
-// results are never stored):
-//   rows whose stride is a multiple of 4 KiB (k = 1024 floats: the contracting product and the input
-//     gradient of a 4x-wide feed-forward layer): in place they all fall in the same L1 cache set, and 12
-//     streams in an 8-way cache evict one another at every step. The copy puts the rows kc + 16 apart.
-//     (gpt6's 4096 x 256 x 1024 on 1 thread: 121 -> 150 GFLOP/s, bench_ops; copying every tile instead
-//     made the step slower.)
-//   a last, partial tile: out[p][r], MR values per term, so that the micro-kernel has its MR rows.
-struct PackedA {
-  const void* data;
-  int64_t rs, ps;
-};
-template <typename T, int64_t MR>
-PackedA pack_a(int64_t kc, int64_t mr, const T* a, int64_t ars, int64_t acs, std::vector<T>& buffer) {
-  if (acs == 1 && ars * int64_t(sizeof(T)) % 4096 == 0) {  // rows that share L1 sets
-    const int64_t stride = kc + 16;
-    buffer.resize(size_t(MR * stride));
-    T* out = buffer.data();
-    for (int64_t r = 0; r < mr; ++r) std::memcpy(out + r * stride, a + r * ars, size_t(kc) * sizeof(T));
-    for (int64_t r = mr; r < MR; ++r) std::fill_n(out + r * stride, kc, T(0));
-    return {out, stride, 1};
-  }
-  if (mr == MR) return {a, ars, acs};
-  buffer.resize(size_t(MR * kc));
-  T* out = buffer.data();
-  for (int64_t r = 0; r < mr; ++r)
-    for (int64_t p = 0; p < kc; ++p) out[p * MR + r] = a[r * ars + p * acs];
-  for (int64_t p = 0; p < kc; ++p)
-    for (int64_t r = mr; r < MR; ++r) out[p * MR + r] = T(0);
-  return {out, 1, MR};
-}
-
 // How the tile is written back: stored (the first block of a sum that starts at zero), or added to what
 // C holds, or (the first block of addmm) added to the start row.
 struct WriteBack {
