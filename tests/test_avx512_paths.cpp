@@ -1,8 +1,11 @@
 // Every AVX-512 kernel (exact matmul tiles, exp_floats, row maxima, elementwise loops, masked_fill's
-// select, bias-gradient sums, Adam, flash attention in both numerics) has a baseline twin that SCRATCHGRAD_NO_AVX512=1 selects. Training
-// the character model a few steps touches all of them; this test trains it here and in a second copy
-// of this test program started with SCRATCHGRAD_NO_AVX512=1, and the two must end with the same bits
-// in every parameter.
+// select, bias-gradient sums, Adam, flash attention in both numerics) has a baseline twin that
+// SCRATCHGRAD_NO_AVX512=1 selects. Training the character model a few steps touches all of them; this test
+// trains it here and in a second copy of this test program started with SCRATCHGRAD_NO_AVX512=1, and the
+// two must end with the same bits in every parameter.
+// Most have an AVX2 twin too (for CPUs with AVX2 but not AVX-512, like AMD Zen 3), and
+// SCRATCHGRAD_NO_AVX2=1 selects the baseline ones instead: the second test compares those two, in exact
+// numerics (without AVX2 the fast numerics' products have no fused multiply-add, so other bits).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -61,9 +64,9 @@ std::string row_sums() {
 
 // scaled_dot_product_attention's kernels (their AVX-512 and AVX2 builds, exact and fast): output and
 // gradients of q, k, v, causal with T past one block, and full with S != T and d, dv not whole vectors.
-std::string flash_attention() {
+std::string flash_attention(std::initializer_list<Numerics> numerics) {
   std::ostringstream out;
-  for (Numerics n : {Numerics::exact, Numerics::fast}) {
+  for (Numerics n : numerics) {
     NumericsGuard guard(n);
     for (DType dtype : {DType::Float32, DType::Float64}) {
       manual_seed(5);
@@ -82,11 +85,11 @@ std::string flash_attention() {
   return out.str();
 }
 
-// The GPT's fast-numerics elementwise kernels (cpu/gelu.cpp, cpu/normalization.cpp): GELU forward and
-// backward, layer_norm forward and backward, rows whose length is and is not a whole number of vectors.
-std::string fast_gpt_kernels() {
+// The GPT's elementwise kernels (cpu/gelu.cpp, cpu/normalization.cpp): GELU forward and backward,
+// layer_norm forward and backward, rows whose length is and is not a whole number of vectors.
+std::string gpt_kernels(Numerics numerics) {
   std::ostringstream out;
-  NumericsGuard fast(Numerics::fast);
+  NumericsGuard guard(numerics);
   manual_seed(9);
   for (int64_t n : {256, 100}) {
     Tensor x = (randn({37, n}) * 4.0).requires_grad_(), w = randn({n}).requires_grad_(), b = randn({n}).requires_grad_();
@@ -100,31 +103,53 @@ std::string fast_gpt_kernels() {
   return out.str();
 }
 
-std::string all_results() {
-  return row_sums() + flash_attention() + fast_gpt_kernels() + train_and_dump({.vocab = 13, .dim = 24, .context = 8, .heads = 1}, 16, 4) +      // the seed size
-         train_and_dump({.vocab = 37, .dim = 40, .context = 20, .heads = 2}, 6, 3) +      // wide rows, 2 heads
-         train_and_dump({.vocab = 70, .dim = 72, .context = 40, .heads = 1}, 3, 2);       // past one causal block
+// Everything, or (exact_only) only what runs in exact numerics; the character model trains in exact
+// numerics (the test program's default).
+std::string all_results(bool exact_only) {
+  std::string kernels = row_sums() + gpt_kernels(Numerics::exact);
+  kernels += exact_only ? flash_attention({Numerics::exact}) : flash_attention({Numerics::exact, Numerics::fast}) +
+                                                                  gpt_kernels(Numerics::fast);
+  return kernels + train_and_dump({.vocab = 13, .dim = 24, .context = 8, .heads = 1}, 16, 4) +  // the seed size
+         train_and_dump({.vocab = 37, .dim = 40, .context = 20, .heads = 2}, 6, 3) +           // wide rows, 2 heads
+         train_and_dump({.vocab = 70, .dim = 72, .context = 40, .heads = 1}, 3, 2);            // past one causal block
+}
+
+// The results of a second copy of this program, started with `env` (exact_only: the results in exact
+// numerics only).
+std::string results_of_a_second_process(const std::string& env, bool exact_only) {
+  const auto file = testing_process::scratch("cpu_paths_results.txt");
+  const auto run = testing_process::shell(env + " SCRATCHGRAD_PATHS_TEST_OUT=" + file.string() +
+                                          (exact_only ? " SCRATCHGRAD_PATHS_TEST_EXACT_ONLY=1" : "") + " /proc/" +
+                                          std::to_string(::getpid()) +
+                                          "/exe --gtest_filter=Avx512Paths.WriteResultsForTheComparison");
+  EXPECT_EQ(run.status, 0) << run.out << run.err;
+  return testing_process::slurp(file);
 }
 
 }  // namespace
 
-// Run by the test below in a second process (SCRATCHGRAD_NO_AVX512=1): writes the results to a file.
+// Run by the tests below in a second process: writes the results to a file.
 TEST(Avx512Paths, WriteResultsForTheComparison) {
-  const char* out = std::getenv("SCRATCHGRAD_AVX512_TEST_OUT");
-  if (!out) GTEST_SKIP() << "only run by Avx512Paths.SameBitsAsTheBaselineKernels";
-  std::ofstream(out) << all_results();
+  const char* out = std::getenv("SCRATCHGRAD_PATHS_TEST_OUT");
+  if (!out) GTEST_SKIP() << "only run by the tests below, in a second process";
+  std::ofstream(out) << all_results(std::getenv("SCRATCHGRAD_PATHS_TEST_EXACT_ONLY") != nullptr);
 }
 
 TEST(Avx512Paths, SameBitsAsTheBaselineKernels) {
   if (std::getenv("SCRATCHGRAD_NO_AVX512")) GTEST_SKIP() << "SCRATCHGRAD_NO_AVX512 is set: nothing to compare";
   if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
-  const std::string here = all_results();
-  const auto file = testing_process::scratch("avx512_baseline.txt");
-  const auto run = testing_process::shell("SCRATCHGRAD_NO_AVX512=1 SCRATCHGRAD_AVX512_TEST_OUT=" + file.string() +
-                                          " /proc/" + std::to_string(::getpid()) +
-                                          "/exe --gtest_filter=Avx512Paths.WriteResultsForTheComparison");
-  ASSERT_EQ(run.status, 0) << run.out << run.err;
-  const std::string baseline = testing_process::slurp(file);
+  const std::string here = all_results(false);
+  const std::string baseline = results_of_a_second_process("SCRATCHGRAD_NO_AVX512=1", false);
   ASSERT_FALSE(baseline.empty());
   EXPECT_TRUE(here == baseline) << "the AVX-512 kernels and their baseline twins trained to different bits";
+}
+
+TEST(Avx2Paths, SameBitsAsTheBaselineKernelsInExactNumerics) {
+  if (std::getenv("SCRATCHGRAD_NO_AVX512") || std::getenv("SCRATCHGRAD_NO_AVX2"))
+    GTEST_SKIP() << "SCRATCHGRAD_NO_AVX512 or SCRATCHGRAD_NO_AVX2 is set: the test sets them itself";
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 on this CPU";
+  const std::string avx2 = results_of_a_second_process("SCRATCHGRAD_NO_AVX512=1", true);
+  const std::string baseline = results_of_a_second_process("SCRATCHGRAD_NO_AVX2=1", true);
+  ASSERT_FALSE(avx2.empty());
+  EXPECT_TRUE(avx2 == baseline) << "the AVX2 kernels and their baseline twins trained to different bits";
 }

@@ -92,7 +92,7 @@ bool avx512_kernels() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f") &&
                                                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")) &&
-                          std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr;
+                          std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr && has_avx2();
   return yes;
 #else
   return false;
@@ -101,7 +101,7 @@ bool avx512_kernels() {
 
 bool has_avx2() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx2"));
+  static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("avx2")) && std::getenv("SCRATCHGRAD_NO_AVX2") == nullptr;
   return yes;
 #else
   return false;

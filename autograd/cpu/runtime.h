@@ -18,6 +18,9 @@ void init_cpu_runtime();
 // Skylake-SP and Zen 4) and SCRATCHGRAD_NO_AVX512 is not set. The twins do the same IEEE operations as
 // their baseline versions, so this changes speed, never bits (tests/test_avx512_paths.cpp).
 bool avx512_kernels();
+// Whether the kernels' AVX2 twins run: the CPU has AVX2 and SCRATCHGRAD_NO_AVX2 is not set (which turns
+// off the AVX-512 twins too, leaving the baseline x86-64 kernels). In exact numerics the twins change
+// speed, never bits (tests/test_avx512_paths.cpp); the fast numerics' products need AVX2 for their FMAs.
 bool has_avx2();
 // Whether the CPU has fused multiply-add instructions (the fast numerics' kernels, numerics.h, need them).
 bool has_fma();
