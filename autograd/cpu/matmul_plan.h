@@ -102,14 +102,14 @@ constexpr int64_t kTilesPerBlockOfA = 16;
 // Rows past `rows` in the last panel are zeros (their results are never stored).
 template <typename T, int64_t MR>
 void pack_transposed_a(int64_t kc, int64_t rows, const T* a, int64_t acs, T* out) {
-  const int64_t whole = rows / MR * MR;
+  const int64_t whole_tiles = rows / MR, left = rows - whole_tiles * MR;
   for (int64_t p = 0; p < kc; ++p) {
     const T* src = a + p * acs;
-    T* dst = out + p * MR;
-    for (int64_t r0 = 0; r0 < whole; r0 += MR, dst += kc * MR) std::memcpy(dst, src + r0, MR * sizeof(T));
-    if (whole == rows) continue;
-    for (int64_t r = whole; r < rows; ++r) dst[r - whole] = src[r];
-    for (int64_t r = rows - whole; r < MR; ++r) dst[r] = T(0);
+    for (int64_t t = 0; t < whole_tiles; ++t) std::memcpy(out + (t * kc + p) * MR, src + t * MR, MR * sizeof(T));
+    if (left == 0) continue;
+    T* dst = out + (whole_tiles * kc + p) * MR;  // the last tile, partial
+    for (int64_t r = 0; r < left; ++r) dst[r] = src[whole_tiles * MR + r];
+    for (int64_t r = left; r < MR; ++r) dst[r] = T(0);
   }
 }
 
