@@ -1,5 +1,7 @@
 // cpu/matmul_plan.h — what the exact kernels (matmul.cpp) and the fast ones (matmul_fast.cpp) share:
-// how one call is told what to compute, and which terms of a structured product can be skipped.
+// how one call is told what to compute, which terms of a structured product can be skipped, and how A's
+// rows reach the register tiles (copies only: no arithmetic here, so both files' instruction choices
+// leave these alone).
 #pragma once
 #include <algorithm>
 #include <cmath>
