@@ -256,28 +256,27 @@ void adam_step_bench(benchmark::State& state, int64_t D, int64_t T, int64_t head
 constexpr int64_t kPeakRounds = 1 << 14;  // rounds per benchmark iteration
 constexpr float kPeakA = 1.0f, kPeakB = 1e-7f;  // the chains grow by 1e-7 a round: no overflow, no denormal
 
+// The loop: a and b broadcast into registers A and B, then `rounds` rounds of the chains' instructions.
+#define SG_PEAK_LOOP(A, B, chains, clobbers)                                                             \
+  asm volatile("vbroadcastss %1, %%" A "\n\tvbroadcastss %2, %%" B "\n1:\n\t" chains "dec %0\n\tjnz 1b\n\tvzeroupper" \
+               : "+r"(rounds)                                                                            \
+               : "m"(kPeakA), "m"(kPeakB)                                                                \
+               : clobbers)
+
 [[gnu::target("avx2,fma")]] void avx2_peak_rounds(bool fused) {
   int64_t rounds = kPeakRounds;
   if (fused)
-    asm volatile("vbroadcastss %1, %%ymm14\n\tvbroadcastss %2, %%ymm15\n1:\n\t" SG_CHAINS_12(SG_FMA_Y)
-                 "dec %0\n\tjnz 1b\n\tvzeroupper"
-                 : "+r"(rounds) : "m"(kPeakA), "m"(kPeakB) : SG_YMM_CLOBBERS);
+    SG_PEAK_LOOP("ymm14", "ymm15", SG_CHAINS_12(SG_FMA_Y), SG_YMM_CLOBBERS);
   else
-    asm volatile("vbroadcastss %1, %%ymm14\n\tvbroadcastss %2, %%ymm15\n1:\n\t" SG_CHAINS_12(SG_MUL_ADD_Y)
-                 "dec %0\n\tjnz 1b\n\tvzeroupper"
-                 : "+r"(rounds) : "m"(kPeakA), "m"(kPeakB) : SG_YMM_CLOBBERS);
+    SG_PEAK_LOOP("ymm14", "ymm15", SG_CHAINS_12(SG_MUL_ADD_Y), SG_YMM_CLOBBERS);
 }
 
 [[gnu::target("avx512f")]] void avx512_peak_rounds(bool fused) {
   int64_t rounds = kPeakRounds;
   if (fused)
-    asm volatile("vbroadcastss %1, %%zmm30\n\tvbroadcastss %2, %%zmm31\n1:\n\t" SG_CHAINS_24(SG_FMA_Z)
-                 "dec %0\n\tjnz 1b\n\tvzeroupper"
-                 : "+r"(rounds) : "m"(kPeakA), "m"(kPeakB) : SG_ZMM_CLOBBERS);
+    SG_PEAK_LOOP("zmm30", "zmm31", SG_CHAINS_24(SG_FMA_Z), SG_ZMM_CLOBBERS);
   else
-    asm volatile("vbroadcastss %1, %%zmm30\n\tvbroadcastss %2, %%zmm31\n1:\n\t" SG_CHAINS_24(SG_MUL_ADD_Z)
-                 "dec %0\n\tjnz 1b\n\tvzeroupper"
-                 : "+r"(rounds) : "m"(kPeakA), "m"(kPeakB) : SG_ZMM_CLOBBERS);
+    SG_PEAK_LOOP("zmm30", "zmm31", SG_CHAINS_24(SG_MUL_ADD_Z), SG_ZMM_CLOBBERS);
 }
 
 // bits: 256 (AVX2, 8 floats, 12 chains) or 512 (AVX-512, 16 floats, 24 chains)
