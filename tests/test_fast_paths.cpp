@@ -83,7 +83,8 @@ TEST(FastPaths, LinearBiasAsAStartRow) {
     }
 }
 
-// masked_fill on contiguous floats selects 16 values at a time (cpu/select_floats.cpp): the same bits
+// masked_fill on contiguous floats selects 16 values at a time with AVX-512, 8 with AVX2
+// (cpu/select_floats.cpp): the same bits
 // as the one-at-a-time loop a non-contiguous input takes, for every run length and mask pattern.
 TEST(FastPaths, MaskedFillSelectsTheSameBits) {
   for (int64_t n : {1, 5, 8, 15, 16, 17, 33, 64, 100}) {

@@ -27,6 +27,22 @@ namespace {
     store_lanes(out + i, lanes, _mm512_mask_blend_ps(chosen, kept, fill));
   }
 }
+
+// The same with AVX2 (AMD Zen 3 has no AVX-512): 8 bools widened to 8 lanes, compared with zero, and a
+// blend. The seed's masked_fill (16 x 8 x 8 floats, bench_ops masked_fill_bench) took 1.47-1.82 µs one
+// value at a time (the loop below; GCC does not vectorise its bool test), 0.79-0.80 µs this way.
+[[gnu::target("avx2")]] void select_avx2(const bool* mask, float value, const float* y, float* out, int64_t n) {
+  const __m256 fill = _mm256_set1_ps(value);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    int64_t bytes;
+    __builtin_memcpy(&bytes, mask + i, sizeof bytes);
+    const __m256i flags = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
+    const __m256 chosen = _mm256_castsi256_ps(_mm256_cmpgt_epi32(flags, _mm256_setzero_si256()));
+    _mm256_storeu_ps(out + i, _mm256_blendv_ps(_mm256_loadu_ps(y + i), fill, chosen));
+  }
+  for (; i < n; ++i) out[i] = mask[i] ? value : y[i];
+}
 #endif
 
 }  // namespace
@@ -34,6 +50,7 @@ namespace {
 void select_floats(const bool* mask, float value, const float* y, float* out, int64_t n) {
 #ifdef SCRATCHGRAD_HAVE_AVX512_SELECT
   if (avx512_kernels()) return select_avx512(mask, value, y, out, n);
+  if (has_avx2()) return select_avx2(mask, value, y, out, n);
 #endif
   for (int64_t i = 0; i < n; ++i) out[i] = mask[i] ? value : y[i];
 }
