@@ -209,13 +209,28 @@ void log_softmax_backward_float_rows_of(const float* y, const float* g, float* g
     for (int64_t j = 0; j < n; ++j) xr[j] = gr[j] - xr[j] * sum;
   }
 }
-template <size_t... Ns> constexpr auto fixed_length_log_softmax_backward_rows(std::index_sequence<Ns...>) {
-  return std::array{&log_softmax_backward_float_rows_of<int64_t(Ns)>...};
+// softmax's backward on float rows laid end to end: softmax_backward_row's arithmetic, with the row length
+// fixed at compile time for short rows (attention over the seed's 8 positions: its loops had been a
+// fifth of this op's time in a seed step).
+template <int64_t N>
+void softmax_backward_float_rows_of(const float* y, const float* g, float* gx, int64_t rows, int64_t n_runtime) {
+  const int64_t n = N > 0 ? N : n_runtime;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* yr = y + r * n;
+    const float* gr = g + r * n;
+    float* xr = gx + r * n;
+    const float dot = softmax_row_sum<float>(/*last_dim=*/true, n, [&](int64_t j) { return float(gr[j] * yr[j]); });
+    for (int64_t j = 0; j < n; ++j) xr[j] = float(gr[j] - dot) * yr[j];
+  }
 }
-void log_softmax_backward_float_rows(const float* y, const float* g, float* gx, int64_t rows, int64_t n) {
-  static constexpr auto by_length =
-      fixed_length_log_softmax_backward_rows(std::make_index_sequence<kFixedRowLengths + 1>());
-  by_length[n <= kFixedRowLengths ? size_t(n) : 0](y, g, gx, rows, n);
+template <size_t... Ns> constexpr auto fixed_length_softmax_backward_rows(std::index_sequence<Ns...>, bool log) {
+  return log ? std::array{&log_softmax_backward_float_rows_of<int64_t(Ns)>...}
+             : std::array{&softmax_backward_float_rows_of<int64_t(Ns)>...};
+}
+void softmax_backward_float_rows(const float* y, const float* g, float* gx, int64_t rows, int64_t n, bool log) {
+  static constexpr auto plain = fixed_length_softmax_backward_rows(std::make_index_sequence<kFixedRowLengths + 1>(), false);
+  static constexpr auto logs = fixed_length_softmax_backward_rows(std::make_index_sequence<kFixedRowLengths + 1>(), true);
+  (log ? logs : plain)[n <= kFixedRowLengths ? size_t(n) : 0](y, g, gx, rows, n);
 }
 
 template <typename T>
@@ -225,12 +240,12 @@ void softmax_backward_typed(const Tensor& y, const Tensor& g, int64_t dim, bool 
   const int64_t n = y.shape()[size_t(dim)], s = y.strides()[size_t(dim)];
   const bool last = dim == y.dim() - 1;
   if constexpr (std::is_same_v<T, float>) {
-    if (log && last && s == 1 && n > 0) {
+    if (last && s == 1 && n > 0) {
       const float* py = ptr<float>(y);
       const float* pg = ptr<float>(g);
       float* px = ptr<float>(gx);
       for_row_ranges(y.numel() / n, n, [&](int64_t offset, int64_t count) {
-        log_softmax_backward_float_rows(py + offset, pg + offset, px + offset, count, n);
+        softmax_backward_float_rows(py + offset, pg + offset, px + offset, count, n, log);
       });
       return;
     }
