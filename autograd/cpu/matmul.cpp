@@ -252,6 +252,10 @@ template <typename T, int VB, int NV, int NT, int R>
     for (int v = 0; v < NV; ++v) acc[r][v] = V{};  // register by register (see tile())
     if constexpr (NT == 1) tail[r] = H{};
   }
+  // Two terms per trip: the loop's own instructions (pointer steps, compare, branch) are a tenth of a
+  // trip of 27, and Zen 3 issues these loops at about 5 instructions a cycle, below what its four FP
+  // pipes could take. Seed step 861k -> 822k instructions (callgrind); 24 x 128 x 24 (Aᵀ) 2.21 -> 1.90 µs.
+#pragma GCC unroll 2
   for (int64_t p = 0; p < kc; ++p) {
     const T* b_row = b + p * b_stride;
     V bv[NV];
