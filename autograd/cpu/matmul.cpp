@@ -237,7 +237,7 @@ constexpr int64_t kNarrowBytes = 6 * 32;
 template <int NV, int NT, int VB> constexpr int kRowsTogether =
     VB == 64 ? 8 : (NV == 1 ? 8 : NV == 2 ? 4 : NV <= 4 ? 3 : 2);
 
-template <typename T, int VB, int NV, int NT, int R>
+template <typename T, int VB, int NV, int NT, int R, bool Whole>
 [[gnu::always_inline]] inline void row_block(int64_t kc, const T* a_rows, int64_t ars, int64_t acs, const T* b,
                                              int64_t b_stride, bool first, const T* start, int64_t n, T* c_rows,
                                              int64_t crs, int64_t ccs) {
@@ -273,6 +273,16 @@ template <typename T, int VB, int NV, int NT, int R>
       if constexpr (NT == 1) tail[r] = tail[r] + bt * a;
     }
   }
+  if constexpr (Whole) {  // rows of C contiguous and exactly W wide: every vector straight from its register
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      T* c_row = c_rows + r * crs;
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) write_vector(c_row + v * VL, acc[r][v], first, start ? start + v * VL : nullptr);
+      if constexpr (NT == 1) write_vector(c_row + NV * VL, tail[r], first, start ? start + NV * VL : nullptr);
+    }
+    return;
+  }
   for (int r = 0; r < R; ++r) {
     T* c_row = c_rows + r * crs;
     int64_t done = 0;  // columns written straight from the registers, as whole vectors
@@ -300,6 +310,25 @@ template <typename T, int VB, int NV, int NT, int R>
   }
 }
 
+// All m rows of C for one block of B: R rows at a time, then 4, then one by one.
+template <typename T, int VB, int NV, int NT, bool Whole>
+[[gnu::always_inline]] inline void row_blocks(int64_t m, int64_t kc, const T* a_block, int64_t ars, int64_t acs,
+                                              const T* bp, int64_t b_stride, bool first, const T* start, int64_t n,
+                                              T* c_item, int64_t crs, int64_t ccs) {
+  constexpr int R = kRowsTogether<NV, NT, VB>;
+  int64_t i = 0;
+  for (; i + R <= m; i += R)
+    row_block<T, VB, NV, NT, R, Whole>(kc, a_block + i * ars, ars, acs, bp, b_stride, first, start, n,
+                                       c_item + i * crs, crs, ccs);
+  if constexpr (R > 4)  // what is left, 4 rows at a time where it can
+    for (; i + 4 <= m; i += 4)
+      row_block<T, VB, NV, NT, 4, Whole>(kc, a_block + i * ars, ars, acs, bp, b_stride, first, start, n,
+                                         c_item + i * crs, crs, ccs);
+  for (; i < m; ++i)
+    row_block<T, VB, NV, NT, 1, Whole>(kc, a_block + i * ars, ars, acs, bp, b_stride, first, start, n,
+                                       c_item + i * crs, crs, ccs);
+}
+
 // Every item's product, row block by row block. The items loop sits inside, below the choice of row
 // layout and the set-up of the buffer: the seed's batched 16 x (8 x 24 x 8) products took 88 ns an item
 // with that done once per item and 55 ns this way (AMD EPYC Zen 3, a driver timing this function).
@@ -308,9 +337,9 @@ template <typename T, int VB, int NV, int NT>
                                                    int64_t ars, int64_t acs, const T* b, int64_t brs, int64_t bcs,
                                                    T* c, int64_t crs, int64_t ccs, bool add_to_c, const T* start_row) {
   constexpr int64_t W = (NV * VB + NT * VB / 2) / int64_t(sizeof(T));
-  constexpr int R = kRowsTogether<NV, NT, VB>;
   Packed<T>& buf = packing_buffers<T>();
   const bool in_place = bcs == 1 && n == W;
+  const bool whole = ccs == 1 && n == W;  // (row_block's write-back needs no value-by-value fallback)
   if (!in_place) buf.b.resize(size_t(std::min(k, kKc) * W));
   for (const auto& [oc, oa, ob] : items) {
     const T* a_item = a + oa;
@@ -336,17 +365,10 @@ template <typename T, int VB, int NV, int NT>
       const bool first = p0 == 0 && !add_to_c;  // store this block's chains, or add them to C
       const T* start = p0 == 0 ? start_row : nullptr;
       const T* a_block = a_item + p0 * acs;
-      int64_t i = 0;
-      for (; i + R <= m; i += R)
-        row_block<T, VB, NV, NT, R>(kc, a_block + i * ars, ars, acs, bp, b_stride, first, start, n, c_item + i * crs,
-                                    crs, ccs);
-      if constexpr (R > 4)  // what is left, 4 rows at a time where it can
-        for (; i + 4 <= m; i += 4)
-          row_block<T, VB, NV, NT, 4>(kc, a_block + i * ars, ars, acs, bp, b_stride, first, start, n,
-                                      c_item + i * crs, crs, ccs);
-      for (; i < m; ++i)
-        row_block<T, VB, NV, NT, 1>(kc, a_block + i * ars, ars, acs, bp, b_stride, first, start, n,
-                                    c_item + i * crs, crs, ccs);
+      if (whole)
+        row_blocks<T, VB, NV, NT, true>(m, kc, a_block, ars, acs, bp, b_stride, first, start, n, c_item, crs, ccs);
+      else
+        row_blocks<T, VB, NV, NT, false>(m, kc, a_block, ars, acs, bp, b_stride, first, start, n, c_item, crs, ccs);
     }
   }
 }
