@@ -60,11 +60,9 @@ TEST(SoftmaxRows, ThreadsDoNotChangeBits) {
   expect_same_float_bits(two_sm, one_sm, "softmax");
 }
 
-// log_softmax's backward on float rows: dx = g − exp(y) · Σ g, with Σ in PyTorch's vector-lane order
-// (8 lanes over blocks of 8, leftovers into lanes 0, 1, ..., lanes folded left to right; rows under 8
-// folded left to right), computed here one value at a time.
 namespace {
-// Σ over a row in PyTorch's vector-lane order (see the test below).
+// Σ over a row in PyTorch's vector-lane order, one value at a time: 8 lanes over blocks of 8, leftovers
+// into lanes 0, 1, ..., lanes folded left to right; rows under 8 folded left to right.
 float lane_order_sum(const float* v, int64_t n) {
   if (n < 8) {
     float sum = v[0];
@@ -83,58 +81,41 @@ float lane_order_sum(const float* v, int64_t n) {
 }
 }  // namespace
 
+namespace {
+// One backward through `op` (softmax or log_softmax over the last dim) on 12 random rows of n floats; then
+// `want(y_row, g_row, j)` must give every entry of dx bit for bit.
+template <typename Op, typename Want> void check_backward_formula(int64_t n, Op op, Want want) {
+  Tensor x = randish({12, n}, uint32_t(n), -5, 5, DType::Float32).requires_grad_();
+  Tensor g = randish({12, n}, uint32_t(n + 1), -1, 1, DType::Float32);
+  Tensor y = op(x);
+  y.backward(g);
+  std::vector<float> yv = y.detach().to_vector<float>(), gv = g.to_vector<float>(), dx = x.grad().to_vector<float>();
+  for (int64_t r = 0; r < 12; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      ASSERT_EQ(std::bit_cast<uint32_t>(dx[size_t(r * n + j)]),
+                std::bit_cast<uint32_t>(want(yv.data() + r * n, gv.data() + r * n, j)))
+          << "n " << n << " row " << r << " col " << j;
+}
+}  // namespace
+
 // softmax's backward on float rows (a copy per row length up to 16, cpu/softmax.cpp): dx = (g − Σ g·y) · y,
 // each g·y rounded, Σ in the vector-lane order, computed here one value at a time.
 TEST(SoftmaxRows, SoftmaxBackwardMatchesTheFormula) {
-  for (int64_t n : {1, 5, 8, 13, 16, 17, 21, 100}) {
-    Tensor x = randish({12, n}, uint32_t(n), -5, 5, DType::Float32).requires_grad_();
-    Tensor g = randish({12, n}, uint32_t(n + 1), -1, 1, DType::Float32);
-    Tensor y = softmax(x, -1);
-    y.backward(g);
-    std::vector<float> yv = y.detach().to_vector<float>(), gv = g.to_vector<float>(), dx = x.grad().to_vector<float>();
-    for (int64_t r = 0; r < 12; ++r) {
-      const float* gr = gv.data() + r * n;
-      const float* yr = yv.data() + r * n;
-      std::vector<float> products(static_cast<size_t>(n), 0.0f);
-      for (int64_t j = 0; j < n; ++j) products[size_t(j)] = gr[j] * yr[j];
-      const float dot = lane_order_sum(products.data(), n);
-      for (int64_t j = 0; j < n; ++j) {
-        const float want = (gr[j] - dot) * yr[j];
-        ASSERT_EQ(std::bit_cast<uint32_t>(dx[size_t(r * n + j)]), std::bit_cast<uint32_t>(want))
-            << "n " << n << " row " << r << " col " << j;
-      }
-    }
-  }
+  for (int64_t n : {1, 5, 8, 13, 16, 17, 21, 100})
+    check_backward_formula(n, [](const Tensor& x) { return softmax(x, -1); },
+                           [n](const float* yr, const float* gr, int64_t j) {
+                             std::vector<float> products(static_cast<size_t>(n), 0.0f);
+                             for (int64_t i = 0; i < n; ++i) products[size_t(i)] = gr[i] * yr[i];
+                             return (gr[j] - lane_order_sum(products.data(), n)) * yr[j];
+                           });
 }
 
+// log_softmax's backward on float rows: dx = g − exp(y) · Σ g, Σ in the vector-lane order, computed here
+// one value at a time.
 TEST(SoftmaxRows, LogSoftmaxBackwardMatchesTheFormula) {
-  for (int64_t n : {1, 5, 8, 13, 16, 21, 100}) {
-    Tensor x = randish({12, n}, uint32_t(n), -5, 5, DType::Float32).requires_grad_();
-    Tensor g = randish({12, n}, uint32_t(n + 1), -1, 1, DType::Float32);
-    Tensor y = log_softmax(x, -1);
-    y.backward(g);
-    std::vector<float> yv = y.detach().to_vector<float>(), gv = g.to_vector<float>(), dx = x.grad().to_vector<float>();
-    for (int64_t r = 0; r < 12; ++r) {
-      const float* gr = gv.data() + r * n;
-      float sum;
-      if (n < 8) {
-        sum = gr[0];
-        for (int64_t j = 1; j < n; ++j) sum = sum + gr[j];
-      } else {
-        float lanes[8];
-        for (int l = 0; l < 8; ++l) lanes[l] = gr[l];
-        int64_t d = 8;
-        for (; d < n - n % 8; d += 8)
-          for (int l = 0; l < 8; ++l) lanes[l] = lanes[l] + gr[d + l];
-        for (int l = 0; d + l < n; ++l) lanes[l] = lanes[l] + gr[d + l];
-        sum = lanes[0];
-        for (int l = 1; l < 8; ++l) sum = sum + lanes[l];
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        const float want = gr[j] - std::exp(yv[size_t(r * n + j)]) * sum;
-        ASSERT_EQ(std::bit_cast<uint32_t>(dx[size_t(r * n + j)]), std::bit_cast<uint32_t>(want))
-            << "n " << n << " row " << r << " col " << j;
-      }
-    }
-  }
+  for (int64_t n : {1, 5, 8, 13, 16, 21, 100})
+    check_backward_formula(n, [](const Tensor& x) { return log_softmax(x, -1); },
+                           [n](const float* yr, const float* gr, int64_t j) {
+                             return gr[j] - std::exp(yr[j]) * lane_order_sum(gr, n);
+                           });
 }
