@@ -52,15 +52,7 @@ void exp_scalar(const float* x, float* y, int64_t n) {
 }
 
 void row_maxima_scalar(const float* x, int64_t rows, int64_t n, float* out) {
-  for (int64_t r = 0; r < rows; ++r, x += n) {
-    float m = x[0];
-    bool nan = false;
-    for (int64_t j = 0; j < n; ++j) {
-      nan |= x[j] != x[j];
-      m = x[j] > m ? x[j] : m;
-    }
-    out[r] = nan ? std::numeric_limits<float>::quiet_NaN() : m;
-  }
+  for (int64_t r = 0; r < rows; ++r, x += n) out[r] = row_maximum(x, n);
 }
 
 #ifdef SCRATCHGRAD_HAVE_AVX512_EXP

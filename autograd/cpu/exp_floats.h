@@ -6,6 +6,7 @@
 // gives the same bits (see exp_floats.cpp for how, and tests/test_exp_floats.cpp for the proof).
 #pragma once
 #include <cstdint>
+#include <limits>
 
 namespace autograd::cpu {
 
@@ -16,6 +17,18 @@ void exp_floats(const float* x, float* y, int64_t n);
 // holds a NaN — the maximum softmax subtracts. (Not the library's, but any order gives the same largest
 // value; only which of +0 and -0 wins a tie could differ, and x − max has the same exp either way.)
 void row_maxima(const float* x, int64_t rows, int64_t n, float* out);
+
+// One row's maximum with row_maxima's meaning, one value at a time: inlined where n is a compile-time
+// constant (softmax's short rows), it is straight-line code.
+inline float row_maximum(const float* x, int64_t n) {
+  float m = x[0];
+  bool nan = false;
+  for (int64_t j = 0; j < n; ++j) {
+    nan |= x[j] != x[j];
+    m = x[j] > m ? x[j] : m;
+  }
+  return nan ? std::numeric_limits<float>::quiet_NaN() : m;
+}
 
 // True when exp_floats runs on vectors (16 lanes with AVX-512, 8 with AVX2 and FMA) and a start-up check
 // found the vector code agreeing with this process's expf. False: exp_floats is a loop over std::exp.

@@ -119,16 +119,7 @@ template <int64_t N> void softmax_float_rows_of(const float* x, float* y, int64_
     const float* xb = x + r0 * n;
     float* yb = y + r0 * n;
     if constexpr (N > 0) {  // short rows: a fixed-length loop per row (row_maxima's vector loop cost 9 ns a row of 13)
-      for (int64_t r = 0; r < count; ++r) {
-        const float* xr = xb + r * n;
-        float m = xr[0];
-        bool nan = xr[0] != xr[0];
-        for (int64_t j = 1; j < N; ++j) {
-          nan |= xr[j] != xr[j];
-          m = xr[j] > m ? xr[j] : m;
-        }
-        maxima[size_t(r)] = nan ? std::numeric_limits<float>::quiet_NaN() : m;
-      }
+      for (int64_t r = 0; r < count; ++r) maxima[size_t(r)] = row_maximum(xb + r * n, N);
     } else {
       row_maxima(xb, count, n, maxima.data());
     }
@@ -199,7 +190,8 @@ void softmax_typed(const Tensor& in, int64_t dim, bool log, const Tensor& out) {
 }
 
 template <typename T, typename Stride>
-void softmax_backward_row(const T* yr, const T* gr, T* xr, Stride s, int64_t n, bool last, bool log) {
+[[gnu::always_inline]] inline void softmax_backward_row(const T* yr, const T* gr, T* xr, Stride s, int64_t n, bool last,
+                                                        bool log) {
   if (log) {  // dx = g − exp(y) · Σ g
     const T sum = softmax_row_sum<T>(last, n, [&](int64_t j) { return gr[j * s]; });
     for (int64_t j = 0; j < n; ++j) xr[j * s] = gr[j * s] - T(std::exp(yr[j * s]) * sum);
@@ -228,13 +220,8 @@ void log_softmax_backward_float_rows_of(const float* y, const float* g, float* g
 template <int64_t N>
 void softmax_backward_float_rows_of(const float* y, const float* g, float* gx, int64_t rows, int64_t n_runtime) {
   const int64_t n = N > 0 ? N : n_runtime;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* yr = y + r * n;
-    const float* gr = g + r * n;
-    float* xr = gx + r * n;
-    const float dot = softmax_row_sum<float>(/*last_dim=*/true, n, [&](int64_t j) { return float(gr[j] * yr[j]); });
-    for (int64_t j = 0; j < n; ++j) xr[j] = float(gr[j] - dot) * yr[j];
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    softmax_backward_row<float>(y + r * n, g + r * n, gx + r * n, Contiguous{}, n, /*last=*/true, /*log=*/false);
 }
 template <size_t... Ns> constexpr auto fixed_length_softmax_backward_rows(std::index_sequence<Ns...>, bool log) {
   return log ? std::array{&log_softmax_backward_float_rows_of<int64_t(Ns)>...}
