@@ -36,7 +36,7 @@ GOMP_PACKAGES=(libgomp1)
 # Debian's cmake and the libraries it links that a CUDA image may lack; used only when PATH has no cmake
 # >= 3.25, with its own LD_LIBRARY_PATH (never the build's or the tests').
 CMAKE_PACKAGES=(cmake cmake-data libjsoncpp25 librhash0 libuv1 libarchive13 libcurl4 libnghttp2-14 librtmp1
-                libssh2-1 libpsl5)
+                libssh2-1 libpsl5 libldap-2.5-0 libunistring2)
 
 unpack_into() {  # unpack_into DIR PACKAGE...
   local dir=$1; shift
@@ -108,7 +108,9 @@ version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ];
 find_cmake() {
   local c
   # SCRATCHGRAD_DEPS_CMAKE=1 skips PATH and uses the Debian cmake from gpu/.deps (to test that path)
-  [ "${SCRATCHGRAD_DEPS_CMAKE:-0}" = 1 ] || for c in $(command -v -a cmake 2>/dev/null); do
+  # PATH first, then the cmake of python3's pip package (CUDA images often ship that one only)
+  local pip_cmake; pip_cmake=$(python3 -c 'import cmake, os; print(os.path.join(cmake.CMAKE_BIN_DIR, "cmake"))' 2>/dev/null)
+  [ "${SCRATCHGRAD_DEPS_CMAKE:-0}" = 1 ] || for c in $(command -v -a cmake 2>/dev/null) $pip_cmake; do
     local v; v=$("$c" --version 2>/dev/null | head -n1 | awk '{print $3}')
     if [ -n "$v" ] && version_ge "$v" 3.25; then CMAKE=$c; return 0; fi
   done
