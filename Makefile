@@ -3,8 +3,14 @@
 BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 # libopenmpi-dev and openmpi-bin: data parallelism (nn/dist/) and its 2-rank tests; the build works without them.
-PACKAGES = cmake g++ make libblis-dev libfmt-dev libgtest-dev libcli11-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin
+PACKAGES = cmake g++ make ccache libblis-dev libfmt-dev libgtest-dev libcli11-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin
 CMAKE_FLAGS ?=
+# ccache (when installed) keeps every build folder's objects: a rebuild after a pull or a clean clone on the
+# same machine compiles only what changed. The base folder makes entries shareable between clones in
+# different places (paths inside the checkout are hashed relative to it).
+export CCACHE_BASEDIR := $(CURDIR)
+# (Asked when the recipe runs: `deps` may have just installed it.)
+LAUNCHER = $$(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 # `make fuzz`: each libFuzzer target in tests/fuzz/ runs FUZZ_SECONDS on a copy of its corpus (clang build
 # in FUZZ_BUILD, with ASan + UBSan); it fails if any target finds a crash. FUZZ_TARGETS picks some.
 FUZZ_SECONDS ?= 60
@@ -29,7 +35,7 @@ deps:
 	fi
 
 configure: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(LAUNCHER) $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -44,7 +50,7 @@ fuzz-deps:
 	@$(MAKE) --no-print-directory deps PACKAGES="$(FUZZ_PACKAGES)"
 
 fuzz-build: fuzz-deps
-	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCRATCHGRAD_FUZZ=ON -DSCRATCHGRAD_MPI=OFF \
+	@CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(LAUNCHER) -DSCRATCHGRAD_FUZZ=ON -DSCRATCHGRAD_MPI=OFF \
 	  -DSCRATCHGRAD_TESTS=OFF -DSCRATCHGRAD_BENCH=OFF -DSCRATCHGRAD_CUDA=OFF >/dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
 

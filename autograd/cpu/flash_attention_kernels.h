@@ -1,8 +1,8 @@
 // cpu/flash_attention_kernels.h — the body of the FlashAttention kernels (cpu/flash_attention.cpp has the
 // entry points, the threads and the algorithm's description), in one place for the two files that compile
-// it: flash_attention.cpp as the rest of the build is compiled (-ffp-contract=off: every product and every
-// sum rounded on its own, Numerics::exact) and flash_attention_fast.cpp with -ffp-contract=fast (each
-// a·b + c one fused multiply-add, one rounding, in its AVX2+FMA and AVX-512 builds: Numerics::fast).
+// it: flash_attention.cpp (every product and every sum rounded on its own, Numerics::exact) and
+// flash_attention_fast.cpp (each a·b + c one fused multiply-add, one rounding, in its AVX2+FMA and AVX-512
+// builds: Numerics::fast). Both are compiled with -ffp-contract=off; madd says where a build fuses.
 // Nothing else includes it.
 //
 // The order of every sum is the same in both and fixed: a score adds over the feature index in order, an
@@ -123,18 +123,30 @@ template <typename F>
     }
 }
 
-// a·b + c in a running sum over a loop: GCC may vectorize such a loop as an in-order reduction (a vector of
-// products, then the additions one by one) in one build and not in another, and a product split from its
-// addition is not fused. So these say which they mean: std::fma in a fast build, two roundings in an exact one.
+// a·b + c, fused (one rounding) in the fast build and two roundings in the exact one, said explicitly at
+// every multiply-add rather than left to the compiler's -ffp-contract: which a·b + c a compiler contracts
+// differs between compilers (GCC 12 and 13 do not agree) and between the AVX2 and AVX-512 builds, and
+// each build must give the same bits everywhere. Both files are compiled with -ffp-contract=off.
 template <bool fused, typename F> [[gnu::always_inline]] inline F madd(F a, F b, F c) {
-  if constexpr (fused) return std::fma(a, b, c);
+  if constexpr (fused) return __builtin_fma(a, b, c);
   return a * b + c;
+}
+// The same on each lane of a vector, times one scalar: a[l]·b + c[l]. The lane loop compiles to one vector
+// FMA instruction in the fast builds.
+template <bool fused, typename V, typename F> [[gnu::always_inline]] inline V madd_lanes(V a, F b, V c) {
+  if constexpr (fused) {
+    V r;
+#pragma GCC unroll 16
+    for (int l = 0; l < int(sizeof(V) / sizeof(F)); ++l) r[l] = __builtin_fma(a[l], b, c[l]);
+    return r;
+  }
+  return c + a * b;
 }
 
 // y[c] = y[c] + a·x[c] for c < n.
-template <typename F>
+template <bool fused, typename F>
 [[gnu::always_inline]] inline void axpy(F a, const F* __restrict x, F* __restrict y, int64_t n) {
-  for (int64_t c = 0; c < n; ++c) y[c] = y[c] + x[c] * a;
+  for (int64_t c = 0; c < n; ++c) y[c] = madd<fused>(x[c], a, y[c]);
 }
 
 // The small products every step is made of:
@@ -143,7 +155,7 @@ template <typename F>
 // R rows by NV vectors of columns stays in registers for the whole chain: for each p, NV vectors of B's
 // row are loaded and multiplied by R values of A (A may be read transposed: ars 1). Whatever tile an
 // entry falls in, and the columns past the last whole vector (axpy), its chain is the same.
-template <int VB, int64_t R, int64_t NV, typename F>
+template <int VB, bool fused, int64_t R, int64_t NV, typename F>
 [[gnu::always_inline]] inline void tile(int64_t k, const F* __restrict a, int64_t ars, int64_t acs,
                                         const F* __restrict b, int64_t brs, F* __restrict c, int64_t crs) {
   using V = typename Vec<F, VB>::type;
@@ -161,7 +173,7 @@ template <int VB, int64_t R, int64_t NV, typename F>
     for (int64_t r = 0; r < R; ++r) {
       const F ar = a[r * ars + p * acs];
 #pragma GCC unroll 2
-      for (int64_t v = 0; v < NV; ++v) acc[r][v] = acc[r][v] + bp[v] * ar;
+      for (int64_t v = 0; v < NV; ++v) acc[r][v] = madd_lanes<fused>(bp[v], ar, acc[r][v]);
     }
   }
 #pragma GCC unroll 8
@@ -171,17 +183,17 @@ template <int VB, int64_t R, int64_t NV, typename F>
 }
 
 // Rows by tiles of R, then one at a time, for the NV-vector-wide column strip starting at c (and b).
-template <int VB, int64_t R, int64_t NV, typename F>
+template <int VB, bool fused, int64_t R, int64_t NV, typename F>
 [[gnu::always_inline]] inline void strip(int64_t m, int64_t k, const F* a, int64_t ars, int64_t acs, const F* b,
                                          int64_t brs, F* c, int64_t crs) {
   int64_t i = 0;
-  for (; i + R <= m; i += R) tile<VB, R, NV>(k, a + i * ars, ars, acs, b, brs, c + i * crs, crs);
-  for (; i < m; ++i) tile<VB, 1, NV>(k, a + i * ars, ars, acs, b, brs, c + i * crs, crs);
+  for (; i + R <= m; i += R) tile<VB, fused, R, NV>(k, a + i * ars, ars, acs, b, brs, c + i * crs, crs);
+  for (; i < m; ++i) tile<VB, fused, 1, NV>(k, a + i * ars, ars, acs, b, brs, c + i * crs, crs);
 }
 
 // Tiles of two vectors where there are enough columns (8 rows: 16 of AVX-512's 32 registers; 6 rows: 12 of
 // AVX2's 16; 4 with SSE), then one vector (8 rows), then the last columns narrower than a vector.
-template <int VB, typename F>
+template <int VB, bool fused, typename F>
 [[gnu::always_inline]] inline void block_product(int64_t m, int64_t n, int64_t k, const F* a, int64_t ars,
                                                  int64_t acs, const F* b, int64_t brs, F* c, int64_t crs,
                                                  bool zero_c) {
@@ -189,11 +201,11 @@ template <int VB, typename F>
   if (zero_c)
     for (int64_t i = 0; i < m; ++i) std::fill(c + i * crs, c + i * crs + n, F(0));
   int64_t j = 0;
-  for (; j + 2 * W <= n; j += 2 * W) strip<VB, R2, 2>(m, k, a, ars, acs, b + j, brs, c + j, crs);
-  for (; j + W <= n; j += W) strip<VB, 8, 1>(m, k, a, ars, acs, b + j, brs, c + j, crs);
+  for (; j + 2 * W <= n; j += 2 * W) strip<VB, fused, R2, 2>(m, k, a, ars, acs, b + j, brs, c + j, crs);
+  for (; j + W <= n; j += W) strip<VB, fused, 8, 1>(m, k, a, ars, acs, b + j, brs, c + j, crs);
   if (j < n)
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t p = 0; p < k; ++p) axpy(a[i * ars + p * acs], b + p * brs + j, c + i * crs + j, n - j);
+      for (int64_t p = 0; p < k; ++p) axpy<fused>(a[i * ars + p * acs], b + p * brs + j, c + i * crs + j, n - j);
 }
 
 // x[j] = exp(x[j]) for j < n: the C library's exp (exp_floats gives expf's bits 16 at a time).
@@ -222,7 +234,7 @@ template <int VB, bool fused, typename F>
     const int64_t i0 = std::max(r0, h.first_row_seeing(c0));  // rows before it see none of this block
     transpose_block(h.k + c0 * h.k_rs, h.k_rs, nc, h.d, w.kt.data());
     // scores of rows i0..r1 against the block: s[i][j] = q_i · k_j
-    block_product<VB>(r1 - i0, nc, h.d, h.q + i0 * h.q_rs, h.q_rs, 1, w.kt.data(), kKeyBlock, w.s.data(), kKeyBlock,
+    block_product<VB, fused>(r1 - i0, nc, h.d, h.q + i0 * h.q_rs, h.q_rs, 1, w.kt.data(), kKeyBlock, w.s.data(), kKeyBlock,
                      true);
     for (int64_t i = i0; i < r1; ++i) {
       F* s = w.s.data() + (i - i0) * kKeyBlock;
@@ -248,7 +260,7 @@ template <int VB, bool fused, typename F>
       l[r] = madd<fused>(l[r], alpha, sum);
     }
     // acc[i] += Σⱼ p̃[i][j]·v_j
-    block_product<VB>(r1 - i0, dv, nc, w.s.data(), kKeyBlock, 1, h.v + c0 * h.v_rs, h.v_rs, acc + (i0 - r0) * dv, dv,
+    block_product<VB, fused>(r1 - i0, dv, nc, w.s.data(), kKeyBlock, 1, h.v + c0 * h.v_rs, h.v_rs, acc + (i0 - r0) * dv, dv,
                      false);
   }
   for (int64_t i = r0; i < r1; ++i) {
@@ -285,7 +297,7 @@ template <int VB, bool fused, typename F>
     const F* q = h.q + i0 * h.q_rs;
     const F* dout = g.dout + i0 * g.dout_rs;
     // P[i][j], recomputed: the forward kept only lse
-    block_product<VB>(rows, nc, d, q, h.q_rs, 1, w.kt.data(), kKeyBlock, S, kKeyBlock, true);
+    block_product<VB, fused>(rows, nc, d, q, h.q_rs, 1, w.kt.data(), kKeyBlock, S, kKeyBlock, true);
     for (int64_t i = i0; i < i1; ++i) {
       F* s = S + (i - i0) * kKeyBlock;
       const int64_t n = std::min(c1, h.keys_seen(i)) - c0;
@@ -294,9 +306,9 @@ template <int VB, bool fused, typename F>
       exp_in_place(s, nc);
     }
     if (to_kv)  // dV[j] += Σᵢ P[i][j]·dO[i]  (Pᵀ read through its strides)
-      block_product<VB>(nc, dv, rows, S, 1, kKeyBlock, dout, g.dout_rs, g.dv + c0 * dv, dv, false);
+      block_product<VB, fused>(nc, dv, rows, S, 1, kKeyBlock, dout, g.dout_rs, g.dv + c0 * dv, dv, false);
     // dP[i][j] = dO[i]·v_j, then dS in place
-    block_product<VB>(rows, nc, dv, dout, g.dout_rs, 1, w.vt.data(), kKeyBlock, dS, kKeyBlock, true);
+    block_product<VB, fused>(rows, nc, dv, dout, g.dout_rs, 1, w.vt.data(), kKeyBlock, dS, kKeyBlock, true);
     for (int64_t i = i0; i < i1; ++i) {
       const F* p = S + (i - i0) * kKeyBlock;
       F* ds = dS + (i - i0) * kKeyBlock;
@@ -305,9 +317,9 @@ template <int VB, bool fused, typename F>
       for (int64_t j = n; j < nc; ++j) ds[j] = F(0);
     }
     if (to_q)  // dQ[i] += Σⱼ dS[i][j]·k_j
-      block_product<VB>(rows, d, nc, dS, kKeyBlock, 1, h.k + c0 * h.k_rs, h.k_rs, g.dq + i0 * d, d, false);
+      block_product<VB, fused>(rows, d, nc, dS, kKeyBlock, 1, h.k + c0 * h.k_rs, h.k_rs, g.dq + i0 * d, d, false);
     if (to_kv)  // dK[j] += Σᵢ dS[i][j]·q_i
-      block_product<VB>(nc, d, rows, dS, 1, kKeyBlock, q, h.q_rs, g.dk + c0 * d, d, false);
+      block_product<VB, fused>(nc, d, rows, dS, 1, kKeyBlock, q, h.q_rs, g.dk + c0 * d, d, false);
   }
 }
 

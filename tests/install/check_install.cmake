@@ -32,13 +32,34 @@ set(flags)
 if(SANITIZE)
   set(flags "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
 endif()
+# Without components, the package must not look for CUDA or MPI: configured with both made unfindable.
 run(${CMAKE_COMMAND} -S ${WORK_DIR}/project -B ${WORK_DIR}/build -DCMAKE_BUILD_TYPE=Release
-    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix ${flags})
+    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON
+    -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON ${flags})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/readme_example)
 if(NOT run_output STREQUAL expected)
   message(FATAL_ERROR "the installed package's README example printed\n${run_output}\nbut README.md shows\n${expected}")
 endif()
+
+# Each optional component: found when the package was built with it, else refused by name; an unknown
+# component is refused too.
+set(cmake_dir ${WORK_DIR}/prefix/lib/cmake/scratchgrad)
+if(NOT EXISTS ${cmake_dir})
+  file(GLOB cmake_dir ${WORK_DIR}/prefix/lib*/cmake/scratchgrad)
+endif()
+foreach(component gpu dist nonesuch)
+  execute_process(COMMAND ${CMAKE_COMMAND} -S ${WORK_DIR}/project -B ${WORK_DIR}/build-${component}
+                          -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DSG_COMPONENTS=${component}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(EXISTS ${cmake_dir}/scratchgrad_${component}Targets.cmake)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "find_package(scratchgrad COMPONENTS ${component}) failed:\n${out}\n${err}")
+    endif()
+  elseif(rc EQUAL 0 OR NOT err MATCHES "(built without|unknown component) '${component}'")
+    message(FATAL_ERROR "find_package(scratchgrad COMPONENTS ${component}) should have been refused by name:\n${err}")
+  endif()
+endforeach()
 
 # The pkg-config file names the installed headers and libraries.
 file(GLOB pc ${WORK_DIR}/prefix/lib*/pkgconfig/scratchgrad.pc)
