@@ -1,9 +1,8 @@
 // lanes.h — the AVX-512 kernels' way to read and write up to 16 floats.
 //
-// On the AMD EPYC VMs (cpu family 26) a masked 512-bit load or store is much slower than a plain one
-// when the data streams from memory, even with every lane set: GELU's kernel over [4096, 1024] floats
-// took 2.2 ms with a masked load per vector and 1.4 ms with plain ones (bench_ops gelu_bench, AMD
-// EPYC). So whole vectors are read and written plainly, and only a last, partial one masked.
+// On AMD's AVX-512 cores a masked 512-bit load or store is much slower than a plain one when the data
+// streams from memory, even with every lane set. So whole vectors are read and written plainly, and only
+// a last, partial one masked.
 #pragma once
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
