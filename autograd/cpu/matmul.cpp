@@ -730,9 +730,8 @@ void product(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulSt
         !dots) {
       // One product wider than it is tall (a weight gradient gᵀ·x with more outputs than inputs): the
       // threads split its columns, so each packs only its share of B, where split by rows each would pack
-      // all of it. An entry's chain
-      // does not depend on the columns beside it, so no bit moves. Dense only: lower_c counts panels
-      // from column 0.
+      // all of it. An entry's chain does not depend on the columns beside it, so no bit moves. Dense only:
+      // lower_c counts panels from column 0.
       // (plain variables, not a structured binding: clang 14 cannot name one inside the OpenMP region)
       const int64_t oc = items[0][0], oa = items[0][1], ob = items[0][2];
       const int64_t units = (n + kColumnsPerShare - 1) / kColumnsPerShare;
