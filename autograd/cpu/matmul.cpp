@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "autograd/cpu/kernels.h"
+#include "autograd/cpu/lanes.h"
 #include "autograd/cpu/loops.h"
 #include "autograd/cpu/matmul_plan.h"
 #include "autograd/cpu/runtime.h"
@@ -93,12 +94,6 @@ template <int VB> struct Vector32<double, VB> { typedef double type __attribute_
 
 // One MR x NR tile over one block: each entry is its own chain acc = acc + a * b, in p order (the
 // vector lanes are different entries, so nothing is reordered). Then C = acc (first block) or acc + C.
-// An unaligned load of one vector (memcpy into a plain variable: the compiler emits one vector load).
-template <typename V, typename T> [[gnu::always_inline]] inline V load_vector(const T* p) {
-  V v;
-  __builtin_memcpy(&v, p, sizeof(V));
-  return v;
-}
 
 // One vector of a row of C: stored (first), or added to the start row or to what C holds.
 template <typename V, typename T>
