@@ -90,6 +90,7 @@ std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim = 0);
 // Views of `t` along `dim`: pieces of `size` (the last one shorter if needed), or of the given sizes.
 std::vector<Tensor> split(const Tensor& t, int64_t size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, int64_t dim = 0);
+Tensor flatten(const Tensor& t, int64_t start_dim = 0, int64_t end_dim = -1);  // torch.flatten
 Tensor tril(const Tensor& t, int64_t diagonal = 0);
 Tensor triu(const Tensor& t, int64_t diagonal = 0);
 

@@ -159,7 +159,8 @@ class Tensor {
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step = 1) const;
   Tensor select(int64_t dim, int64_t index) const;
-  Tensor flatten() const { return reshape({-1}); }
+  // dims start_dim..end_dim merged into one, as torch.flatten: a view where the strides allow (reshape)
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   // A raw view over the same storage with no gradient history (for kernels and internal helpers).
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
 

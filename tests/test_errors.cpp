@@ -64,6 +64,11 @@ TEST(Errors, ViewReshapeExpand) {
   EXPECT_THROW_WITH(f32({4}).tril(), std::invalid_argument, "tril", "[4]");
   EXPECT_THROW_WITH(f32({4}).triu(), std::invalid_argument, "triu", "[4]");
   EXPECT_THROW_WITH(empty({2, -1}), std::invalid_argument, "empty", "[2, -1]");
+  EXPECT_THROW_WITH(f32({2, 3, 4}).flatten(2, 1), std::invalid_argument, "flatten", "start_dim 2", "end_dim 1", "[2, 3, 4]");
+  EXPECT_THROW_WITH(f32({2, 3, 4}).flatten(-1, 0), std::invalid_argument, "flatten", "start_dim -1", "end_dim 0");
+  EXPECT_THROW_WITH(f32({2, 3, 4}).flatten(3), std::out_of_range, "flatten", "start_dim 3", "[2, 3, 4]", "[-3, 2]");
+  EXPECT_THROW_WITH(f32({2, 3, 4}).flatten(0, -4), std::out_of_range, "flatten", "end_dim -4", "[-3, 2]");
+  EXPECT_THROW_WITH(f32({}).flatten(1), std::out_of_range, "flatten", "start_dim 1", "[-1, 0]");
 }
 
 TEST(Errors, MaskedFill) {

@@ -366,6 +366,13 @@ TEST(GradcheckViews, ViewAndReshape) {
   // reshape of a transposed tensor cannot be a view: it copies, and the gradient must still map back
   EXPECT_GRADCHECK([w](const Inputs& x) { return x[0].reshape({2, 6}) * w; }, Inputs{transposed_leaf({3, 4}, 205)});
   EXPECT_GRADCHECK([](const Inputs& x) { return x[0].flatten(); }, Inputs{transposed_leaf({3, 4}, 206)});
+  // flatten(start, end): a view of a contiguous input, a copy of a transposed or sliced one
+  EXPECT_GRADCHECK([w](const Inputs& x) { return x[0].flatten(1) * w; }, Inputs{leaf({2, 3, 2}, 209)});
+  EXPECT_GRADCHECK([](const Inputs& x) { return x[0].flatten(0, 1); }, Inputs{leaf({2, 3, 2}, 210)});
+  EXPECT_GRADCHECK([](const Inputs& x) { return flatten(x[0], -2, -1); }, Inputs{transposed_leaf({2, 3, 4}, 211)});
+  EXPECT_GRADCHECK([w](const Inputs& x) { return x[0].transpose(0, 2).flatten(1) * w; }, Inputs{leaf({2, 3, 2}, 212)});
+  EXPECT_GRADCHECK([](const Inputs& x) { return x[0].flatten(0, 1); }, Inputs{sliced_leaf({2, 3, 4}, 213)});
+  EXPECT_GRADCHECK([](const Inputs& x) { return x[0].flatten(); }, Inputs{sliced_leaf({2, 3, 4}, 214)});
   // view that splits a dim of a transposed tensor (allowed) and of a sliced tensor
   EXPECT_GRADCHECK([](const Inputs& x) { return x[0].view({2, 2, 3}); }, Inputs{transposed_leaf({4, 3}, 207)});
   EXPECT_GRADCHECK([](const Inputs& x) { return x[0].view({3, 2, 2}); }, Inputs{sliced_leaf({3, 4}, 208)});

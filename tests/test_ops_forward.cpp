@@ -365,6 +365,23 @@ const std::map<std::string, OpFn>& engine_ops() {
         {"tril_triu_batched", [](const In& in) -> Outs { return {in["a"].tril(), in["a"].triu(1)}; }},
         {"tril_triu_transposed", [](const In& in) -> Outs { return {in["a"].t().tril(), in["a"].t().triu()}; }},
         {"triu_bool", [](const In&) -> Outs { return {ones({4, 4}, DType::Bool).triu(1)}; }},
+        {"flatten", [](const In& in) -> Outs {
+           const Tensor& a = in["a"];
+           return {a.flatten(), a.flatten(1), a.flatten(0, 1), flatten(a, -2, -1), a.flatten(1, 1), a.flatten(-3, 0)};
+         }},
+        {"flatten_transposed", [](const In& in) -> Outs {
+           const Tensor t = in["a"].transpose(0, 2);  // [4, 3, 2], not contiguous: flatten copies
+           return {t.flatten(1), t.flatten(0, 1)};
+         }},
+        {"flatten_0d", [](const In& in) -> Outs {
+           const Tensor& a = in["a"];
+           return {a.flatten(), a.flatten(0, -1), a.flatten(-1, 0)};
+         }},
+        {"flatten_empty", [](const In& in) -> Outs {
+           const Tensor& a = in["a"];
+           return {a.flatten(0, 1), a.flatten(1), a.flatten()};
+         }},
+        {"flatten_int", [](const In& in) -> Outs { return {in["a"].flatten(1)}; }},
     };
     for (int64_t d : {0, 1, 2, -1}) {
       m["softmax_dim" + std::to_string(d)] = [d](const In& in) -> Outs { return {in["x"].softmax(d)}; };

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "autograd/cpu/exp_floats.h"
+#include "autograd/cpu/lanes.h"
 
 // The vector helpers below are always inlined into the functions compiled for each target, so no vector
 // crosses a call boundary and GCC's warning about the ABI of such calls does not apply.
@@ -72,14 +73,6 @@ namespace {
 template <typename F, int VB> struct Vec;
 template <int VB> struct Vec<float, VB> { typedef float type __attribute__((vector_size(VB))); };
 template <int VB> struct Vec<double, VB> { typedef double type __attribute__((vector_size(VB))); };
-template <typename V, typename F> [[gnu::always_inline]] inline V load(const F* p) {
-  V v;
-  __builtin_memcpy(&v, p, sizeof(V));
-  return v;
-}
-template <typename V, typename F> [[gnu::always_inline]] inline void store(F* p, const V& v) {
-  __builtin_memcpy(p, &v, sizeof(V));
-}
 
 // Per-thread scratch: a key block's k and v transposed ([d][kKeyBlock], [dv][kKeyBlock]: the right-hand
 // operands of the scores and of dP, rows of contiguous memory), the scores / probabilities and dP / dS of up
@@ -164,11 +157,11 @@ template <int VB, bool fused, int64_t R, int64_t NV, typename F>
 #pragma GCC unroll 8
   for (int64_t r = 0; r < R; ++r)
 #pragma GCC unroll 2
-    for (int64_t v = 0; v < NV; ++v) acc[r][v] = load<V>(c + r * crs + v * W);
+    for (int64_t v = 0; v < NV; ++v) acc[r][v] = load_vector<V>(c + r * crs + v * W);
   for (int64_t p = 0; p < k; ++p) {
     V bp[NV];
 #pragma GCC unroll 2
-    for (int64_t v = 0; v < NV; ++v) bp[v] = load<V>(b + p * brs + v * W);
+    for (int64_t v = 0; v < NV; ++v) bp[v] = load_vector<V>(b + p * brs + v * W);
 #pragma GCC unroll 8
     for (int64_t r = 0; r < R; ++r) {
       const F ar = a[r * ars + p * acs];
@@ -179,7 +172,7 @@ template <int VB, bool fused, int64_t R, int64_t NV, typename F>
 #pragma GCC unroll 8
   for (int64_t r = 0; r < R; ++r)
 #pragma GCC unroll 2
-    for (int64_t v = 0; v < NV; ++v) store(c + r * crs + v * W, acc[r][v]);
+    for (int64_t v = 0; v < NV; ++v) store_vector(c + r * crs + v * W, acc[r][v]);
 }
 
 // Rows by tiles of R, then one at a time, for the NV-vector-wide column strip starting at c (and b).

@@ -57,7 +57,7 @@ void causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double 
 enum class MatmulMode { exact, blis_large, blis_all };
 void set_matmul_mode(MatmulMode mode);
 MatmulMode matmul_mode();
-// Below this many multiply-adds a BLIS call (about 1.4 µs of fixed cost) loses to a plain loop.
+// Below this many multiply-adds a BLIS call's fixed cost outweighs its speed, and a plain loop wins.
 inline constexpr int64_t kSmallMatmulFlops = 16 * 1024;
 
 // attention.cpp

@@ -1,10 +1,29 @@
-// lanes.h — the AVX-512 kernels' way to read and write up to 16 floats.
-//
-// On the AMD EPYC VMs (cpu family 26) a masked 512-bit load or store is much slower than a plain one
-// when the data streams from memory, even with every lane set: GELU's kernel over [4096, 1024] floats
-// took 2.2 ms with a masked load per vector and 1.4 ms with plain ones (bench_ops gelu_bench, AMD
-// EPYC). So whole vectors are read and written plainly, and only a last, partial one masked.
+// lanes.h — how the kernels read and write vectors: a whole GCC vector at any address, and up to 16
+// floats for the AVX-512 kernels.
 #pragma once
+
+namespace autograd::cpu {
+namespace {  // internal linkage, so a vector return is no ABI promise (GCC's -Wpsabi note) across files
+
+// One vector V (a GCC vector type: float __attribute__((vector_size(32))) and the like) from p, or to p,
+// at any alignment: a memcpy into or out of a plain variable, which the compiler turns into one unaligned
+// vector load or store. It carries no target of its own: inlined, it takes the instructions of the
+// function it is in (AVX-512, AVX2, SSE2 or WebAssembly), so every build and both numerics' kernels share it.
+template <typename V, typename T> [[gnu::always_inline]] inline V load_vector(const T* p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <typename V, typename T> [[gnu::always_inline]] inline void store_vector(T* p, const V& v) {
+  __builtin_memcpy(p, &v, sizeof(V));
+}
+
+}  // namespace
+}  // namespace autograd::cpu
+
+// On AMD's AVX-512 cores a masked 512-bit load or store is much slower than a plain one when the data
+// streams from memory, even with every lane set. So whole vectors are read and written plainly, and only
+// a last, partial one masked.
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 

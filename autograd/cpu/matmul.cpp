@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "autograd/cpu/kernels.h"
+#include "autograd/cpu/lanes.h"
 #include "autograd/cpu/loops.h"
 #include "autograd/cpu/matmul_plan.h"
 #include "autograd/cpu/runtime.h"
@@ -51,8 +52,8 @@ namespace {
 // (32 floats) with AVX-512 — the width changes how many entries run side by side, never an entry's order.
 // Rows per register tile: kMr<VB> x 2 vectors of accumulators (8 x 2 of the 32 registers with AVX-512,
 // 6 x 2 of 16 with AVX2; the baseline build, SSE2 or WebAssembly, compiles the AVX2 code's 32-byte vectors
-// as pairs). 8: measured best of 4..12 at D 256 (Intel Xeon). 6 with AVX2 (AMD EPYC Zen 3, bench_ops,
-// exact products): 1024³ 62 -> 73 GFLOP/s and 4096 x 256 x 256 61 -> 70, against 4.
+// as pairs). More rows per tile means each loaded vector of B serves more rows, until the accumulators,
+// B's two vectors and a broadcast no longer fit the registers: 8 rows of 32 registers, 6 of 16.
 template <int VB> constexpr int64_t kMr = VB == 64 ? 8 : 6;
 
 template <typename T, int VB = 32> constexpr int64_t kNr = 2 * VB / int64_t(sizeof(T));
@@ -93,12 +94,6 @@ template <int VB> struct Vector32<double, VB> { typedef double type __attribute_
 
 // One MR x NR tile over one block: each entry is its own chain acc = acc + a * b, in p order (the
 // vector lanes are different entries, so nothing is reordered). Then C = acc (first block) or acc + C.
-// An unaligned load of one vector (memcpy into a plain variable: the compiler emits one vector load).
-template <typename V, typename T> [[gnu::always_inline]] inline V load_vector(const T* p) {
-  V v;
-  __builtin_memcpy(&v, p, sizeof(V));
-  return v;
-}
 
 // One vector of a row of C: stored (first), or added to the start row or to what C holds.
 template <typename V, typename T>
@@ -223,16 +218,14 @@ template <typename T, int64_t W>
 // A row is W = n rounded up to 32 bytes: W values of B per term (used in place when B's rows are already
 // contiguous and W wide) and W accumulators, as NV vectors of VB bytes and, when W is not a whole number of
 // them, one of half that: with AVX-512 a row of 24 floats is one 16-float vector and one 8-float one, two
-// multiplies and two adds per term where 8-float vectors took three of each. (AMD EPYC VM, the seed's
-// shapes: 128 x 24 x 24 1.70 -> 1.44 µs, its weight gradient 24 x 128 x 24 1.60 -> 1.41 µs, the linear
-// with its bias 2.03 -> 1.60 µs.) Rows of at most 8 floats stay one 8-float vector.
+// multiplies and two adds per term where 8-float vectors took three of each. Rows of at most 8 floats
+// stay one 8-float vector.
 // R rows go together so that R·(NV + NT) independent chains are in flight: one row alone would wait on
 // its adds' latency at every p (4 cycles), with the CPU's two add units mostly idle.
 // With AVX-512 compiled in there are 32 vector registers instead of 16, so more rows (up to 28 registers
 // in use): each loaded vector of B then serves more rows. With 16, rows of 3 vectors go 3 at a time: 4 rows
 // made 12 accumulators, 3 vectors of B, a broadcast and a product, one register too many, and GCC kept an
-// accumulator on the stack (a store and a load in its chain at every p: the seed's weight gradient,
-// 24 x 128 x 24, took 3.49 µs that way and 2.12 µs with 3 rows, AMD EPYC Zen 3).
+// accumulator on the stack (a store and a load in its chain at every p).
 constexpr int64_t kNarrowBytes = 6 * 32;
 template <int NV, int NT, int VB> constexpr int kRowsTogether =
     VB == 64 ? 8 : (NV == 1 ? 8 : NV == 2 ? 4 : NV <= 4 ? 3 : 2);
@@ -253,8 +246,8 @@ template <typename T, int VB, int NV, int NT, int R, bool Whole>
     if constexpr (NT == 1) tail[r] = H{};
   }
   // Two terms per trip: the loop's own instructions (pointer steps, compare, branch) are a tenth of a
-  // trip of 27, and Zen 3 issues these loops at about 5 instructions a cycle, below what its four FP
-  // pipes could take. Seed step 861k -> 822k instructions (callgrind); 24 x 128 x 24 (Aᵀ) 2.21 -> 1.90 µs.
+  // trip, and on AVX2 cores these loops are bound by how fast the front end issues instructions, not by
+  // the FP pipes, so every instruction saved is time saved.
 #pragma GCC unroll 2
   for (int64_t p = 0; p < kc; ++p) {
     const T* b_row = b + p * b_stride;
@@ -330,8 +323,8 @@ template <typename T, int VB, int NV, int NT, bool Whole>
 }
 
 // Every item's product, row block by row block. The items loop sits inside, below the choice of row
-// layout and the set-up of the buffer: the seed's batched 16 x (8 x 24 x 8) products took 88 ns an item
-// with that done once per item and 55 ns this way (AMD EPYC Zen 3, a driver timing this function).
+// layout and the set-up of the buffer, so a batch of tiny items (the attention's 8 x 24 x 8) pays for
+// those once per call, not once per item.
 template <typename T, int VB, int NV, int NT>
 [[gnu::always_inline]] inline void exact_gemm_rows(Items items, int64_t m, int64_t n, int64_t k, const T* a,
                                                    int64_t ars, int64_t acs, const T* b, int64_t brs, int64_t bcs,
@@ -500,8 +493,8 @@ void exact_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_
 
 // In fast numerics, products at most 48 columns wide keep the exact kernels: their narrow-row path reads
 // B in place and pads nothing, where the FMA tiles would pad every row of C to 32 columns and pack B for
-// each batch item. Measured (Intel Xeon, AVX-512) on the seed's step, whose products are all 8 or 24
-// wide: 127 µs with the FMA tiles, 77 µs with the narrow rows. The choice depends on n alone, so an
+// each batch item: at 8 or 24 columns (the seed's products) that padding and packing cost far more than
+// the fused multiply-adds save. The choice depends on n alone, so an
 // entry's bits never depend on how many rows or items share its product.
 constexpr int64_t kNarrowestFastProduct = 49;
 
@@ -732,9 +725,8 @@ void product(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulSt
         !dots) {
       // One product wider than it is tall (a weight gradient gᵀ·x with more outputs than inputs): the
       // threads split its columns, so each packs only its share of B, where split by rows each would pack
-      // all of it (gpt6's 256 x 1024 x 4096: 185 -> 255 GFLOP/s on 2 threads, bench_ops). An entry's chain
-      // does not depend on the columns beside it, so no bit moves. Dense only: lower_c counts panels
-      // from column 0.
+      // all of it. An entry's chain does not depend on the columns beside it, so no bit moves. Dense only:
+      // lower_c counts panels from column 0.
       // (plain variables, not a structured binding: clang 14 cannot name one inside the OpenMP region)
       const int64_t oc = items[0][0], oa = items[0][1], ob = items[0][2];
       const int64_t units = (n + kColumnsPerShare - 1) / kColumnsPerShare;

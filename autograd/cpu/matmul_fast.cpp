@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/cpu/lanes.h"
 #include "autograd/cpu/matmul_plan.h"
 #include "autograd/cpu/runtime.h"
 
@@ -53,18 +54,8 @@ template <typename T, int VB> constexpr int64_t kNr = 2 * VB / int64_t(sizeof(T)
 // Columns of B packed at a time: kKc x kNc floats (256 KiB) stay in a core's L2 cache while every row
 // tile of A passes over them, and so do the rows of C they add to when A has few rows (a weight
 // gradient, m = 256: 256 KiB of C beside them, where 512 columns made 1 MiB with B and no longer fit a
-// 1 MiB L2: gpt6's 256 x 1024 x 4096 in a training step went from 174 to 184 GFLOP/s). A multiple of
-// every NR. (256, 512 and 1024 measured alike at 1024³.)
+// 1 MiB L2). A multiple of every NR. Square products do not care: for them 256, 512 and 1024 run alike.
 constexpr int64_t kNc = 256;
-
-template <typename V, typename T> [[gnu::always_inline]] inline V load(const T* p) {
-  V v;
-  __builtin_memcpy(&v, p, sizeof(V));
-  return v;
-}
-template <typename V, typename T> [[gnu::always_inline]] inline void store(T* p, const V& v) {
-  __builtin_memcpy(p, &v, sizeof(V));
-}
 
 // One step of a VL x VL transpose held in VL registers: rows a and b (H apart, a's index with bit H
 // clear) trade the off-diagonal H x H blocks of each 2H-wide group of lanes. After the steps H = 1, 2,
@@ -102,10 +93,10 @@ template <typename T, int64_t NR>
     for (int64_t p0 = 0; p0 < whole; p0 += VL) {
       V rows[VL];
 #pragma GCC unroll 16
-      for (int64_t r = 0; r < VL; ++r) rows[r] = load<V>(b + (c0 + r) * bcs + p0);
+      for (int64_t r = 0; r < VL; ++r) rows[r] = load_vector<V>(b + (c0 + r) * bcs + p0);
       transpose_rows<V, VL>(rows);
 #pragma GCC unroll 16
-      for (int64_t r = 0; r < VL; ++r) store(out + (p0 + r) * NR + c0, rows[r]);
+      for (int64_t r = 0; r < VL; ++r) store_vector(out + (p0 + r) * NR + c0, rows[r]);
     }
   for (int64_t c = 0; c < NR; ++c)
     for (int64_t p = whole; p < kc; ++p) out[p * NR + c] = b[c * bcs + p];
@@ -153,7 +144,7 @@ template <typename T, int VB>
 #pragma GCC unroll 16
   for (int64_t r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = V{};  // register by register (no rep stos)
   for (int64_t p = 0; p < kc; ++p) {
-    const V b0 = load<V>(bp + p * NR), b1 = load<V>(bp + p * NR + VL);
+    const V b0 = load_vector<V>(bp + p * NR), b1 = load_vector<V>(bp + p * NR + VL);
 #pragma GCC unroll 16
     for (int64_t r = 0; r < MR; ++r) {  // unrolled, so the 2·MR accumulators stay in registers
       const T a = ap[r * a_rs + p * a_ps];
@@ -163,23 +154,23 @@ template <typename T, int VB>
   }
   const T* start = static_cast<const T*>(how.start);
   if (ccs == 1 && nr == NR) {  // whole vectors in and out of a row-major C
-    const V s0 = start ? load<V>(start) : V{}, s1 = start ? load<V>(start + VL) : V{};
+    const V s0 = start ? load_vector<V>(start) : V{}, s1 = start ? load_vector<V>(start + VL) : V{};
     for (int64_t r = 0; r < mr; ++r) {
       T* row = c + r * crs;
       if (how.store) {
-        store(row, acc[r][0]);
-        store(row + VL, acc[r][1]);
+        store_vector(row, acc[r][0]);
+        store_vector(row + VL, acc[r][1]);
       } else {
-        store(row, acc[r][0] + (start ? s0 : load<V>(row)));
-        store(row + VL, acc[r][1] + (start ? s1 : load<V>(row + VL)));
+        store_vector(row, acc[r][0] + (start ? s0 : load_vector<V>(row)));
+        store_vector(row + VL, acc[r][1] + (start ? s1 : load_vector<V>(row + VL)));
       }
     }
     return;
   }
   for (int64_t r = 0; r < mr; ++r) {
     T values[NR];
-    store(values, acc[r][0]);
-    store(values + VL, acc[r][1]);
+    store_vector(values, acc[r][0]);
+    store_vector(values + VL, acc[r][1]);
     for (int64_t col = 0; col < nr; ++col) {
       T& out = c[r * crs + col * ccs];
       out = how.store ? values[col] : values[col] + (start ? start[col] : out);
@@ -196,13 +187,13 @@ template <typename T, int VB>
   const int64_t kept = std::clamp<int64_t>(last + 1, 0, n);
   int64_t j = 0;
   if (s.by_inverse)
-    for (; j + VL <= kept; j += VL) store(row + j, load<V>(row + j) * s.inverse);
+    for (; j + VL <= kept; j += VL) store_vector(row + j, load_vector<V>(row + j) * s.inverse);
   else
-    for (; j + VL <= kept; j += VL) store(row + j, load<V>(row + j) / s.divisor);
+    for (; j + VL <= kept; j += VL) store_vector(row + j, load_vector<V>(row + j) / s.divisor);
   s(row + j, row + j, kept - j, kept - 1 - j);  // the last few kept entries
   V fill;
   for (int64_t l = 0; l < VL; ++l) fill[l] = s.fill;
-  for (j = kept; j + VL <= n; j += VL) store(row + j, fill);
+  for (j = kept; j + VL <= n; j += VL) store_vector(row + j, fill);
   for (; j < n; ++j) row[j] = s.fill;
 }
 

@@ -96,8 +96,7 @@ inline TileWork tile_work(MatmulStructure structure, int64_t i, int64_t mr, int6
 // out[t][p][r] = A[t·MR + r, p]. Panel by panel, each term's MR values came from a different cache line,
 // a whole row of the transposed matrix away (4 KiB for 1024 columns): every line in the same L1 set and
 // a TLB entry per term, re-read for every panel. Here kTilesPerBlockOfA panels are packed together, one
-// term at a time, so each term's values are one run along memory. (AMD EPYC Zen 3, 1 thread, fast
-// numerics: 1024 x 4096 x 256 with A transposed 48 -> 75 GFLOP/s.)
+// term at a time, so each term's values are one run along memory.
 constexpr int64_t kTilesPerBlockOfA = 16;
 
 // The panels of rows [0, rows) of A (at most MR · kTilesPerBlockOfA), for kc terms; A[r, p] = a[r + p · acs].
@@ -122,8 +121,7 @@ void pack_transposed_a(int64_t kc, int64_t rows, const T* a, int64_t acs, T* out
 //   rows whose stride is a multiple of 4 KiB (k = 1024 floats: the contracting product and the input
 //     gradient of a 4x-wide feed-forward layer): in place they all fall in the same L1 cache set, and 12
 //     streams in an 8-way cache evict one another at every step. The copy puts the rows kc + 16 apart.
-//     (gpt6's 4096 x 256 x 1024 on 1 thread, fast numerics: 121 -> 150 GFLOP/s, bench_ops; copying every
-//     tile instead made the step slower.)
+//     (Only these: copying every tile costs more than reading in place saves.)
 //   a last, partial tile: out[p][r], MR values per term, so that the micro-kernel has its MR rows.
 // The tile's value for row r, term p is data[r * rs + p * ps].
 struct PackedA {

@@ -126,7 +126,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   if (weight.dim() != 2)
     throw std::invalid_argument(fmt::format("embedding: weight must be 2-D [num_embeddings, dim], got {}", weight.shape_str()));
   const int64_t rows = weight.size(0), dim = weight.size(1);
-  // range-checked against a sentinel no index can equal
+  // every index in [0, rows): embedding allows no other value (no sentinel; nll_loss allows its ignore_index)
   check_indices(indices, rows, std::nullopt, "embedding", "embedding rows");
   if (indices.device() != weight.device())
     throw std::invalid_argument(fmt::format("embedding: indices on {} but weight on {}", indices.device().str(),

@@ -139,6 +139,33 @@ Tensor Tensor::reshape(const Shape& shape_in) const {
 }
 
 // Swaps two dims of the view; `name` is the node PyTorch would show (t() records TBackward0).
+// torch.flatten: dims [start_dim, end_dim] become one of their product's length, through reshape (so a
+// view where the strides allow one, else a copy). As in PyTorch, a 0-d tensor becomes [1], and
+// start_dim == end_dim returns the tensor itself.
+Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim) {
+  const int64_t range = std::max<int64_t>(t.dim(), 1);  // a 0-d tensor takes dims 0 and -1, as in PyTorch
+  const auto wrap = [&](int64_t d, const char* which) {
+    if (d < -range || d >= range)
+      throw std::out_of_range(fmt::format("flatten: {} {} is out of range for a tensor of shape {} (expected a dim in "
+                                          "[{}, {}])", which, d, t.shape_str(), -range, range - 1));
+    return d < 0 ? d + range : d;
+  };
+  const int64_t start = wrap(start_dim, "start_dim"), end = wrap(end_dim, "end_dim");
+  if (start > end)
+    throw std::invalid_argument(fmt::format("flatten: start_dim {} comes after end_dim {} (a tensor of shape {})",
+                                            start_dim, end_dim, t.shape_str()));
+  if (t.dim() == 0) return t.reshape({1});
+  if (start == end) return t;
+  Shape shape(t.shape().begin(), t.shape().begin() + start);
+  int64_t merged = 1;
+  for (int64_t d = start; d <= end; ++d) merged *= t.size(d);
+  shape.push_back(merged);  // spelled out, not -1: a size-0 dim elsewhere would leave -1 undecided
+  for (int64_t d = end + 1; d < t.dim(); ++d) shape.push_back(t.size(d));
+  return t.reshape(shape);
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const { return autograd::flatten(*this, start_dim, end_dim); }
+
 static Tensor transposed(const Tensor& t, int64_t d0, int64_t d1, const char* name) {
   d0 = wrap_dim(d0, t.dim(), "transpose");
   d1 = wrap_dim(d1, t.dim(), "transpose");

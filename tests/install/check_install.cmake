@@ -1,5 +1,5 @@
 # tests/install/check_install.cmake — run by ctest: installs the build into WORK_DIR/prefix, builds
-# the README's "Fifteen lines" example there as an outside project, runs it, and compares what it prints
+# the README's "A first program" example there as an outside project, runs it, and compares what it prints
 # with the output block that follows it in the README.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR}/project)
@@ -14,13 +14,13 @@ endfunction()
 
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
 
-# The README's example: the ```cpp block after "## Fifteen lines", then the ``` block after "prints".
+# The README's example: the ```cpp block after "## A first program", then the ``` block after "prints".
 file(READ ${SOURCE_DIR}/README.md readme)
-string(FIND "${readme}" "## Fifteen lines" at)
+string(FIND "${readme}" "## A first program" at)
 string(SUBSTRING "${readme}" ${at} -1 section)
 string(REGEX MATCH "```cpp\n(.*)\n```\n\nprints[^\n]*\n\n```\n([^`]*)```" found "${section}")
 if(NOT found)
-  message(FATAL_ERROR "README.md: no ```cpp block followed by its printed output under '## Fifteen lines'")
+  message(FATAL_ERROR "README.md: no ```cpp block followed by its printed output under '## A first program'")
 endif()
 set(code "${CMAKE_MATCH_1}\n")
 set(expected "${CMAKE_MATCH_2}")

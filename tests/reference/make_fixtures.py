@@ -294,6 +294,12 @@ case(S, "tril_triu", {"a": u(3, 4)},
 case(S, "tril_triu_batched", {"a": u(2, 3, 3)}, lambda a: (a.tril(), a.triu(1)))
 case(S, "tril_triu_transposed", {"a": u(4, 3)}, lambda a: (a.t().tril(), a.t().triu()))
 case(S, "triu_bool", {}, lambda: torch.ones(4, 4, dtype=B).triu(1))
+case(S, "flatten", {"a": u(2, 3, 4)},
+     lambda a: (a.flatten(), a.flatten(1), a.flatten(0, 1), a.flatten(-2, -1), a.flatten(1, 1), a.flatten(-3, 0)))
+case(S, "flatten_transposed", {"a": u(2, 3, 4)}, lambda a: (a.transpose(0, 2).flatten(1), a.transpose(0, 2).flatten(0, 1)))
+case(S, "flatten_0d", {"a": u()}, lambda a: (a.flatten(), a.flatten(0, -1), a.flatten(-1, 0)))
+case(S, "flatten_empty", {"a": u(2, 0, 3)}, lambda a: (a.flatten(0, 1), a.flatten(1), a.flatten()))
+case(S, "flatten_int", {"a": ints(0, 9, 2, 2, 2)}, lambda a: a.flatten(1))
 
 
 # ---------------------------------------------------------------- writing
