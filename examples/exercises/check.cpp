@@ -364,8 +364,17 @@ void rung_9() {
                      "(register_parameter returns the tensor marked so: keep it)",
                      lin.weight.shape_str(), lin.bias.defined() ? lin.bias.shape_str() : "undefined"));
   passed("MyLinear(24, 13): parameters weight [13, 24] and bias [13]");
-  if (!close(lin.weight, f["seed7.weight"], 1e-5, 1e-6))
+  if (!close(lin.weight, f["seed7.weight"], 1e-5, 1e-6)) {
+    manual_seed(7);  // the usual slip: the same draws, the bias's first
+    Tensor bias_first = empty({13}), weight_second = empty({13, 24});
+    uniform_(bias_first, -1.0 / std::sqrt(24.0), 1.0 / std::sqrt(24.0));
+    const double bound = kaiming_uniform_bound(24, std::sqrt(5.0));
+    uniform_(weight_second, -bound, bound);
+    if (close(lin.weight, weight_second, 1e-5, 1e-6))
+      fail("MyLinear(24, 13) after manual_seed(7): the weight holds the values PyTorch draws after the bias's: "
+           "torch.nn.Linear draws the weight first, then the bias (each draw moves the generator on)");
     expect_close("MyLinear(24, 13) after manual_seed(7): weight", lin.weight, f["seed7.weight"], 1e-5, 1e-6, init_hint);
+  }
   expect_same_bits("MyLinear(24, 13) after manual_seed(7): weight", lin.weight, f["seed7.weight"],
                    "close, but not the same bits: compute the bound as PyTorch does, in double, √3 · (gain / √in)");
   expect_same_bits("MyLinear(24, 13) after manual_seed(7): bias", lin.bias, f["seed7.bias"], init_hint);
@@ -703,6 +712,12 @@ Outcome run_rung(int n, std::string& summary) {
   try {
     r.check();
   } catch (const NotImplemented& e) {
+    if (e.rung != n) {  // a rung below, which this one builds on
+      summary = fmt::format("needs exercise {} first", e.rung);
+      std::printf("exercise %d needs exercise %d first: %s\n  write it in examples/exercises/%s\n", n, e.rung, e.what(),
+                  kRungs[e.rung - 1].file);
+      return Outcome::not_implemented;
+    }
     summary = e.what();
     std::printf("%s\n  write your code in examples/exercises/%s (the statement and hints are in that file)\n", e.what(), r.file);
     return Outcome::not_implemented;
@@ -752,7 +767,7 @@ int main(int argc, char** argv) {
     const auto& [o, summary] = table[size_t(n - 1)];
     done += o == Outcome::passed;
     const char* mark = o == Outcome::passed ? "passed" : o == Outcome::not_implemented ? "to do " : "FAILED";
-    std::string line = o == Outcome::failed ? summary : "";
+    std::string line = o == Outcome::passed || summary.find("not implemented") != std::string::npos ? "" : summary;
     if (line.size() > 90) line = line.substr(0, 87) + "...";
     std::printf("  %2d  %-46s %s  %s\n", n, kRungs[n - 1].title, mark, line.c_str());
   }
