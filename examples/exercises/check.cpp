@@ -19,6 +19,8 @@
 #include <fmt/format.h>
 
 #include "exercises.h"
+#include "nn/char_model.h"
+#include "optim/optimizer.h"
 #include "teacher.h"
 
 using namespace autograd;

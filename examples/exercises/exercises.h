@@ -22,8 +22,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "nn/nn.h"
-#include "optim/optim.h"
+#include "nn/layers.h"
 
 namespace exercises {
 
