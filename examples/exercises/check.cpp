@@ -665,8 +665,8 @@ void rung_14() {
                      "my_adam_step (rung 13) and the gradients of rungs 7, 9 and 10",
                      yours.back()));
   if (pytorchs_losses(yours)) return passed("2.655 -> 0.131: PyTorch's losses, to the last printed digit");
-  passed("the loss falls as PyTorch's does. The later digits differ because your ops round differently (your "
-         "softmax's Σ g·y and your one attention node add in another order than PyTorch's kernels), and training "
+  passed("the loss falls as PyTorch's does. The later digits differ because your ops round differently (an "
+         "attention head in one node adds its sums in another order than PyTorch's chain of kernels), and training "
          "is chaotic after about step 100: only the same roundings in the same order give the same digits");
   // Which of your pieces are PyTorch's to the bit: the same run with only the attention taken from the engine.
   const std::vector<std::string> mixed = train_workshop_model(loss_with_engine_attention);
@@ -729,7 +729,7 @@ Outcome run_rung(int n, std::string& summary) {
     return Outcome::failed;
   } catch (const std::exception& e) {
     summary = e.what();
-    std::printf("exercise %d: FAILED\n  your code threw: %s\n  more hints: the end of examples/exercises/%s\n", n,
+    std::printf("exercise %d: FAILED\n  stopped by an exception: %s\n  more hints: the end of examples/exercises/%s\n", n,
                 e.what(), r.file);
     return Outcome::failed;
   }

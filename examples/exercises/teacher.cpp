@@ -150,8 +150,11 @@ std::vector<Tensor> gradients_of(const Tensor& out, const std::vector<Tensor>& i
       fail(fmt::format("the backward closure returned {} gradients for the {} inputs given to record(...): one per "
                        "input, in the same order",
                        got.size(), node->inputs.size()));
-    for (size_t e = 0; e < got.size(); ++e)
-      if (input_of_edge[e] >= 0) grads[size_t(input_of_edge[e])] = got[e];
+    for (size_t e = 0; e < got.size(); ++e) {
+      if (input_of_edge[e] < 0 || !got[e].defined()) continue;
+      Tensor& slot = grads[size_t(input_of_edge[e])];  // an input given twice (my_mul(a, a)) gets both
+      slot = slot.defined() ? slot + got[e] : got[e];
+    }
     return grads;
   }
   for (const Tensor& x : inputs)
