@@ -18,7 +18,7 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_TARGETS ?= safetensors checkpoint text cli ops
 FUZZ_PACKAGES = $(PACKAGES) clang libclang-rt-14-dev
 
-.PHONY: all deps configure build test train bench lab lab-deps clean fuzz fuzz-deps fuzz-build
+.PHONY: all deps configure build test train bench lab lab-deps clean fuzz fuzz-deps fuzz-build exercise exercises
 
 all: build
 
@@ -45,6 +45,20 @@ test: build
 
 train: build
 	@$(BUILD)/bin/scratchgrad train
+
+# The exercises (docs/exercises.md): `make exercise N=6` (or `make exercise-6`) builds your files in
+# examples/exercises/ into the checker and checks rung 6; `make exercises` checks the whole ladder.
+exercise: configure
+	@if [ -z "$(N)" ]; then echo "usage: make exercise N=<1..14> (or make exercise-6; make exercises for all 14)"; exit 2; fi
+	@cmake --build $(BUILD) -j $(JOBS) --target exercise_check
+	@$(BUILD)/bin/exercise_check $(N)
+
+exercise-%:
+	@$(MAKE) --no-print-directory exercise N=$*
+
+exercises: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target exercise_check
+	@$(BUILD)/bin/exercise_check all
 
 fuzz-deps:
 	@$(MAKE) --no-print-directory deps PACKAGES="$(FUZZ_PACKAGES)"

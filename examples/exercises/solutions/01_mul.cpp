@@ -1,0 +1,19 @@
+// Exercise 1, solved: mul with broadcasting.
+#include "../exercises.h"
+
+namespace exercises {
+
+Tensor my_mul(const Tensor& a, const Tensor& b) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;  // the forward: the engine's own product, recorded by no one
+    out = mul(a, b);
+  }
+  if (!needs_grad({a, b})) return out;
+  return record("MyMulBackward", out, {a, b}, {a, b}, [a, b](const Tensor& g) {
+    // d(a·b)/da = b, d(a·b)/db = a; where an input was stretched, its gradient sums over the stretch
+    return Grads{(g * b).sum_to(a.shape()), (g * a).sum_to(b.shape())};
+  });
+}
+
+}  // namespace exercises

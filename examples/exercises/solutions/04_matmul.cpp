@@ -1,0 +1,19 @@
+// Exercise 4, solved: matmul's two gradients.
+#include "../exercises.h"
+
+namespace exercises {
+
+Tensor my_matmul(const Tensor& a, const Tensor& b) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = matmul(a, b);
+  }
+  if (!needs_grad({a, b})) return out;
+  return record("MyMatmulBackward", out, {a, b}, {a, b}, [a, b](const Tensor& g) {
+    // out[i, j] = Σ_k a[i, k] b[k, j]:  da = g bᵀ,  db = aᵀ g  (then undo any broadcast batch dims)
+    return Grads{matmul(g, b.mT()).sum_to(a.shape()), matmul(a.mT(), g).sum_to(b.shape())};
+  });
+}
+
+}  // namespace exercises

@@ -1,0 +1,20 @@
+// Exercise 6, solved: softmax's backward.
+#include "../exercises.h"
+
+namespace exercises {
+
+Tensor my_softmax(const Tensor& x, int64_t dim) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = softmax(x, dim);
+  }
+  if (!needs_grad({x})) return out;
+  Tensor y = out.detach();
+  return record("MySoftmaxBackward", out, {x}, {y}, [y, dim](const Tensor& g) {
+    // ∂y_j/∂x_i = y_j (δ_ij − y_i), so dx_i = Σ_j g_j y_j (δ_ij − y_i) = y_i (g_i − Σ_j g_j y_j)
+    return Grads{y * (g - (g * y).sum(dim, /*keepdim=*/true))};
+  });
+}
+
+}  // namespace exercises

@@ -1,0 +1,31 @@
+// Exercise 9, solved: a Linear layer, initialised as torch.nn.Linear is.
+#include <cmath>
+
+#include "../exercises.h"
+
+namespace exercises {
+
+MyLinear::MyLinear(int64_t in_features, int64_t out_features, bool has_bias) {
+  // torch.nn.Linear.reset_parameters: kaiming_uniform_(weight, a=√5), computed in double in this order:
+  // gain = √(2 / (1 + a²)), std = gain / √fan_in, bound = √3 · std   (which is 1/√fan_in, up to rounding)
+  const double a = std::sqrt(5.0);
+  const double gain = std::sqrt(2.0 / (1.0 + a * a));
+  const double std = gain / std::sqrt(double(in_features));
+  const double bound = std::sqrt(3.0) * std;
+  weight = empty({out_features, in_features});
+  uniform_(weight, -bound, bound);  // the weight's draws come first, then the bias's
+  weight = register_parameter("weight", weight);
+  if (has_bias) {
+    const double bias_bound = 1.0 / std::sqrt(double(in_features));
+    bias = empty({out_features});
+    uniform_(bias, -bias_bound, bias_bound);
+    bias = register_parameter("bias", bias);
+  }
+}
+
+Tensor MyLinear::forward(const Tensor& x) const {
+  // y = x Wᵀ + b; linear() adds the bias inside the product, as PyTorch's addmm does (the same bits)
+  return linear(x, weight, bias);
+}
+
+}  // namespace exercises
