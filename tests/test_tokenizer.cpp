@@ -252,6 +252,9 @@ TEST(TokenizerErrors, TrainingRefusesWhatCannotWork) {
   o.vocab_size = 257;
   o.specials = {"<a>", "<b>"};
   EXPECT_TOKENIZER_ERROR(train("abc", o), "is too small: it needs 256 byte tokens and 2 special tokens");
+  o.vocab_size = 300;
+  o.specials = {"<a>", "<a>"};
+  EXPECT_TOKENIZER_ERROR(train("abc", o), "special token \"<a>\" given twice");
   o.specials = {};
   o.vocab_size = 1000;
   EXPECT_TOKENIZER_ERROR(train("abcd", o), "larger than this text allows");

@@ -85,8 +85,12 @@ Tokenizer train(std::string_view text, const TrainOptions& options) {
   if (options.vocab_size < base)
     throw TokenizerError("bpe: a vocabulary of " + std::to_string(options.vocab_size) + " is too small: it needs 256 byte tokens" +
                          (options.specials.empty() ? std::string() : " and " + std::to_string(options.specials.size()) + " special tokens"));
-  for (const std::string& s : options.specials)
+  for (size_t i = 0; i < options.specials.size(); ++i) {
+    const std::string& s = options.specials[i];
     if (s.empty()) throw TokenizerError("bpe: a special token cannot be empty");
+    if (std::find(options.specials.begin(), options.specials.begin() + i, s) != options.specials.begin() + i)
+      throw TokenizerError("bpe: special token \"" + escape_bytes(s) + "\" given twice");
+  }
   const int merge_count = options.vocab_size - base;
 
   Corpus c = deduplicated_chunks(text, options);
@@ -155,9 +159,7 @@ Tokenizer train(std::string_view text, const TrainOptions& options) {
   std::vector<int32_t> byte_ids(256);
   for (int i = 0; i < 256; ++i) byte_ids[i] = i;
   std::map<std::string, int32_t> specials;
-  for (const std::string& s : options.specials)
-    if (!specials.emplace(s, int32_t(256 + merge_count + specials.size())).second)
-      throw TokenizerError("bpe: special token \"" + escape_bytes(s) + "\" given twice");
+  for (const std::string& s : options.specials) specials.emplace(s, int32_t(256 + merge_count + specials.size()));
   return Tokenizer(std::move(byte_ids), std::move(merges), std::move(specials), options.pattern);
 }
 
