@@ -15,7 +15,7 @@ LAUNCHER = $$(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER
 # in FUZZ_BUILD, with ASan + UBSan); it fails if any target finds a crash. FUZZ_TARGETS picks some.
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD   ?= build-fuzz
-FUZZ_TARGETS ?= safetensors checkpoint text cli ops
+FUZZ_TARGETS ?= safetensors checkpoint text cli ops tokenizer
 FUZZ_PACKAGES = $(PACKAGES) clang libclang-rt-14-dev
 
 .PHONY: all deps configure build test train bench lab lab-deps clean fuzz fuzz-deps fuzz-build exercise exercises

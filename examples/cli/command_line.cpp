@@ -81,6 +81,24 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   CLI::App* info_cmd = app.add_subcommand("info", "describe a checkpoint");
   info_cmd->add_option("--checkpoint", c.info_checkpoint, "safetensors file")->required();
 
+  TokenizeOptions& tok = c.tokenize;
+  CLI::App* tokenize_cmd = app.add_subcommand("tokenize", "show a text as tokens and their ids");
+  tokenize_cmd->add_option("--tokenizer", tok.tokenizer, "char, bpe (a file from `scratchgrad bpe --save`) or gpt2")
+      ->capture_default_str();
+  tokenize_cmd->add_option("--tokenizer-file", tok.tokenizer_file,
+                           "bpe: the saved tokenizer; gpt2: the folder of encoder.json and vocab.bpe, or a tokenizer.json");
+  tokenize_cmd->add_option("--text", tok.text_file, "the text file (default: standard input)");
+  tokenize_cmd->add_flag("--ids", tok.ids_only, "print only the ids, space-separated");
+
+  BpeOptions& bpe = c.bpe;
+  CLI::App* bpe_cmd = app.add_subcommand("bpe", "learn a byte-level BPE tokenizer from a text");
+  bpe_cmd->add_option("--text", bpe.text_file, "the text file to learn from")->required();
+  bpe_cmd->add_option("--vocab-size", bpe.vocab_size, "tokens in all: 256 bytes + merges")->capture_default_str();
+  bpe_cmd->add_option("--pattern", bpe.pattern, "split before merging: none, gpt2 or gpt4")->capture_default_str();
+  bpe_cmd->add_flag("--explain", bpe.explain, "show the first merges as they happen: the pair, its count, the new token");
+  bpe_cmd->add_option("--explain-count", bpe.explain_count, "--explain: how many merges to show")->capture_default_str();
+  bpe_cmd->add_option("--save", bpe.save, "write the tokenizer here (a text file: the merges in order)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -105,6 +123,10 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   } else if (*gen_cmd) {
     c.kind = Command::Kind::generate;
     if (*prompt_opt) gen.prompt = prompt;
+  } else if (*tokenize_cmd) {
+    c.kind = Command::Kind::tokenize;
+  } else if (*bpe_cmd) {
+    c.kind = Command::Kind::bpe;
   } else {
     c.kind = Command::Kind::info;
   }
@@ -116,6 +138,8 @@ int run_command(const Command& c, std::ostream& out) {
     case Command::Kind::train: return run_train(c.train, out);
     case Command::Kind::generate: return run_generate(c.generate, out);
     case Command::Kind::info: return run_info(c.info_checkpoint, out);
+    case Command::Kind::tokenize: return run_tokenize(c.tokenize, out);
+    case Command::Kind::bpe: return run_bpe(c.bpe, out);
     case Command::Kind::done: break;
   }
   return c.status;

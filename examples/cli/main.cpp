@@ -1,4 +1,4 @@
-// main.cpp — `scratchgrad train | generate | info`. The command line itself (CLI11: every flag, its default
+// main.cpp — `scratchgrad train | generate | info | tokenize | bpe`. The command line itself (CLI11: every flag, its default
 // and its help) is in command_line.cpp, so that tests and the fuzz target can parse one without a process;
 // every bad input becomes one line on stderr and exit status 2.
 #include <iostream>

@@ -1,0 +1,30 @@
+// tokenize.h — `scratchgrad tokenize` (a text as tokens and ids) and `scratchgrad bpe` (train a byte-level BPE
+// on a text, and watch its first merges).
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+namespace cli {
+
+struct TokenizeOptions {
+  std::string tokenizer = "char";  // char, bpe (a file from `scratchgrad bpe --save`) or gpt2
+  std::string tokenizer_file;      // bpe: the saved file; gpt2: encoder.json + vocab.bpe's folder, or tokenizer.json
+  std::string text_file;           // empty: standard input
+  bool ids_only = false;           // --ids: the ids alone, space-separated
+};
+
+struct BpeOptions {
+  std::string text_file;
+  int64_t vocab_size = 512;
+  std::string pattern = "gpt4";  // none, gpt2 or gpt4
+  bool explain = false;          // print the first merges as they happen
+  int64_t explain_count = 20;
+  std::string save;              // write the tokenizer (scratchgrad-bpe text format) here
+};
+
+// Both return the exit status; bad input throws UsageError (a TokenizerError becomes one).
+int run_tokenize(const TokenizeOptions& options, std::ostream& out);
+int run_bpe(const BpeOptions& options, std::ostream& out);
+
+}  // namespace cli

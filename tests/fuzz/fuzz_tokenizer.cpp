@@ -1,0 +1,52 @@
+// fuzz_tokenizer.cpp — the byte-level BPE of nn/tokenizer/: its merges-file loader, and encode and decode.
+//
+// The input is read three ways. As a scratchgrad-bpe file: it loads or is refused with a one-line
+// TokenizerError, and a loaded tokenizer writes itself back to a file that loads to the same text. As a text:
+// a small BPE trained on it (GPT-2 split, GPT-4 split, raw bytes) must give decode(encode(x)) == x, on the
+// input and on its halves, with every id in range. As ids: decoding arbitrary ids either works or is
+// refused for an id out of range. Corpus: corpus/tokenizer/.
+#include <string>
+
+#include "fuzz_common.h"
+#include "nn/tokenizer/tokenizer.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string input(reinterpret_cast<const char*>(data), size);
+  try {
+    const tokenizer::Tokenizer t = tokenizer::Tokenizer::from_text(input, "fuzz.bpe");
+    const std::string text = t.to_text();
+    fuzz::expect(tokenizer::Tokenizer::from_text(text, "again.bpe").to_text() == text, "a saved tokenizer loads differently");
+    fuzz::expect(t.decode(t.encode(input)) == input, "a loaded tokenizer does not round-trip its own file's bytes");
+  } catch (const tokenizer::TokenizerError& e) {
+    fuzz::check_message(e, "TokenizerError");
+  }
+
+  if (size > 2048) return 0;  // training is for small inputs: keep the target fast
+  for (tokenizer::SplitPattern p : {tokenizer::SplitPattern::gpt2, tokenizer::SplitPattern::gpt4, tokenizer::SplitPattern::none}) {
+    tokenizer::TrainOptions o;
+    o.pattern = p;
+    o.vocab_size = 256 + int(size % 40);
+    o.specials = {"<|endoftext|>"};
+    try {
+      const tokenizer::Tokenizer t = tokenizer::train(input, o);
+      for (const std::string& x : {input, input.substr(0, size / 2), input.substr(size / 2)}) {
+        const std::vector<int32_t> ids = t.encode(x);
+        for (int32_t id : ids) fuzz::expect(id >= 0 && id < t.vocab_size(), "encode made an id outside the vocabulary");
+        fuzz::expect(t.decode(ids) == x, "decode(encode(x)) != x");
+        fuzz::expect(t.decode(t.encode_ordinary(x)) == x, "decode(encode_ordinary(x)) != x");
+      }
+    } catch (const tokenizer::TokenizerError& e) {
+      fuzz::check_message(e, "TokenizerError");
+    }
+  }
+
+  const tokenizer::Tokenizer bytes;
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i + 2 <= size && ids.size() < 64; i += 2) ids.push_back(int32_t(data[i] | (data[i + 1] << 8)) - 300);
+  try {
+    fuzz::expect(bytes.decode(ids).size() == ids.size(), "byte ids decode to one byte each");
+  } catch (const tokenizer::TokenizerError& e) {
+    fuzz::check_message(e, "TokenizerError");
+  }
+  return 0;
+}
