@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "autograd/out_of_memory.h"
+#include "guards.h"
 #include "nn/safetensors.h"
 #include "ranks.h"
 
@@ -66,6 +68,8 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   train_cmd->add_option("--check-every", train.check_every, "mpirun: compare the ranks' parameters every N steps")
       ->capture_default_str();
   train_cmd->add_flag("!--no-overlap", train.overlap, "mpirun: start the gradient allreduces only after backward");
+  train_cmd->add_flag("--allow-other-text", train.allow_other_text,
+                      "--resume: continue on a text other than the run's own (same characters)");
 
   GenerateOptions& gen = c.generate;
   std::string prompt;
@@ -77,6 +81,13 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   gen_cmd->add_option("--top-k", gen.top_k, "sample only among the k likeliest (0 = all)")->capture_default_str();
   gen_cmd->add_option("--seed", gen.seed, "seed for sampling")->capture_default_str();
   gen_cmd->add_option("--numerics", gen.numerics, "exact or fast (default as for train)");
+
+  // Whole numbers past int64 are refused rather than clamped to its largest value.
+  const CLI::Validator whole_number([](std::string& text) { return integer_problem(text); }, "", "int64");
+  for (const char* flag : {"--layers", "--warmup", "--accumulate", "--save-every", "--steps", "--batch", "--context",
+                           "--dim", "--heads", "--threads", "--eval-every", "--sample", "--reduce-shards", "--check-every"})
+    train_cmd->get_option(flag)->check(whole_number);
+  for (const char* flag : {"--tokens", "--top-k"}) gen_cmd->get_option(flag)->check(whole_number);
 
   CLI::App* info_cmd = app.add_subcommand("info", "describe a checkpoint");
   info_cmd->add_option("--checkpoint", c.info_checkpoint, "safetensors file")->required();
@@ -97,6 +108,10 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
 
   if (*train_cmd) {
     c.kind = Command::Kind::train;
+    auto given = [&](const char* flag) { return train_cmd->get_option(flag)->count() > 0; };
+    train.steps_set = given("--steps"), train.check_every_set = given("--check-every");
+    if (!train.resume.empty()) check_resume_flags(given);
+    else if (train.allow_other_text) throw UsageError("--allow-other-text is for --resume");
     if (train.resume.empty() && (train.model == "gpt" || !preset.empty())) {
       if (train.model != "gpt") throw UsageError("--preset is for --model gpt");
       apply_gpt_preset(train, preset.empty() ? "small" : preset,
@@ -137,6 +152,10 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
     return fail(err, "error", e.what(), 2, false);
   } catch (const nn::CheckpointError& e) {
     return fail(err, "error", e.what(), 2, false);
+  } catch (const autograd::OutOfMemory& e) {  // sizes from the command line too big for this machine
+    return fail(err, "error", std::string(e.what()) + " (choose smaller --dim, --layers, --batch or --context)", 2, false);
+  } catch (const std::bad_alloc&) {
+    return fail(err, "error", "out of memory (choose smaller --dim, --layers, --batch or --context)", 2, false);
   } catch (const std::exception& e) {
     return fail(err, "internal error", e.what(), 1, true);
   }

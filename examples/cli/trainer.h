@@ -39,6 +39,9 @@ struct TrainOptions {
   int64_t accumulate = 1;      // micro-batches of --batch windows per optimizer step
   int64_t save_every = 0;      // also write --save every N steps (atomically); 0: only at the end
   std::string resume;          // continue the run saved in this checkpoint, to its original --steps
+  bool steps_set = false;         // --steps was given: a resumed run is extended (or cut) to it
+  bool check_every_set = false;   // --check-every was given: a resumed run uses it
+  bool allow_other_text = false;  // --allow-other-text: a resumed run may go on with a text other than its own
   // data parallelism, under `mpirun -np N` (docs/distributed.md):
   bool deterministic_reduce = false;  // add micro-shards' gradients in one fixed order: bits independent of N
   int64_t reduce_shards = 0;          // --deterministic-reduce: micro-shards per batch (0: one per window)
