@@ -373,3 +373,17 @@ TEST(Hardening, DeallocationNeverThrows) {
   // it runs in destructors during unwinding: a throw there (its free list growing under bad_alloc) aborts
   static_assert(noexcept(cpu::cached_deallocate(nullptr, 0)));
 }
+
+// ---------------------------------------------------------------- 5. under mpirun
+
+TEST(Hardening, AParseErrorIsPrintedByRankZeroOnly) {
+  // every rank parses the same command line: the launcher's rank variable says which one this is
+  const Shell other = testing_process::shell("OMPI_COMM_WORLD_RANK=1 " + std::string(SCRATCHGRAD_BIN_DIR) +
+                                             "/scratchgrad train --bogus 1");
+  EXPECT_EQ(other.status, 2);
+  EXPECT_EQ(other.err, "");
+  const Shell root = testing_process::shell("OMPI_COMM_WORLD_RANK=0 " + std::string(SCRATCHGRAD_BIN_DIR) +
+                                            "/scratchgrad train --bogus 1");
+  EXPECT_EQ(root.status, 2);
+  EXPECT_NE(root.err.find("bogus"), std::string::npos) << root.err;
+}

@@ -1,6 +1,7 @@
 // command_line.cpp — the command line of `scratchgrad` (CLI11): every flag, its default and its help.
 #include "command_line.h"
 
+#include <cstdlib>
 #include <ostream>
 
 #include <fmt/format.h>
@@ -23,6 +24,14 @@ std::string one_line(std::string_view message) {
     else out += c;
   }
   return out;
+}
+
+// This process's rank as mpirun's launcher gives it in the environment (MPI is not started yet while the
+// command line is parsed); 0 when not started by one.
+static int rank_from_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  return 0;
 }
 
 Command parse_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -101,7 +110,8 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
     c.status = app.exit(e, out, err);
     return c;
   } catch (const CLI::ParseError& e) {
-    err << "scratchgrad: error: " << one_line(e.what()) << " (see scratchgrad --help)\n";
+    // Under mpirun every rank parses the same command line and fails the same way: rank 0 says it.
+    if (rank_from_launcher() == 0) err << "scratchgrad: error: " << one_line(e.what()) << " (see scratchgrad --help)\n";
     c.status = 2;
     return c;
   }

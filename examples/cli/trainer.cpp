@@ -812,15 +812,16 @@ TrainOptions resumed_options(TrainOptions o) {
 void check_resumed_text(const TrainOptions& o, Corpus& corpus) {
   nn::Checkpoint ck = nn::load_safetensors(o.resume);
   const auto& m = ck.metadata;
-  const bool same = m.count("run.text_hash") && m.at("run.text_hash") == corpus.text.hash &&
-                    m.count("run.text_bytes") && m.at("run.text_bytes") == std::to_string(corpus.text.bytes);
+  // (a checkpoint from before texts were recorded has no hash: only its vocabulary can be compared)
+  const bool same = !m.count("run.text_hash") ||
+                    (m.at("run.text_hash") == corpus.text.hash && m.count("run.text_bytes") &&
+                     m.at("run.text_bytes") == std::to_string(corpus.text.bytes));
   const std::string where = o.text_file.empty() ? "the built-in text" : o.text_file;
   if (!same && !o.allow_other_text)
     throw UsageError(fmt::format("{} ({} bytes, {}) is not the text {} was trained on ({} bytes, {}{}); pass "
                                  "--allow-other-text to continue on it anyway",
                                  where, corpus.text.bytes, corpus.text.hash, o.resume,
-                                 m.count("run.text_bytes") ? m.at("run.text_bytes") : "?",
-                                 m.count("run.text_hash") ? m.at("run.text_hash") : "no hash recorded",
+                                 m.count("run.text_bytes") ? m.at("run.text_bytes") : "?", m.at("run.text_hash"),
                                  m.count("run.text") ? ", " + m.at("run.text") : ""));
   std::u32string saved;
   try {
