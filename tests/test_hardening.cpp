@@ -238,7 +238,7 @@ TEST(Hardening, AResumedRunCanBeExtendedWithSteps) {
 TEST(Hardening, AResumedRunRecordsAndChecksItsText) {
   const nn::Checkpoint c = nn::load_safetensors(gpt_run_checkpoint().string());
   EXPECT_TRUE(fs::path(c.metadata.at("run.text")).is_absolute()) << c.metadata.at("run.text");
-  EXPECT_TRUE(c.metadata.at("run.text_hash").starts_with("fnv1a64:"));
+  EXPECT_EQ(c.metadata.at("run.text_hash").size(), 16u);
   EXPECT_EQ(c.metadata.at("run.text_bytes"), std::to_string(pangrams(20).size()));
   // the same characters in another order: another text
   std::string other = pangrams(20);

@@ -130,7 +130,8 @@ struct TextHash {
   void add(std::string_view bytes) {
     for (unsigned char b : bytes) h = (h ^ b) * 0x100000001b3ull;
   }
-  std::string str() const { return fmt::format("fnv1a64:{:016x}", h); }
+  // 16 hex digits, without the checkpoints' "fnv1a64:" prefix (which marks their own checksum)
+  std::string str() const { return fmt::format("{:016x}", h); }
 };
 
 // Characters to ids in one pass: each new character gets the next provisional id, and once the whole
@@ -138,6 +139,8 @@ struct TextHash {
 class Tokenizer {
  public:
   explicit Tokenizer(std::string where) : where_(std::move(where)), provisional_(0x110000, -1) {}
+
+  void reserve(size_t characters) { ids_.reserve(characters); }  // at most one per byte: no regrowth
 
   // Adds the next bytes of the text; `last` says no more follow.
   void add(std::string_view bytes, bool last) {
@@ -239,6 +242,9 @@ TokenizedText tokenize_text(std::string_view text, const std::string& where) {
 
 TokenizedText read_tokenized_text(const std::string& path) {
   Tokenizer tokenizer(path);
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size <= kMaxTextBytes) tokenizer.reserve(size_t(size));
   read_in_chunks(path, [&](std::string_view chunk, bool last) { tokenizer.add(chunk, last); });
   return tokenizer.finish();
 }

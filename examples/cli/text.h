@@ -45,7 +45,7 @@ struct TokenizedText {
   Vocabulary vocab{std::u32string()};
   std::vector<uint16_t> ids;  // index into vocab.chars()
   uint64_t bytes = 0;         // the UTF-8 size
-  std::string hash;           // "fnv1a64:<16 hex>" of the bytes
+  std::string hash;           // FNV-1a 64 of the bytes, 16 hex digits
 };
 
 // Reads a text file in chunks (never whole), decoding and tokenizing as it goes. Refuses, with a

@@ -556,7 +556,8 @@ struct Progress {
 // The end of a run, for either model: final losses, a greedy sample, the checkpoint, the pictures.
 template <typename Model>
 void finish(const Model& model, const Corpus& corpus, int64_t T, int64_t V, Device device, Progress& progress,
-            double last_loss, const std::map<std::string, std::string>& metadata, const std::string& plot_title) {
+            double last_loss, const std::map<std::string, std::string>& metadata, const std::string& plot_title,
+            const nn::NamedTensors& optimizer_state = {}) {
   const TrainOptions& o = progress.o;
   std::ostream& out = progress.out;
   out << fmt::format("final loss {:.3f}", last_loss)
@@ -567,7 +568,9 @@ void finish(const Model& model, const Corpus& corpus, int64_t T, int64_t V, Devi
   std::vector<int64_t> ids = continue_text(model, T, corpus.vocab().encode(prompt), o.sample_tokens, 0.0, 0, unused, device);
   out << "generated: " << encode_utf8(corpus.vocab().decode(ids)) << "\n";
   if (!o.save.empty()) {
-    nn::save_safetensors(o.save, model.state_dict(), metadata);
+    nn::NamedTensors tensors = model.state_dict();  // and the optimizer's, so that the run can be extended
+    for (const auto& [name, t] : optimizer_state) tensors.emplace_back(kOptimizerPrefix + name, t);
+    nn::save_safetensors(o.save, tensors, metadata);
     out << "saved " << o.save << "\n";
   }
   if (!o.graph.empty()) out << "wrote the graph of step 0 to " << o.graph << " (dot -Tsvg " << o.graph << " -o graph.svg)\n";
@@ -740,7 +743,8 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
   if (ranks.is_root())
     finish(model, corpus, T, V, device, progress, last_loss, metadata,
            fmt::format("loss, GPT {} blocks, {} steps, D {} T {} B {} heads {}, lr {}", o.layers, o.steps, o.dim, T,
-                       o.batch, o.heads, o.lr));
+                       o.batch, o.heads, o.lr),
+           opt.state_dict());
   ranks.barrier();  // the others wait for rank 0's checkpoint
   return 0;
 }
@@ -887,9 +891,9 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
   require(o.resume.empty() || o.model == "gpt", "--resume continues a GPT run");
   if (!o.resume.empty()) check_resumed_text(o, corpus);
   check_fits_in_memory(training_bytes(o, corpus.vocab().size()),
-                       fmt::format("a {} of --layers {} --dim {} --context {} --batch {} on a vocabulary of {}",
-                                   o.model == "gpt" ? "GPT" : "model", o.layers, o.dim, o.context, o.batch,
-                                   corpus.vocab().size()));
+                       fmt::format("{}--dim {} --context {} --batch {} on a vocabulary of {}",
+                                   o.model == "gpt" ? fmt::format("a GPT of --layers {} ", o.layers) : "a model of ",
+                                   o.dim, o.context, o.batch, corpus.vocab().size()));
   if (ranks.size() > 1)
     out << fmt::format("data parallel: {} ranks, each {} of the {} windows of every batch{}\n", ranks.size(),
                        o.batch / ranks.size(), o.batch, o.deterministic_reduce ? ", deterministic reduce" : "");
