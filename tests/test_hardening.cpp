@@ -266,6 +266,10 @@ TEST(Hardening, RefusesTwoFlagsNamingOneFile) {
   expect_refused(scratchgrad("train --text " + text.string() + " --save " + text.string()), "name the same file");
   expect_refused(scratchgrad("train --save " + m.string() + " --plot " + m.string()), "--save");
   expect_refused(scratchgrad("train --save " + m.string() + " --graph " + m.string()), "--graph");
+  expect_refused(testing_process::shell("cd " + m.parent_path().string() + " && " +
+                                        std::string(fs::absolute(SCRATCHGRAD_BIN_DIR)) +
+                                        "/scratchgrad train --save clash.safetensors --graph ./clash.safetensors"),
+                 "name the same file");
   const fs::path link = scratch("clash_hardlink.txt");
   fs::remove(link);
   fs::create_hard_link(text, link);
@@ -283,7 +287,7 @@ TEST(Hardening, RefusesSavingOntoDevicesAndFifosAndWritesThroughSymlinks) {
   const fs::path target = scratch("link_target.safetensors"), link = scratch("link.safetensors");
   fs::remove(link), fs::remove(target);
   fs::create_symlink(target, link);
-  const Shell r = scratchgrad("train --steps 2 --save " + link.string());
+  const Shell r = scratchgrad("train --steps 2 --save " + link.string());  // a link to a file not made yet
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(fs::is_symlink(link)) << "the link stays";
   EXPECT_EQ(nn::load_safetensors(target.string()).metadata.at("steps"), "2");
@@ -293,7 +297,7 @@ TEST(Hardening, AFileSizeLimitGivesACleanErrorAndNoTempFile) {
   const fs::path ck = scratch("limited.safetensors");
   fs::remove(ck);
   const Shell r = testing_process::shell("ulimit -f 16 && " + std::string(SCRATCHGRAD_BIN_DIR) +
-                                         "/scratchgrad train --model gpt --preset tiny --steps 1 --sample 0 --save " +
+                                         "/scratchgrad train --model gpt --preset tiny --steps 2 --warmup 1 --sample 0 --save " +
                                          ck.string());
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("File too large"), std::string::npos) << r.err;
@@ -358,7 +362,7 @@ TEST(Hardening, ModelsTooBigForTheMachineAreRefusedWithTheirSize) {
   expect_refused(scratchgrad("train --batch 1000000000000"), "bytes");
   // under ulimit -v the limit is what counts, and nothing aborts
   const Shell r = testing_process::shell("ulimit -v 1000000 && " + std::string(SCRATCHGRAD_BIN_DIR) +
-                                         "/scratchgrad train --model gpt --layers 20000");
+                                         "/scratchgrad train --model gpt --context 8 --layers 20000");
   expect_refused(r, "bytes");
 }
 

@@ -52,7 +52,7 @@ FileIdentity identity_of(const std::string& path) {
     return id;
   }
   std::error_code ec;
-  const fs::path resolved = fs::weakly_canonical(path, ec);
+  const fs::path resolved = fs::weakly_canonical(fs::absolute(path, ec), ec);  // (relative: "m" and "./m" alike)
   id.path = ec ? absolute_path(path) : resolved.string();
   return id;
 }
@@ -75,20 +75,23 @@ void check_distinct_files(const std::vector<NamedPath>& paths) {
 std::string checkpoint_target(const std::string& flag, const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return path;  // absent: created
-  std::string target = path;
-  if (S_ISLNK(st.st_mode)) {
+  fs::path target = path;
+  // the file the link (or chain of links) names, which need not exist yet
+  for (int links = 0; S_ISLNK(st.st_mode); ++links) {
     std::error_code ec;
-    const fs::path resolved = fs::weakly_canonical(path, ec);  // the file the link (or chain of links) names
-    if (ec) throw UsageError(fmt::format("{} {}: cannot follow the symbolic link ({})", flag, path, ec.message()));
-    target = resolved.string();
-    if (::stat(target.c_str(), &st) != 0) return target;  // a link to a file not made yet
+    const fs::path next = fs::read_symlink(target, ec);
+    if (ec || links == 40)
+      throw UsageError(fmt::format("{} {}: cannot follow the symbolic link ({})", flag, path,
+                                   ec ? ec.message() : "too many levels of links"));
+    target = next.is_absolute() ? next : target.parent_path() / next;
+    if (::lstat(target.c_str(), &st) != 0) return target.string();  // a link to a file not made yet
   }
   if (S_ISDIR(st.st_mode)) throw UsageError(fmt::format("{} {}: is a folder, not a file to write", flag, path));
   if (!S_ISREG(st.st_mode))
     throw UsageError(fmt::format("{} {}: is not a regular file (a device, FIFO or socket); a checkpoint is written "
                                  "next to it and renamed over it, which would replace it: pass a file path",
                                  flag, path));
-  return target;
+  return target.string();
 }
 
 std::string integer_problem(const std::string& text) {
