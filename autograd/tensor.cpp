@@ -13,7 +13,7 @@
 #include "autograd/ops.h"
 #include "autograd/memory/pool.h"
 #include "autograd/node.h"
-#include "autograd/out_of_memory.h"
+#include "autograd/memory/out_of_memory.h"
 
 namespace autograd {
 

@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "autograd/out_of_memory.h"
+#include "autograd/memory/out_of_memory.h"
 #include "guards.h"
 #include "nn/safetensors.h"
 #include "ranks.h"

@@ -497,7 +497,7 @@ void report_data_parallel(const Ranks& ranks, const TrainOptions& o, double step
 void stop_if_not_finite(double value, const char* what, int64_t step, const TrainOptions& o, int64_t saved_at) {
   if (std::isfinite(value)) return;
   const std::string kept = o.save.empty()      ? "nothing was saved"
-                           : saved_at > 0     ? fmt::format("{} keeps the parameters of step {}", o.save, saved_at)
+                           : saved_at > 0     ? fmt::format("{} keeps the run as it was after {} steps", o.save, saved_at)
                                               : fmt::format("{} was not written", o.save);
   throw UsageError(fmt::format("step {}: the {} is {}: the run diverged, so it stops here ({}); try a smaller --lr "
                                "than {}",
