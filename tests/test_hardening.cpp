@@ -204,7 +204,7 @@ TEST(Hardening, RefusesEditedRunState) {
     return edited_run("state_" + std::to_string(++edits) + ".safetensors",
                       [&](nn::Checkpoint& c) { c.metadata[key] = value; });
   };
-  for (const std::string& bad : {"abc", "99999999999999999999", "-5", "5"})  // 5: past the run's 4 steps
+  for (const char* bad : {"abc", "99999999999999999999", "-5", "5"})  // 5: past the run's 4 steps
     expect_refused(scratchgrad("train --resume " + with("run.steps_done", bad).string()), "run.steps_done");
   expect_refused(scratchgrad("train --resume " + with("run.generator", "00").string()), "run.generator");
   expect_refused(scratchgrad("train --resume " + with("run.schedule_epoch", "9000000000000000000").string()),
@@ -296,9 +296,10 @@ TEST(Hardening, RefusesSavingOntoDevicesAndFifosAndWritesThroughSymlinks) {
 TEST(Hardening, AFileSizeLimitGivesACleanErrorAndNoTempFile) {
   const fs::path ck = scratch("limited.safetensors");
   fs::remove(ck);
+  const fs::path text = write_file("limited.txt", pangrams(20));
   const Shell r = testing_process::shell("ulimit -f 16 && " + std::string(SCRATCHGRAD_BIN_DIR) +
-                                         "/scratchgrad train --model gpt --preset tiny --steps 2 --warmup 1 --sample 0 --save " +
-                                         ck.string());
+                                         "/scratchgrad train --model gpt --preset tiny --steps 2 --warmup 1 --sample 0 --text " +
+                                         text.string() + " --save " + ck.string());
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("File too large"), std::string::npos) << r.err;
   for (const auto& entry : fs::directory_iterator(ck.parent_path()))
@@ -317,8 +318,10 @@ TEST(Hardening, ADivergingRunStopsAndKeepsItsLastGoodCheckpoint) {
   EXPECT_NE(r.err.find("the run diverged"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("smaller --lr"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
-  if (fs::exists(ck)) EXPECT_EQ(load_error(ck), "");  // whatever was kept loads, with finite parameters
-  if (fs::exists(ck)) EXPECT_EQ(scratchgrad("generate --tokens 3 --checkpoint " + ck.string()).status, 0);
+  if (fs::exists(ck)) {  // whatever was kept loads, with finite parameters
+    EXPECT_EQ(load_error(ck), "");
+    EXPECT_EQ(scratchgrad("generate --tokens 3 --checkpoint " + ck.string()).status, 0);
+  }
 }
 
 TEST(Hardening, RefusesACheckpointHoldingNaN) {
@@ -370,7 +373,9 @@ TEST(Hardening, ThreadsAreCappedAndSaySo) {
   expect_refused(scratchgrad("train --threads 100000"), "--threads must be from 1 to 1024");
   const Shell r = scratchgrad("train --steps 2 --threads 1024");
   ASSERT_EQ(r.status, 0) << r.err;
-  if (std::thread::hardware_concurrency() < 1024) EXPECT_NE(r.out.find("note: --threads 1024"), std::string::npos) << r.out;
+  if (std::thread::hardware_concurrency() < 1024) {
+    EXPECT_NE(r.out.find("note: --threads 1024"), std::string::npos) << r.out;
+  }
 }
 
 TEST(Hardening, DeallocationNeverThrows) {
