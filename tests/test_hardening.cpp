@@ -357,6 +357,9 @@ TEST(Hardening, RefusesNumbersPastInt64) {
   EXPECT_EQ(cli::integer_problem("9223372036854775807"), "");
   EXPECT_NE(cli::integer_problem("9223372036854775808"), "");
   EXPECT_EQ(cli::integer_problem("-5"), "");
+  expect_refused(scratchgrad("train --seed 99999999999999999999"), "--seed: 99999999999999999999 is out of range");
+  expect_refused(scratchgrad("train --seed -1"), "--seed: -1 is not a whole number");
+  EXPECT_EQ(cli::seed_problem("18446744073709551615"), "");
 }
 
 // (not a Refuses* test: the message names this machine's memory, so it stays out of the doc's catalog)

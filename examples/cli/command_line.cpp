@@ -97,6 +97,9 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
                            "--dim", "--heads", "--threads", "--eval-every", "--sample", "--reduce-shards", "--check-every"})
     train_cmd->get_option(flag)->check(whole_number);
   for (const char* flag : {"--tokens", "--top-k"}) gen_cmd->get_option(flag)->check(whole_number);
+  const CLI::Validator seed([](std::string& text) { return seed_problem(text); }, "", "uint64");
+  train_cmd->get_option("--seed")->check(seed);
+  gen_cmd->get_option("--seed")->check(seed);
 
   CLI::App* info_cmd = app.add_subcommand("info", "describe a checkpoint");
   info_cmd->add_option("--checkpoint", c.info_checkpoint, "safetensors file")->required();

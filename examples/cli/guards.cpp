@@ -105,6 +105,15 @@ std::string integer_problem(const std::string& text) {
   return "";
 }
 
+std::string seed_problem(const std::string& text) {
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data() + (text.starts_with('+') ? 1 : 0), end, value);
+  if (error == std::errc::result_out_of_range) return fmt::format("{} is out of range (at most {})", text, UINT64_MAX);
+  if (error != std::errc() || stop != end) return fmt::format("{} is not a whole number from 0 to {}", text, UINT64_MAX);
+  return "";
+}
+
 int64_t run_state_int(const std::map<std::string, std::string>& metadata, const std::string& checkpoint,
                       const std::string& key, int64_t lo, int64_t hi) {
   auto it = metadata.find(key);

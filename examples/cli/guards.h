@@ -36,6 +36,8 @@ std::string checkpoint_target(const std::string& flag, const std::string& path);
 // Empty if `text` is a whole number that fits in an int64, else why not ("99999999999999999999 is out of
 // range", ...). For the command line's integer flags, which would otherwise clamp.
 std::string integer_problem(const std::string& text);
+// The same for a seed: a whole number from 0 to 2^64 - 1.
+std::string seed_problem(const std::string& text);
 
 // A metadata field of a saved run: an integer in [lo, hi] written plainly, else nn::CheckpointError naming
 // the checkpoint, the field, its value and the range.
