@@ -51,7 +51,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   train_cmd->add_option("--clip", train.clip, "gpt: clip the gradients' global norm to this (0: none)")->capture_default_str();
   train_cmd->add_option("--accumulate", train.accumulate, "gpt: micro-batches per step")->capture_default_str();
   train_cmd->add_option("--save-every", train.save_every, "gpt: also write --save every N steps (atomically)");
-  train_cmd->add_option("--resume", train.resume, "gpt: continue the run saved in this checkpoint to its --steps");
+  train_cmd->add_option("--resume", train.resume, "gpt: continue the run saved in this checkpoint to its --steps (--steps N: to N)");
   train_cmd->add_option("--text", train.text_file, "UTF-8 text file to learn (default: the workshop's phrase)");
   train_cmd->add_option("--steps", train.steps, "training steps")->capture_default_str();
   train_cmd->add_option("--batch", train.batch, "windows per batch (B)")->capture_default_str();

@@ -15,12 +15,12 @@
 #include <fmt/ostream.h>
 
 #include "autograd/backend.h"
-#include "guards.h"
 #include "autograd/inspect/dot.h"
 #include "plot/svg.h"
 #include "nn/nn.h"
 #include "nn/safetensors.h"
 #include "optim/optim.h"
+#include "guards.h"
 #include "ranks.h"
 
 namespace cli {

@@ -38,7 +38,7 @@ struct TrainOptions {
   double clip = 1.0;           // global gradient-norm clip; 0: none
   int64_t accumulate = 1;      // micro-batches of --batch windows per optimizer step
   int64_t save_every = 0;      // also write --save every N steps (atomically); 0: only at the end
-  std::string resume;          // continue the run saved in this checkpoint, to its original --steps
+  std::string resume;          // continue the run saved in this checkpoint, to its --steps (or a later one)
   bool steps_set = false;         // --steps was given: a resumed run is extended (or cut) to it
   bool check_every_set = false;   // --check-every was given: a resumed run uses it
   bool allow_other_text = false;  // --allow-other-text: a resumed run may go on with a text other than its own
