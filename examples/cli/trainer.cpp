@@ -826,7 +826,8 @@ void check_resumed_text(const TrainOptions& o, Corpus& corpus) {
                                  "--allow-other-text to continue on it anyway",
                                  where, corpus.text.bytes, corpus.text.hash, o.resume,
                                  m.count("run.text_bytes") ? m.at("run.text_bytes") : "?", m.at("run.text_hash"),
-                                 m.count("run.text") ? ", " + m.at("run.text") : ""));
+                                 m.count("run.text") && !m.at("run.text").empty() ? ", " + m.at("run.text")
+                                                                                   : ", the built-in text"));
   std::u32string saved;
   try {
     saved = decode_utf8(m.count("vocab") ? m.at("vocab") : "");
