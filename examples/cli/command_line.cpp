@@ -161,6 +161,9 @@ static int fail(std::ostream& err, const char* kind, const std::string& what, in
 int run_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   try {
     return end_run(run_command(parse_command_line(argc, argv, out, err), out));
+  } catch (const UsageErrorOnEveryRank& e) {  // every rank ends alike: no abort of the job
+    if (process_rank() == 0) err << ("scratchgrad: error" + rank_label() + ": " + one_line(e.what()) + "\n") << std::flush;
+    return 2;
   } catch (const UsageError& e) {
     return fail(err, "error", e.what(), 2, false);
   } catch (const nn::CheckpointError& e) {

@@ -71,9 +71,13 @@ void check_train_options(const TrainOptions& o) {
 namespace {
 
 // What only the number of ranks decides: equal shards of every batch, no dropout shared between ranks.
+// Every rank checks the same options against the same count, so every rank refuses alike.
 void check_options_for_ranks(const TrainOptions& o, const Ranks& ranks) {
   const int n = ranks.size();
   if (n == 1) return;
+  auto require = [](bool ok, const std::string& message) {
+    if (!ok) throw UsageErrorOnEveryRank(message);
+  };
   require(o.batch % n == 0, fmt::format("--batch {} does not split into {} equal shards (one per rank)", o.batch, n));
   const int64_t shards = o.reduce_shards ? o.reduce_shards : o.batch;
   require(!o.deterministic_reduce || shards % n == 0,

@@ -14,6 +14,13 @@ namespace cli {
 // The workshop's program, exactly: its text, D 24, T 8, B 16, lr 0.01, 301 steps, seed 7.
 inline const char* kWorkshopText = "aditi likes warm dosa ";
 
+// A UsageError that every rank of an mpirun job raises alike, before any collective operation (the options
+// checked against the rank count): rank 0 says it, and each rank ends on its own, with no job abort.
+class UsageErrorOnEveryRank : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
 struct TrainOptions {
   std::string model = "mini";  // "mini": the workshop's one-layer model; "gpt": the book's GPT
   std::string text_file;  // empty: the workshop's text
