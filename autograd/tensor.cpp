@@ -13,6 +13,7 @@
 #include "autograd/ops.h"
 #include "autograd/memory/pool.h"
 #include "autograd/node.h"
+#include "autograd/memory/out_of_memory.h"
 
 namespace autograd {
 
@@ -22,7 +23,7 @@ Storage::Storage(size_t n, Device d) : nbytes(n), device(d) {
   try {
     data = backend(d).allocate(n);
   } catch (const std::bad_alloc&) {
-    throw std::runtime_error(fmt::format("allocate: out of memory: {} bytes on {} could not be allocated", n, d.str()));
+    throw OutOfMemory(fmt::format("allocate: out of memory: {} bytes on {} could not be allocated", n, d.str()));
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <random>
 #include <regex>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -207,30 +209,129 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   out.commit();
 }
 
+namespace {
+
+// The deepest nesting of [ and { in `text`, outside strings; stops counting once past `limit`. Run before
+// the JSON parser and the checksum's dump, whose recursion a crafted header could otherwise drive deep
+// enough to overflow the stack.
+size_t json_nesting_depth(std::string_view text, size_t limit) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character, whatever it is
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// Reads exactly n bytes at the file's current position, or names what went wrong.
+void read_exactly(int fd, char* into, size_t n, const std::string& path, const char* what) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::read(fd, into + done, std::min<size_t>(n - done, size_t(1) << 30));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail(path, fmt::format("cannot read the {} ({})", what, std::strerror(errno)));
+    if (got == 0) fail(path, fmt::format("the file ended while reading the {} (it shrank while being read?)", what));
+    done += size_t(got);
+  }
+}
+
+struct FileDescriptor {
+  int fd = -1;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// One tensor as the header declares it, checked against the file's size before any data is read.
+struct TensorEntry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  size_t begin, end;
+};
+
+TensorEntry checked_entry(const std::string& path, const std::string& name, const json& entry, size_t data_size) {
+  if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
+    fail(path, fmt::format("tensor '{}' lacks dtype, shape or data_offsets", name));
+  auto dtype = entry["dtype"].is_string() ? dtype_from_code(entry["dtype"].get<std::string>()) : std::nullopt;
+  if (!dtype) fail(path, fmt::format("tensor '{}' has unsupported dtype {}", name, entry["dtype"].dump()));
+  Shape shape;
+  if (!entry["shape"].is_array()) fail(path, fmt::format("tensor '{}' has a malformed shape", name));
+  for (const json& s : entry["shape"]) {
+    if (!s.is_number_unsigned() || s.get<uint64_t>() > uint64_t(INT64_MAX))
+      fail(path, fmt::format("tensor '{}' has a malformed shape {}", name, entry["shape"].dump()));
+    shape.push_back(s.get<int64_t>());
+  }
+  const json& off = entry["data_offsets"];
+  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+    fail(path, fmt::format("tensor '{}' has malformed data_offsets", name));
+  size_t begin = off[0].get<size_t>(), end = off[1].get<size_t>();
+  size_t expected = 0;
+  try {
+    expected = checked_nbytes(shape, *dtype, "load_safetensors");
+  } catch (const std::invalid_argument& e) {
+    fail(path, fmt::format("tensor '{}': {}", name, e.what()));
+  }
+  if (end < begin || end - begin != expected)
+    fail(path, fmt::format("tensor '{}' has data_offsets [{}, {}] but shape {} of {} needs {} bytes", name, begin, end,
+                           shape_to_string(shape), dtype_name(*dtype), expected));
+  if (end > data_size)
+    fail(path, fmt::format("tensor '{}' ends at byte {} but the data has only {} bytes (truncated file)", name, end,
+                           data_size));
+  return {name, *dtype, std::move(shape), begin, end};
+}
+
+}  // namespace
+
+// The header is read and checked first — its length and nesting depth against the limits, every tensor's
+// extent against the file's real size — and only then the data, which must be exactly what the tensors
+// cover: a device, a pipe, or a huge sparse file with a small header is refused before anything big is read.
 Checkpoint load_safetensors(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) fail(path, "is a folder, not a safetensors file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, fmt::format("cannot open ({})", std::strerror(errno)));
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() < 8) fail(path, fmt::format("not a safetensors file: {} bytes is too short for the header length", bytes.size()));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail(path, fmt::format("cannot open ({})", std::strerror(errno)));
+  if (S_ISDIR(st.st_mode)) fail(path, "is a folder, not a safetensors file");
+  if (!S_ISREG(st.st_mode)) fail(path, "is not a regular file (a device, pipe or socket), not a safetensors file");
+  FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) fail(path, fmt::format("cannot open ({})", std::strerror(errno)));
+  if (::fstat(file.fd, &st) != 0 || !S_ISREG(st.st_mode)) fail(path, "is not a regular file, not a safetensors file");
+  const size_t file_size = size_t(st.st_size);
+  if (file_size < 8) fail(path, fmt::format("not a safetensors file: {} bytes is too short for the header length", file_size));
+  unsigned char length[8];
+  read_exactly(file.fd, reinterpret_cast<char*>(length), 8, path, "header length");
   uint64_t header_len = 0;
-  for (int i = 0; i < 8; ++i) header_len |= uint64_t(static_cast<unsigned char>(bytes[size_t(i)])) << (8 * i);
-  if (header_len > bytes.size() - 8)
+  for (int i = 0; i < 8; ++i) header_len |= uint64_t(length[i]) << (8 * i);
+  if (header_len > file_size - 8)
     fail(path, fmt::format("header length {} exceeds the file's {} bytes (truncated or not safetensors)", header_len,
-                           bytes.size()));
+                           file_size));
+  if (header_len > kMaxHeaderBytes)
+    fail(path, fmt::format("header length {} is over the limit of {} bytes (not a checkpoint this program wrote)",
+                           header_len, kMaxHeaderBytes));
+  std::string header_text(header_len, '\0');
+  read_exactly(file.fd, header_text.data(), header_text.size(), path, "header");
+  if (json_nesting_depth(header_text, kMaxHeaderDepth) > kMaxHeaderDepth)
+    fail(path, fmt::format("header nests JSON more than {} levels deep (a checkpoint needs 3)", kMaxHeaderDepth));
   json header;
   try {
-    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + std::ptrdiff_t(header_len));
+    header = json::parse(header_text);
   } catch (const json::exception& e) {
     fail(path, fmt::format("header is not valid JSON ({})", e.what()));
   }
   if (!header.is_object()) fail(path, "header is not a JSON object");
 
-  const char* data = bytes.data() + 8 + header_len;
-  const size_t data_size = bytes.size() - 8 - header_len;
+  const size_t data_size = file_size - 8 - header_len;
   Checkpoint ck;
-  std::vector<std::pair<size_t, size_t>> ranges;
+  std::vector<TensorEntry> entries;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object()) fail(path, "__metadata__ is not an object");
@@ -240,51 +341,34 @@ Checkpoint load_safetensors(const std::string& path) {
       }
       continue;
     }
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
-      fail(path, fmt::format("tensor '{}' lacks dtype, shape or data_offsets", name));
-    auto dtype = entry["dtype"].is_string() ? dtype_from_code(entry["dtype"].get<std::string>()) : std::nullopt;
-    if (!dtype) fail(path, fmt::format("tensor '{}' has unsupported dtype {}", name, entry["dtype"].dump()));
-    Shape shape;
-    if (!entry["shape"].is_array()) fail(path, fmt::format("tensor '{}' has a malformed shape", name));
-    for (const json& s : entry["shape"]) {
-      if (!s.is_number_unsigned() || s.get<uint64_t>() > uint64_t(INT64_MAX))
-        fail(path, fmt::format("tensor '{}' has a malformed shape {}", name, entry["shape"].dump()));
-      shape.push_back(s.get<int64_t>());
-    }
-    const json& off = entry["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      fail(path, fmt::format("tensor '{}' has malformed data_offsets", name));
-    size_t begin = off[0].get<size_t>(), end = off[1].get<size_t>();
-    size_t expected = 0;
-    try {
-      expected = checked_nbytes(shape, *dtype, "load_safetensors");
-    } catch (const std::invalid_argument& e) {
-      fail(path, fmt::format("tensor '{}': {}", name, e.what()));
-    }
-    if (end < begin || end - begin != expected)
-      fail(path, fmt::format("tensor '{}' has data_offsets [{}, {}] but shape {} of {} needs {} bytes", name, begin, end,
-                             shape_to_string(shape), dtype_name(*dtype), expected));
-    if (end > data_size)
-      fail(path, fmt::format("tensor '{}' ends at byte {} but the data has only {} bytes (truncated file)", name, end,
-                             data_size));
-    ranges.emplace_back(begin, end);
-    if (*dtype == DType::Bool)  // a C++ bool holds 0 or 1; any other byte would be read as neither
-      for (size_t i = begin; i < end; ++i)
-        if (static_cast<unsigned char>(data[i]) > 1)
-          fail(path, fmt::format("tensor '{}' of dtype BOOL holds the byte {} at element {} (a bool is 0 or 1)", name,
-                                 int(static_cast<unsigned char>(data[i])), i - begin));
-    Tensor t = empty(shape, *dtype);
-    if (expected) std::memcpy(t.raw_data(), data + begin, expected);
-    ck.tensors.emplace_back(name, t);
+    entries.push_back(checked_entry(path, name, entry, data_size));
   }
-  std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].first < ranges[i - 1].second) fail(path, "tensor data ranges overlap");
-  verify_checksum(path, header, data, data_size);
-  // keep file order (json iterates keys alphabetically; order by offset like the writer laid them out)
-  std::stable_sort(ck.tensors.begin(), ck.tensors.end(), [&](const auto& a, const auto& b) {
-    return header[a.first]["data_offsets"][0].template get<size_t>() < header[b.first]["data_offsets"][0].template get<size_t>();
+  // in file order (json iterates keys alphabetically; the writer lays tensors out one after another)
+  std::stable_sort(entries.begin(), entries.end(), [](const TensorEntry& a, const TensorEntry& b) {
+    return std::pair(a.begin, a.end) < std::pair(b.begin, b.end);
   });
+  size_t covered = 0;
+  for (const TensorEntry& e : entries) {
+    if (e.begin < covered) fail(path, "tensor data ranges overlap");
+    covered = std::max(covered, e.end);
+  }
+  if (covered < data_size)
+    fail(path, fmt::format("{} bytes follow the last tensor's data (the header covers {} of the file's {} data bytes)",
+                           data_size - covered, covered, data_size));
+
+  std::string data(data_size, '\0');
+  read_exactly(file.fd, data.data(), data.size(), path, "tensor data");
+  verify_checksum(path, header, data.data(), data.size());
+  for (const TensorEntry& e : entries) {
+    if (e.dtype == DType::Bool)  // a C++ bool holds 0 or 1; any other byte would be read as neither
+      for (size_t i = e.begin; i < e.end; ++i)
+        if (static_cast<unsigned char>(data[i]) > 1)
+          fail(path, fmt::format("tensor '{}' of dtype BOOL holds the byte {} at element {} (a bool is 0 or 1)", e.name,
+                                 int(static_cast<unsigned char>(data[i])), i - e.begin));
+    Tensor t = empty(e.shape, e.dtype);
+    if (e.end > e.begin) std::memcpy(t.raw_data(), data.data() + e.begin, e.end - e.begin);
+    ck.tensors.emplace_back(e.name, t);
+  }
   return ck;
 }
 

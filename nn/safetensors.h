@@ -31,9 +31,15 @@ struct Checkpoint {
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
-// Reads and checks everything: header length, JSON, dtypes, shapes, offsets inside the file, overlaps,
-// truncation, and the checksum when the file has one (files from other tools have none and load as they
-// are). The checksum is not returned in `metadata`. Throws CheckpointError.
+// Limits on the header, checked before it is parsed: its length (the safetensors crate's own limit) and
+// how deep its JSON nests (a checkpoint needs 3 levels: the header, a tensor entry, its shape).
+inline constexpr size_t kMaxHeaderBytes = 100'000'000;
+inline constexpr size_t kMaxHeaderDepth = 64;
+
+// Reads and checks everything: a regular file, header length and depth against the limits above, JSON,
+// dtypes, shapes, offsets inside the file's real size, overlaps, bytes no tensor covers, truncation, and
+// the checksum when the file has one (files from other tools have none and load as they are); only then
+// the data is read. The checksum is not returned in `metadata`. Throws CheckpointError.
 Checkpoint load_safetensors(const std::string& path);
 
 // Removes the temporary files that saves of `path` left when their process died (kill -9 mid-save).

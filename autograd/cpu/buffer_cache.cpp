@@ -88,14 +88,20 @@ static void* allocate_unpoisoned(size_t nbytes) {
   return p;
 }
 
-void cached_deallocate(void* p, size_t nbytes) {
+void cached_deallocate(void* p, size_t nbytes) noexcept {
   if (!p) return;
   if (nbytes > kLargest) return std::free(p);
   const size_t cls = class_of(nbytes);
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   if (c.free_bytes + class_size(cls) > kKeepAtMost) return std::free(p);
-  c.free[cls].push_back(p);
+  // A deallocation never throws (it runs in destructors, often while an exception unwinds): when the free
+  // list cannot grow, the block goes back to the system instead.
+  try {
+    c.free[cls].push_back(p);
+  } catch (const std::bad_alloc&) {
+    return std::free(p);
+  }
   c.free_bytes += class_size(cls);
 }
 

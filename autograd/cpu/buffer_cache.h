@@ -10,7 +10,7 @@
 namespace autograd::cpu {
 
 void* cached_allocate(size_t nbytes);
-void cached_deallocate(void* ptr, size_t nbytes);
+void cached_deallocate(void* ptr, size_t nbytes) noexcept;  // never throws: see the .cpp
 // Bytes held in free lists right now, and a way to give them back to the system.
 size_t cached_free_bytes();
 void release_cached_buffers();

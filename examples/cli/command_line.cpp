@@ -1,12 +1,15 @@
 // command_line.cpp — the command line of `scratchgrad` (CLI11): every flag, its default and its help.
 #include "command_line.h"
 
+#include <cstdlib>
 #include <ostream>
 
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 
+#include "autograd/memory/out_of_memory.h"
+#include "guards.h"
 #include "nn/safetensors.h"
 #include "ranks.h"
 
@@ -21,6 +24,14 @@ std::string one_line(std::string_view message) {
     else out += c;
   }
   return out;
+}
+
+// This process's rank as mpirun's launcher gives it in the environment (MPI is not started yet while the
+// command line is parsed); 0 when not started by one.
+static int rank_from_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  return 0;
 }
 
 Command parse_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -40,7 +51,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   train_cmd->add_option("--clip", train.clip, "gpt: clip the gradients' global norm to this (0: none)")->capture_default_str();
   train_cmd->add_option("--accumulate", train.accumulate, "gpt: micro-batches per step")->capture_default_str();
   train_cmd->add_option("--save-every", train.save_every, "gpt: also write --save every N steps (atomically)");
-  train_cmd->add_option("--resume", train.resume, "gpt: continue the run saved in this checkpoint to its --steps");
+  train_cmd->add_option("--resume", train.resume, "gpt: continue the run saved in this checkpoint to its --steps (--steps N: to N)");
   train_cmd->add_option("--text", train.text_file, "UTF-8 text file to learn (default: the workshop's phrase)");
   train_cmd->add_option("--steps", train.steps, "training steps")->capture_default_str();
   train_cmd->add_option("--batch", train.batch, "windows per batch (B)")->capture_default_str();
@@ -66,6 +77,8 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   train_cmd->add_option("--check-every", train.check_every, "mpirun: compare the ranks' parameters every N steps")
       ->capture_default_str();
   train_cmd->add_flag("!--no-overlap", train.overlap, "mpirun: start the gradient allreduces only after backward");
+  train_cmd->add_flag("--allow-other-text", train.allow_other_text,
+                      "--resume: continue on a text other than the run's own (same characters)");
 
   GenerateOptions& gen = c.generate;
   std::string prompt;
@@ -77,6 +90,16 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   gen_cmd->add_option("--top-k", gen.top_k, "sample only among the k likeliest (0 = all)")->capture_default_str();
   gen_cmd->add_option("--seed", gen.seed, "seed for sampling")->capture_default_str();
   gen_cmd->add_option("--numerics", gen.numerics, "exact or fast (default as for train)");
+
+  // Whole numbers past int64 are refused rather than clamped to its largest value.
+  const CLI::Validator whole_number([](std::string& text) { return integer_problem(text); }, "", "int64");
+  for (const char* flag : {"--layers", "--warmup", "--accumulate", "--save-every", "--steps", "--batch", "--context",
+                           "--dim", "--heads", "--threads", "--eval-every", "--sample", "--reduce-shards", "--check-every"})
+    train_cmd->get_option(flag)->check(whole_number);
+  for (const char* flag : {"--tokens", "--top-k"}) gen_cmd->get_option(flag)->check(whole_number);
+  const CLI::Validator seed([](std::string& text) { return seed_problem(text); }, "", "uint64");
+  train_cmd->get_option("--seed")->check(seed);
+  gen_cmd->get_option("--seed")->check(seed);
 
   CLI::App* info_cmd = app.add_subcommand("info", "describe a checkpoint");
   info_cmd->add_option("--checkpoint", c.info_checkpoint, "safetensors file")->required();
@@ -108,13 +131,18 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
     c.status = app.exit(e, out, err);
     return c;
   } catch (const CLI::ParseError& e) {
-    err << "scratchgrad: error: " << one_line(e.what()) << " (see scratchgrad --help)\n";
+    // Under mpirun every rank parses the same command line and fails the same way: rank 0 says it.
+    if (rank_from_launcher() == 0) err << "scratchgrad: error: " << one_line(e.what()) << " (see scratchgrad --help)\n";
     c.status = 2;
     return c;
   }
 
   if (*train_cmd) {
     c.kind = Command::Kind::train;
+    auto given = [&](const char* flag) { return train_cmd->get_option(flag)->count() > 0; };
+    train.steps_set = given("--steps"), train.check_every_set = given("--check-every");
+    if (!train.resume.empty()) check_resume_flags(given);
+    else if (train.allow_other_text) throw UsageError("--allow-other-text is for --resume");
     if (train.resume.empty() && (train.model == "gpt" || !preset.empty())) {
       if (train.model != "gpt") throw UsageError("--preset is for --model gpt");
       apply_gpt_preset(train, preset.empty() ? "small" : preset,
@@ -157,10 +185,17 @@ static int fail(std::ostream& err, const char* kind, const std::string& what, in
 int run_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   try {
     return end_run(run_command(parse_command_line(argc, argv, out, err), out));
+  } catch (const UsageErrorOnEveryRank& e) {  // every rank ends alike: no abort of the job
+    if (process_rank() == 0) err << ("scratchgrad: error" + rank_label() + ": " + one_line(e.what()) + "\n") << std::flush;
+    return 2;
   } catch (const UsageError& e) {
     return fail(err, "error", e.what(), 2, false);
   } catch (const nn::CheckpointError& e) {
     return fail(err, "error", e.what(), 2, false);
+  } catch (const autograd::OutOfMemory& e) {  // sizes from the command line too big for this machine
+    return fail(err, "error", std::string(e.what()) + " (choose smaller --dim, --layers, --batch or --context)", 2, false);
+  } catch (const std::bad_alloc&) {
+    return fail(err, "error", "out of memory (choose smaller --dim, --layers, --batch or --context)", 2, false);
   } catch (const std::exception& e) {
     return fail(err, "internal error", e.what(), 1, true);
   }

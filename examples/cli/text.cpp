@@ -1,6 +1,10 @@
 // text.cpp — UTF-8 and the character vocabulary.
 #include "text.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -13,31 +17,47 @@
 
 namespace cli {
 
-std::u32string decode_utf8(const std::string& s) {
-  std::u32string out;
-  for (size_t i = 0; i < s.size();) {
+namespace {
+
+// Decodes the characters of `s`, calling emit(code point) for each, and returns how many bytes it used.
+// With `more` (a chunk of a longer stream) a character cut off at the end is left for the next chunk;
+// without it, refused. Offsets in messages count from `base`, the chunk's offset in the whole text.
+template <typename Emit>
+size_t decode_utf8_into(std::string_view s, uint64_t base, bool more, Emit&& emit) {
+  size_t i = 0;
+  while (i < s.size()) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     int extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : -1;
+    if (extra > 0 && more && i + size_t(extra) >= s.size()) return i;  // the rest comes with the next chunk
     if (extra < 0 || i + size_t(extra) >= s.size())
-      throw UsageError(fmt::format("text is not valid UTF-8 (byte {} at offset {})", int(c), i));
+      throw UsageError(fmt::format("text is not valid UTF-8 (byte {} at offset {})", int(c), base + i));
     char32_t cp = extra == 0 ? c : c & (0x3F >> extra);
     for (int k = 1; k <= extra; ++k) {
       unsigned char cc = static_cast<unsigned char>(s[i + size_t(k)]);
-      if ((cc >> 6) != 0x2) throw UsageError(fmt::format("text is not valid UTF-8 (offset {})", i));
+      if ((cc >> 6) != 0x2) throw UsageError(fmt::format("text is not valid UTF-8 (offset {})", base + i));
       cp = (cp << 6) | (cc & 0x3F);
     }
     // One spelling per character, as Python's decoder demands: no longer form than needed (C0 80 for
     // NUL), no UTF-16 surrogate halves, nothing past U+10FFFF.
     static constexpr char32_t kLeast[] = {0, 0x80, 0x800, 0x10000};
     if (cp < kLeast[extra])
-      throw UsageError(fmt::format("text is not valid UTF-8 (an overlong encoding of U+{:04X} at offset {})", uint32_t(cp), i));
+      throw UsageError(fmt::format("text is not valid UTF-8 (an overlong encoding of U+{:04X} at offset {})",
+                                   uint32_t(cp), base + i));
     if (cp >= 0xD800 && cp <= 0xDFFF)
-      throw UsageError(fmt::format("text is not valid UTF-8 (the surrogate U+{:04X} at offset {})", uint32_t(cp), i));
+      throw UsageError(fmt::format("text is not valid UTF-8 (the surrogate U+{:04X} at offset {})", uint32_t(cp), base + i));
     if (cp > 0x10FFFF)
-      throw UsageError(fmt::format("text is not valid UTF-8 (U+{:X} is past U+10FFFF, at offset {})", uint32_t(cp), i));
-    out.push_back(cp);
+      throw UsageError(fmt::format("text is not valid UTF-8 (U+{:X} is past U+10FFFF, at offset {})", uint32_t(cp), base + i));
+    emit(cp);
     i += size_t(extra) + 1;
   }
+  return i;
+}
+
+}  // namespace
+
+std::u32string decode_utf8(const std::string& s) {
+  std::u32string out;
+  decode_utf8_into(s, 0, false, [&](char32_t cp) { out.push_back(cp); });
   return out;
 }
 
@@ -102,16 +122,137 @@ std::u32string Vocabulary::decode(const std::vector<int64_t>& ids) const {
   return out;
 }
 
-std::string read_text_file(const std::string& path) {
+namespace {
+
+// FNV-1a over 64 bits, as the checkpoints' checksum: identifies a text (not a defence against forgery).
+struct TextHash {
+  uint64_t h = 0xcbf29ce484222325ull;
+  void add(std::string_view bytes) {
+    for (unsigned char b : bytes) h = (h ^ b) * 0x100000001b3ull;
+  }
+  // 16 hex digits, without the checkpoints' "fnv1a64:" prefix (which marks their own checksum)
+  std::string str() const { return fmt::format("{:016x}", h); }
+};
+
+// Characters to ids in one pass: each new character gets the next provisional id, and once the whole
+// text is seen the ids are renumbered in the sorted order of the characters (the vocabulary's order).
+class Tokenizer {
+ public:
+  explicit Tokenizer(std::string where) : where_(std::move(where)), provisional_(0x110000, -1) {}
+
+  void reserve(size_t characters) { ids_.reserve(characters); }  // at most one per byte: no regrowth
+
+  // Adds the next bytes of the text; `last` says no more follow.
+  void add(std::string_view bytes, bool last) {
+    hash_.add(bytes);
+    pending_.append(bytes);
+    size_t used = 0;
+    try {
+      used = decode_utf8_into(pending_, offset_, !last, [&](char32_t cp) { ids_.push_back(id_of(cp)); });
+    } catch (const UsageError& e) {
+      throw UsageError(where_ + ": " + e.what());
+    }
+    offset_ += used;
+    pending_.erase(0, used);
+  }
+
+  TokenizedText finish() {
+    std::vector<char32_t> sorted = seen_;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<uint16_t> renumber(seen_.size());
+    for (size_t k = 0; k < sorted.size(); ++k) renumber[size_t(provisional_[sorted[k]])] = uint16_t(k);
+    for (uint16_t& id : ids_) id = renumber[id];
+    TokenizedText t;
+    t.vocab = Vocabulary(std::u32string(sorted.begin(), sorted.end()));
+    t.ids = std::move(ids_);
+    t.bytes = offset_;
+    t.hash = hash_.str();
+    return t;
+  }
+
+ private:
+  uint16_t id_of(char32_t cp) {
+    int32_t& id = provisional_[cp];
+    if (id < 0) {
+      if (int64_t(seen_.size()) == kMaxVocabulary)
+        throw UsageError(fmt::format("{}: has more than {} distinct characters (the most a vocabulary holds)", where_,
+                                     kMaxVocabulary));
+      id = int32_t(seen_.size());
+      seen_.push_back(cp);
+    }
+    return uint16_t(id);
+  }
+
+  std::string where_;
+  std::vector<int32_t> provisional_;  // code point → provisional id, -1 when not seen yet
+  std::vector<char32_t> seen_;        // provisional id → code point
+  std::vector<uint16_t> ids_;
+  std::string pending_;  // bytes of a character cut off at the end of a chunk
+  uint64_t offset_ = 0;  // bytes decoded so far
+  TextHash hash_;
+};
+
+// Opens a text file for reading, refusing what is not a regular file and what is over the size limit.
+int open_text_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw UsageError(fmt::format("cannot read text file {}: {}", path, std::strerror(errno)));
+  if (S_ISDIR(st.st_mode)) throw UsageError(fmt::format("cannot read text file {}: it is a folder (pass a file)", path));
+  if (!S_ISREG(st.st_mode))
+    throw UsageError(fmt::format("cannot read text file {}: it is not a regular file (a device, pipe or socket); "
+                                 "pass a file",
+                                 path));
+  if (uint64_t(st.st_size) > kMaxTextBytes)
+    throw UsageError(fmt::format("text file {} has {} bytes, over the limit of {} bytes (1 GiB)", path,
+                                 uint64_t(st.st_size), kMaxTextBytes));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw UsageError(fmt::format("cannot read text file {}: {}", path, std::strerror(errno)));
+  return fd;
+}
+
+// Calls take(chunk, last) for the file's bytes, a chunk at a time, stopping past kMaxTextBytes (a file
+// that grows while it is read).
+template <typename Take>
+void read_in_chunks(const std::string& path, Take&& take) {
+  const int fd = open_text_file(path);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  std::string chunk(size_t(1) << 20, '\0');
+  uint64_t total = 0;
+  for (;;) {
+    const ssize_t got = ::read(fd, chunk.data(), chunk.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw UsageError(fmt::format("cannot read text file {}: {}", path, std::strerror(errno)));
+    total += uint64_t(got);
+    if (total > kMaxTextBytes)
+      throw UsageError(fmt::format("text file {} grew past the limit of {} bytes while being read", path, kMaxTextBytes));
+    take(std::string_view(chunk.data(), size_t(got)), got == 0);
+    if (got == 0) return;
+  }
+}
+
+}  // namespace
+
+TokenizedText tokenize_text(std::string_view text, const std::string& where) {
+  Tokenizer tokenizer(where);
+  tokenizer.add(text, true);
+  return tokenizer.finish();
+}
+
+TokenizedText read_tokenized_text(const std::string& path) {
+  Tokenizer tokenizer(path);
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw UsageError(fmt::format("cannot read text file {}: it is a folder (pass a file)", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(fmt::format("cannot read text file {}: {}", path, std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw UsageError(fmt::format("cannot read text file {}", path));
-  return ss.str();
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size <= kMaxTextBytes) tokenizer.reserve(size_t(size));
+  read_in_chunks(path, [&](std::string_view chunk, bool last) { tokenizer.add(chunk, last); });
+  return tokenizer.finish();
+}
+
+std::string read_text_file(const std::string& path) {
+  std::string out;
+  read_in_chunks(path, [&](std::string_view chunk, bool) { out.append(chunk); });
+  return out;
 }
 
 }  // namespace cli

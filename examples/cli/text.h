@@ -5,6 +5,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cli {
@@ -33,7 +34,29 @@ class Vocabulary {
   std::map<char32_t, int64_t> index_;
 };
 
-std::string read_text_file(const std::string& path);  // throws UsageError when missing or unreadable
+// The largest text `train --text` reads. Its characters are kept as one 2-byte id each, so a text of this
+// size needs about twice its size in memory (ASCII), and a vocabulary of at most kMaxVocabulary characters.
+inline constexpr uint64_t kMaxTextBytes = uint64_t(1) << 30;  // 1 GiB
+inline constexpr int64_t kMaxVocabulary = 65536;
+
+// A text in token form: its vocabulary and one small integer per character, and what identifies it
+// (recorded in a run's checkpoint, so that a resume can tell another text from the same one).
+struct TokenizedText {
+  Vocabulary vocab{std::u32string()};
+  std::vector<uint16_t> ids;  // index into vocab.chars()
+  uint64_t bytes = 0;         // the UTF-8 size
+  std::string hash;           // FNV-1a 64 of the bytes, 16 hex digits
+};
+
+// Reads a text file in chunks (never whole), decoding and tokenizing as it goes. Refuses, with a
+// UsageError naming the file: a folder, a device or pipe (not a regular file), more than kMaxTextBytes,
+// invalid UTF-8 (with the offset), more than kMaxVocabulary distinct characters.
+TokenizedText read_tokenized_text(const std::string& path);
+// The same for text in memory; `where` names it in messages.
+TokenizedText tokenize_text(std::string_view text, const std::string& where);
+
+// Reads a whole text file, with the same refusals as read_tokenized_text (but no vocabulary limit).
+std::string read_text_file(const std::string& path);
 std::string printable(char32_t c);                      // 'a', '\n', U+00E9 ... for error messages
 
 }  // namespace cli

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <ostream>
+#include <span>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -19,6 +20,7 @@
 #include "nn/nn.h"
 #include "nn/safetensors.h"
 #include "optim/optim.h"
+#include "guards.h"
 #include "ranks.h"
 
 namespace cli {
@@ -69,9 +71,13 @@ void check_train_options(const TrainOptions& o) {
 namespace {
 
 // What only the number of ranks decides: equal shards of every batch, no dropout shared between ranks.
+// Every rank checks the same options against the same count, so every rank refuses alike.
 void check_options_for_ranks(const TrainOptions& o, const Ranks& ranks) {
   const int n = ranks.size();
   if (n == 1) return;
+  auto require = [](bool ok, const std::string& message) {
+    if (!ok) throw UsageErrorOnEveryRank(message);
+  };
   require(o.batch % n == 0, fmt::format("--batch {} does not split into {} equal shards (one per rank)", o.batch, n));
   const int64_t shards = o.reduce_shards ? o.reduce_shards : o.batch;
   require(!o.deterministic_reduce || shards % n == 0,
@@ -98,84 +104,121 @@ Device checked_device(const std::string& name) {
 
 // ---------------------------------------------------------------- the data
 
+// The text in token form (one 2-byte id per character), its first tenth kept back for held-out losses
+// when that is long enough to hold a window.
 struct Corpus {
-  std::u32string text;
-  Vocabulary vocab;
-  Tensor train, val;  // int64 token ids; val undefined when the text is too short to hold some out
+  TokenizedText text;
+  int64_t train_size = 0;  // ids [0, train_size) are trained on, the rest is held out
+  std::string source;      // the text file's absolute path; empty: the built-in text
+  const Vocabulary& vocab() const { return text.vocab; }
+  int64_t characters() const { return int64_t(text.ids.size()); }
+  std::span<const uint16_t> train() const { return {text.ids.data(), size_t(train_size)}; }
+  std::span<const uint16_t> val() const { return std::span<const uint16_t>(text.ids).subspan(size_t(train_size)); }
+  bool has_val() const { return !val().empty(); }
+  std::u32string head(int64_t T) const {  // the first T characters: the sample's prompt
+    std::u32string out;
+    for (size_t i = 0; i < std::min(text.ids.size(), size_t(T)); ++i) out.push_back(text.vocab.chars()[text.ids[i]]);
+    return out;
+  }
 };
 
 Corpus load_corpus(const TrainOptions& o) {
-  std::string raw = o.text_file.empty() ? std::string(kWorkshopText) : read_text_file(o.text_file);
-  std::string where = o.text_file.empty() ? "the built-in text" : o.text_file;
-  require(!raw.empty(), fmt::format("{} is empty", where));
-  std::u32string text = decode_utf8(raw);
-  // a training window needs T inputs plus the next character, and randint needs a non-empty range
-  require(int64_t(text.size()) >= o.context + 2,
-          fmt::format("{} has {} characters; --context {} needs at least {}", where, text.size(), o.context,
-                      o.context + 2));
-  Vocabulary vocab = Vocabulary::from_text(text);
-  std::vector<int64_t> ids = vocab.encode(text);
-  const int64_t n = int64_t(ids.size());
-  const int64_t held_out = n / 10;
-  Corpus c{text, vocab, {}, {}};
-  if (held_out >= o.context + 2) {  // enough for at least one held-out window
-    c.train = from_vector(std::vector<int64_t>(ids.begin(), ids.end() - held_out), {n - held_out});
-    c.val = from_vector(std::vector<int64_t>(ids.end() - held_out, ids.end()), {held_out});
+  Corpus c;
+  if (o.text_file.empty()) {
+    c.text = tokenize_text(kWorkshopText, "the built-in text");
   } else {
-    c.train = from_vector(ids, {n});
+    c.text = read_tokenized_text(o.text_file);
+    c.source = absolute_path(o.text_file);
   }
+  const std::string where = o.text_file.empty() ? "the built-in text" : o.text_file;
+  require(c.characters() > 0, fmt::format("{} is empty", where));
+  // a training window needs T inputs plus the next character, and randint needs a non-empty range
+  require(c.characters() >= o.context + 2,
+          fmt::format("{} has {} characters; --context {} needs at least {}", where, c.characters(), o.context,
+                      o.context + 2));
+  const int64_t held_out = c.characters() / 10;
+  c.train_size = held_out >= o.context + 2 ? c.characters() - held_out : c.characters();  // one held-out window at least
   return c;
+}
+
+// The workshop's batch() over token ids: the draw of nn::random_windows (randint(len(data) - T - 1, (B,))),
+// gathered straight from the 2-byte ids into int64 rows.
+std::pair<Tensor, Tensor> random_windows(std::span<const uint16_t> data, int64_t batch, int64_t T) {
+  const std::vector<int64_t> starts = randint(0, int64_t(data.size()) - T - 1, {batch}).to_vector<int64_t>();
+  std::vector<int64_t> x(size_t(batch * T)), y(size_t(batch * T));
+  for (size_t b = 0; b < starts.size(); ++b)
+    for (size_t t = 0; t < size_t(T); ++t) {
+      x[b * size_t(T) + t] = data[size_t(starts[b]) + t];
+      y[b * size_t(T) + t] = data[size_t(starts[b]) + t + 1];
+    }
+  return {from_vector(x, {batch, T}), from_vector(y, {batch, T})};
 }
 
 // Mean loss over up to 64 evenly spaced held-out windows; draws no random numbers, so evaluating does
 // not change the training run.
 template <typename Model>
-double held_out_loss(const Model& model, const Tensor& val, int64_t T, int64_t V, Device device) {
+double held_out_loss(const Model& model, std::span<const uint16_t> val, int64_t T, int64_t V, Device device) {
   NoGradGuard no_grad;
-  const int64_t windows = std::min<int64_t>(64, val.size(0) - T);
-  std::vector<Tensor> xs, ys;
+  const int64_t n = int64_t(val.size()), windows = std::min<int64_t>(64, n - T);
+  std::vector<int64_t> xs, ys;
   for (int64_t w = 0; w < windows; ++w) {
-    int64_t j = w * (val.size(0) - T - 1) / std::max<int64_t>(windows - 1, 1);
-    xs.push_back(val.slice(0, j, j + T));
-    ys.push_back(val.slice(0, j + 1, j + T + 1));
+    int64_t j = w * (n - T - 1) / std::max<int64_t>(windows - 1, 1);
+    xs.insert(xs.end(), val.begin() + j, val.begin() + j + T);
+    ys.insert(ys.end(), val.begin() + j + 1, val.begin() + j + T + 1);
   }
-  Tensor logits = model(stack(xs).to(device));
-  return cross_entropy(logits.view({-1, V}), stack(ys).to(device).view({-1})).item();
+  Tensor logits = model(from_vector(xs, {windows, T}).to(device));
+  return cross_entropy(logits.view({-1, V}), from_vector(ys, {windows * T}).to(device)).item();
 }
 
-// Greedy (temperature 0) or sampled continuation of `ids`, feeding at most T characters at a time.
+// The next token drawn from softmax(logits / temperature) among the top_k likeliest (0: all). The largest
+// logit is subtracted before dividing, so a tiny temperature gives the likeliest token (never an overflow
+// to inf and then NaN); logits that are not numbers are refused.
+int64_t sample_token(const std::vector<double>& logits, double temperature, int64_t top_k, Generator& gen) {
+  for (double l : logits)
+    if (std::isnan(l))
+      throw UsageError("the model's logits are not numbers (NaN): its parameters are damaged; retrain it");
+  const double largest = *std::max_element(logits.begin(), logits.end());
+  double cutoff = -std::numeric_limits<double>::infinity();
+  if (top_k > 0 && top_k < int64_t(logits.size())) {
+    std::vector<double> sorted = logits;
+    std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(), std::greater<>());
+    cutoff = sorted[size_t(top_k - 1)];
+  }
+  std::vector<double> weights(logits.size());
+  double total = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    // (l - largest) / t is at most 0: exp of it is in [0, 1], and 1 for the likeliest
+    weights[i] = logits[i] < cutoff ? 0.0 : std::exp((logits[i] - largest) / temperature);
+    if (std::isnan(weights[i])) weights[i] = logits[i] == largest ? 1.0 : 0.0;  // inf - inf: a logit of +inf
+    total += weights[i];
+  }
+  double u = 0;
+  random::uniform(gen, &u, 1, 0.0, 1.0);
+  u *= total;
+  int64_t pick = -1;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (weights[i] == 0) continue;
+    pick = int64_t(i);  // the last one with any weight, should rounding leave u past them all
+    if (u < weights[i]) break;
+    u -= weights[i];
+  }
+  return pick;
+}
+
+// Greedy (temperature 0) or sampled continuation of `ids`, feeding at most T characters at a time;
+// `on_token` (if given) sees each new token as soon as it is made.
 template <typename Model>
 std::vector<int64_t> continue_text(const Model& model, int64_t T, std::vector<int64_t> ids, int64_t count,
-                                   double temperature, int64_t top_k, Generator& gen, Device device) {
+                                   double temperature, int64_t top_k, Generator& gen, Device device,
+                                   const std::function<void(int64_t)>& on_token = {}) {
   NoGradGuard no_grad;
   for (int64_t n = 0; n < count; ++n) {
     int64_t start = std::max<int64_t>(0, int64_t(ids.size()) - T);
     std::vector<int64_t> window(ids.begin() + start, ids.end());
     Tensor logits = model(from_vector(window, {1, int64_t(window.size())}).to(device)).select(1, -1)[0].cpu();
-    if (temperature == 0.0) {
-      ids.push_back(int64_t(logits.argmax().item()));
-      continue;
-    }
-    std::vector<double> scores = (logits / temperature).to_vector<double>();
-    if (top_k > 0 && top_k < int64_t(scores.size())) {
-      std::vector<double> sorted = scores;
-      std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(), std::greater<>());
-      const double cutoff = sorted[size_t(top_k - 1)];
-      for (double& s : scores)
-        if (s < cutoff) s = -std::numeric_limits<double>::infinity();
-    }
-    std::vector<double> probs = from_vector(scores, {int64_t(scores.size())}).softmax(0).to_vector<double>();
-    double u = 0;
-    random::uniform(gen, &u, 1, 0.0, 1.0);
-    int64_t pick = int64_t(probs.size()) - 1;
-    for (size_t i = 0; i < probs.size(); ++i) {
-      if (u < probs[i]) {
-        pick = int64_t(i);
-        break;
-      }
-      u -= probs[i];
-    }
-    ids.push_back(pick);
+    ids.push_back(temperature == 0.0 ? int64_t(logits.argmax().item())
+                                     : sample_token(logits.to_vector<double>(), temperature, top_k, gen));
+    if (on_token) on_token(ids.back());
   }
   return ids;
 }
@@ -246,8 +289,10 @@ std::vector<uint8_t> bytes_of(const std::string& hex, const std::string& path) {
   return out;
 }
 
-std::map<std::string, std::string> run_metadata(const TrainOptions& o, int64_t steps_done, int64_t schedule_epoch) {
-  return {{"run.text", o.text_file},          {"run.steps", std::to_string(o.steps)},
+std::map<std::string, std::string> run_metadata(const TrainOptions& o, const Corpus& corpus, int64_t steps_done,
+                                                int64_t schedule_epoch) {
+  return {{"run.text", corpus.source},          {"run.steps", std::to_string(o.steps)},
+          {"run.text_hash", corpus.text.hash},  {"run.text_bytes", std::to_string(corpus.text.bytes)},
           {"run.batch", std::to_string(o.batch)}, {"run.lr", fmt::format("{:.17g}", o.lr)},
           {"run.seed", std::to_string(o.seed)}, {"run.eval_every", std::to_string(o.eval_every)},
           {"run.dropout", fmt::format("{:.17g}", o.dropout)}, {"run.warmup", std::to_string(o.warmup)},
@@ -288,6 +333,8 @@ LoadedModel load_model(const std::string& path) {
     throw nn::CheckpointError(fmt::format("{}: vocabulary is not valid UTF-8", path));
   }
   if (chars.empty()) throw nn::CheckpointError(fmt::format("{}: metadata has an empty vocabulary", path));
+  check_distinct_characters(chars, path);
+  check_finite_parameters(without_optimizer(ck.tensors), path);
   const int64_t dim = metadata_int(ck, path, "dim"), context = metadata_int(ck, path, "context"),
                 heads = metadata_int(ck, path, "heads");
   if (dim % heads != 0)
@@ -449,6 +496,24 @@ void report_data_parallel(const Ranks& ranks, const TrainOptions& o, double step
 }
 
 
+// A run whose loss, gradient norm or parameters stop being finite numbers has diverged: it stops at
+// once, before anything is saved, so the last checkpoint written (if any) stays as it was.
+void stop_if_not_finite(double value, const char* what, int64_t step, const TrainOptions& o, int64_t saved_at) {
+  if (std::isfinite(value)) return;
+  const std::string kept = o.save.empty()      ? "nothing was saved"
+                           : saved_at > 0     ? fmt::format("{} keeps the run as it was after {} steps", o.save, saved_at)
+                                              : fmt::format("{} was not written", o.save);
+  throw UsageError(fmt::format("step {}: the {} is {}: the run diverged, so it stops here ({}); try a smaller --lr "
+                               "than {}",
+                               step, what, value, kept, o.lr));
+}
+
+double parameters_sum(const nn::Module& model) {  // NaN or inf when any parameter is
+  double total = 0;
+  for (const Tensor& p : model.parameters()) total += p.detach().sum().cpu().item();
+  return total;
+}
+
 // What a run shows and writes as it goes, for either model: one line per report (loss, held-out loss,
 // tokens/s, elapsed and remaining time), the loss curve for --plot.
 struct Progress {
@@ -495,18 +560,21 @@ struct Progress {
 // The end of a run, for either model: final losses, a greedy sample, the checkpoint, the pictures.
 template <typename Model>
 void finish(const Model& model, const Corpus& corpus, int64_t T, int64_t V, Device device, Progress& progress,
-            double last_loss, const std::map<std::string, std::string>& metadata, const std::string& plot_title) {
+            double last_loss, const std::map<std::string, std::string>& metadata, const std::string& plot_title,
+            const nn::NamedTensors& optimizer_state = {}) {
   const TrainOptions& o = progress.o;
   std::ostream& out = progress.out;
   out << fmt::format("final loss {:.3f}", last_loss)
-      << (corpus.val.defined() ? fmt::format(", held-out {:.3f}", held_out_loss(model, corpus.val, T, V, device)) : "")
+      << (corpus.has_val() ? fmt::format(", held-out {:.3f}", held_out_loss(model, corpus.val(), T, V, device)) : "")
       << "\n";
   Generator unused;
-  const std::u32string prompt = corpus.text.substr(0, size_t(T));
-  std::vector<int64_t> ids = continue_text(model, T, corpus.vocab.encode(prompt), o.sample_tokens, 0.0, 0, unused, device);
-  out << "generated: " << encode_utf8(corpus.vocab.decode(ids)) << "\n";
+  const std::u32string prompt = corpus.head(T);
+  std::vector<int64_t> ids = continue_text(model, T, corpus.vocab().encode(prompt), o.sample_tokens, 0.0, 0, unused, device);
+  out << "generated: " << encode_utf8(corpus.vocab().decode(ids)) << "\n";
   if (!o.save.empty()) {
-    nn::save_safetensors(o.save, model.state_dict(), metadata);
+    nn::NamedTensors tensors = model.state_dict();  // and the optimizer's, so that the run can be extended
+    for (const auto& [name, t] : optimizer_state) tensors.emplace_back(kOptimizerPrefix + name, t);
+    nn::save_safetensors(o.save, tensors, metadata);
     out << "saved " << o.save << "\n";
   }
   if (!o.graph.empty()) out << "wrote the graph of step 0 to " << o.graph << " (dot -Tsvg " << o.graph << " -o graph.svg)\n";
@@ -521,7 +589,7 @@ void write_step_graph(const TrainOptions& o, const Tensor& loss, const nn::Modul
 
 int train_mini(const TrainOptions& o, const Corpus& corpus, Device device, Ranks& ranks, std::ostream& out) {
   manual_seed(o.seed);  // then the model, then the optimizer: the workshop's order of random draws
-  nn::CharModelConfig config{corpus.vocab.size(), o.dim, o.context, o.heads};
+  nn::CharModelConfig config{corpus.vocab().size(), o.dim, o.context, o.heads};
   nn::MiniSelfAttention model(config);
   model.to(device);
   ranks.share_parameters(model, o.overlap);
@@ -529,16 +597,16 @@ int train_mini(const TrainOptions& o, const Corpus& corpus, Device device, Ranks
   const int64_t V = config.vocab, T = o.context;
 
   out << fmt::format("training on {} characters ({} distinct{}), {} parameters, D {} T {} B {} heads {}, {} steps on {}\n",
-                     corpus.text.size(), V, corpus.val.defined() ? fmt::format(", {} held out", corpus.val.size(0)) : "",
+                     corpus.characters(), V, corpus.has_val() ? fmt::format(", {} held out", corpus.val().size()) : "",
                      model.num_parameters(), o.dim, T, o.batch, o.heads, o.steps, device.str());
   Progress progress{o, out, o.batch * T, &out == &std::cout && isatty(STDOUT_FILENO)};
   std::function<double()> held_out;
-  if (corpus.val.defined()) held_out = [&] { return held_out_loss(model, corpus.val, T, V, device); };
+  if (corpus.has_val()) held_out = [&] { return held_out_loss(model, corpus.val(), T, V, device); };
   ShardedGradients gradients(ranks, model, o);
   double last_loss = 0, step_seconds = 0;
   for (int64_t step = 0; step < o.steps; ++step) {
     const auto started = std::chrono::steady_clock::now();
-    auto [xb, yb] = nn::random_windows(corpus.train, o.batch, T);  // the global batch: the same on every rank
+    auto [xb, yb] = random_windows(corpus.train(), o.batch, T);  // the global batch: the same on every rank
     gradients.begin_step();
     gradients.add(xb, yb, true, [&](const Tensor& x, const Tensor& y) {
       Tensor logits = model(x.to(device));
@@ -549,6 +617,7 @@ int train_mini(const TrainOptions& o, const Corpus& corpus, Device device, Ranks
       return loss;
     });
     last_loss = gradients.finish_step();
+    stop_if_not_finite(last_loss, "loss", step, o, 0);
     opt.step();
     if (step > 0) step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (ranks.is_root()) progress.report(step, last_loss, held_out);
@@ -556,9 +625,10 @@ int train_mini(const TrainOptions& o, const Corpus& corpus, Device device, Ranks
   }
   ranks.check_same_parameters(model, o.steps);
   report_data_parallel(ranks, o, step_seconds, o.steps - 1, out);
-  const std::u32string prompt = corpus.text.substr(0, size_t(T));
+  stop_if_not_finite(parameters_sum(model), "sum of the parameters", o.steps, o, 0);
+  const std::u32string prompt = corpus.head(T);
   if (ranks.is_root())
-    finish(model, corpus, T, V, device, progress, last_loss, model_metadata(config, corpus.vocab, prompt, o.steps),
+    finish(model, corpus, T, V, device, progress, last_loss, model_metadata(config, corpus.vocab(), prompt, o.steps),
            fmt::format("loss, {} steps, D {} T {} B {} heads {}, lr {}", o.steps, o.dim, T, o.batch, o.heads, o.lr));
   ranks.barrier();  // the others wait for rank 0's checkpoint
   return 0;
@@ -580,7 +650,7 @@ optim::AdamW gpt_optimizer(const nn::GPTModel& model, const TrainOptions& o) {
 
 int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks& ranks, std::ostream& out) {
   manual_seed(o.seed);
-  nn::GPTConfig config{.vocab_size = corpus.vocab.size(), .context_length = o.context, .emb_dim = o.dim,
+  nn::GPTConfig config{.vocab_size = corpus.vocab().size(), .context_length = o.context, .emb_dim = o.dim,
                        .n_heads = o.heads, .n_layers = o.layers, .drop_rate = o.dropout, .qkv_bias = false};
   nn::GPTModel model(config);
   model.to(device);
@@ -590,40 +660,47 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
 
   out << fmt::format("training a GPT on {} characters ({} distinct{}), {} parameters, {} blocks D {} T {} B {}{} heads {}, "
                      "{} steps on {}\n",
-                     corpus.text.size(), V, corpus.val.defined() ? fmt::format(", {} held out", corpus.val.size(0)) : "",
+                     corpus.characters(), V, corpus.has_val() ? fmt::format(", {} held out", corpus.val().size()) : "",
                      model.num_parameters(), o.layers, o.dim, T, o.batch,
                      o.accumulate > 1 ? fmt::format("×{}", o.accumulate) : "", o.heads, o.steps, device.str());
   Progress progress{o, out, o.batch * o.accumulate * T, &out == &std::cout && isatty(STDOUT_FILENO)};
   std::function<double()> held_out;
-  if (corpus.val.defined())
+  if (corpus.has_val())
     held_out = [&] {
       model.eval();  // no dropout while measuring
-      const double loss = held_out_loss(model, corpus.val, T, V, device);
+      const double loss = held_out_loss(model, corpus.val(), T, V, device);
       model.train();
       return loss;
     };
-  int64_t first_step = 0;
+  int64_t first_step = 0, saved_at = 0;  // saved_at: the step of the last checkpoint this run wrote
   if (!o.resume.empty()) {  // the saved run's parameters, moments, schedule and random stream
     nn::Checkpoint ck = nn::load_safetensors(o.resume);
     nn::NamedTensors optimizer_state;
     for (const auto& [name, t] : ck.tensors)
       if (name.starts_with(kOptimizerPrefix)) optimizer_state.emplace_back(name.substr(std::strlen(kOptimizerPrefix)), t);
+    check_finite_parameters(ck.tensors, o.resume);
+    check_optimizer_state(optimizer_state, model.parameters().size(), o.resume);
+    first_step = run_state_int(ck.metadata, o.resume, "run.steps_done", 0, o.steps);
+    const int64_t epoch = run_state_int(ck.metadata, o.resume, "run.schedule_epoch", 0, first_step);
     try {
       model.load_state_dict(without_optimizer(ck.tensors));
       opt.load_state_dict(optimizer_state);
     } catch (const std::exception& e) {
       throw nn::CheckpointError(fmt::format("{}: cannot resume from it: {}", o.resume, e.what()));
     }
-    for (int64_t k = 0, n = metadata_int(ck, o.resume, "run.schedule_epoch"); k < n; ++k) schedule.step();
-    default_generator().set_state(bytes_of(ck.metadata["run.generator"], o.resume));
-    first_step = std::stoll(ck.metadata["run.steps_done"]);
+    for (int64_t k = 0; k < epoch; ++k) schedule.step();
+    try {
+      default_generator().set_state(bytes_of(ck.metadata["run.generator"], o.resume));
+    } catch (const std::invalid_argument& e) {
+      throw nn::CheckpointError(fmt::format("{}: run state 'run.generator' is damaged ({})", o.resume, e.what()));
+    }
     out << fmt::format("resuming {} at step {}\n", o.resume, first_step);
   }
   auto save = [&](int64_t steps_done) {
     nn::NamedTensors tensors = model.state_dict();
     for (auto& [name, t] : opt.state_dict()) tensors.emplace_back(kOptimizerPrefix + name, t);
-    auto metadata = gpt_metadata(config, corpus.vocab, corpus.text.substr(0, size_t(T)), steps_done);
-    metadata.merge(run_metadata(o, steps_done, schedule.last_epoch()));
+    auto metadata = gpt_metadata(config, corpus.vocab(), corpus.head(T), steps_done);
+    metadata.merge(run_metadata(o, corpus, steps_done, schedule.last_epoch()));
     nn::save_safetensors(o.save, tensors, metadata);  // a temporary file renamed into place
   };
   ranks.share_parameters(model, o.overlap);  // after a resume too: rank 0's parameters win
@@ -633,7 +710,7 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
     const auto started = std::chrono::steady_clock::now();
     gradients.begin_step();
     for (int64_t micro = 0; micro < o.accumulate; ++micro) {  // gradients add up over the micro-batches
-      auto [xb, yb] = nn::random_windows(corpus.train, o.batch, T);  // the global batch: the same on every rank
+      auto [xb, yb] = random_windows(corpus.train(), o.batch, T);  // the global batch: the same on every rank
       gradients.add(xb, yb, micro + 1 == o.accumulate, [&](const Tensor& x, const Tensor& y) {
         Tensor logits = model(x.to(device));
         CallSite label("loss = cross_entropy(logits.flatten(0, 1), targets.flatten())");
@@ -644,7 +721,8 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
       });
     }
     last_loss = gradients.finish_step();
-    if (o.clip > 0) optim::clip_grad_norm_(model.parameters(), o.clip);
+    stop_if_not_finite(last_loss, "loss", step, o, saved_at);
+    if (o.clip > 0) stop_if_not_finite(optim::clip_grad_norm_(model.parameters(), o.clip).item(), "gradient norm", step, o, saved_at);
     opt.step();
     schedule.step();
     if (step > first_step)  // the first step warms caches and pools up: not timed
@@ -652,21 +730,25 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
     if (ranks.is_root()) progress.report(step, last_loss, held_out);
     if ((step + 1) % o.check_every == 0) ranks.check_same_parameters(model, step + 1);
     if (o.save_every > 0 && (step + 1) % o.save_every == 0 && step + 1 < o.steps) {
+      stop_if_not_finite(parameters_sum(model), "sum of the parameters", step, o, saved_at);
       if (ranks.is_root()) save(step + 1);
+      saved_at = step + 1;
       ranks.barrier();  // the others wait until the checkpoint is in place
       ranks.note_checkpoint(o.save, step + 1);
     }
   }
   ranks.check_same_parameters(model, o.steps);
   report_data_parallel(ranks, o, step_seconds, o.steps - first_step - 1, out);
+  stop_if_not_finite(parameters_sum(model), "sum of the parameters", o.steps, o, saved_at);
   model.eval();
-  const std::u32string prompt = corpus.text.substr(0, size_t(T));
-  auto metadata = gpt_metadata(config, corpus.vocab, prompt, o.steps);
-  metadata.merge(run_metadata(o, o.steps, schedule.last_epoch()));
+  const std::u32string prompt = corpus.head(T);
+  auto metadata = gpt_metadata(config, corpus.vocab(), prompt, o.steps);
+  metadata.merge(run_metadata(o, corpus, o.steps, schedule.last_epoch()));
   if (ranks.is_root())
     finish(model, corpus, T, V, device, progress, last_loss, metadata,
            fmt::format("loss, GPT {} blocks, {} steps, D {} T {} B {} heads {}, lr {}", o.layers, o.steps, o.dim, T,
-                       o.batch, o.heads, o.lr));
+                       o.batch, o.heads, o.lr),
+           opt.state_dict());
   ranks.barrier();  // the others wait for rank 0's checkpoint
   return 0;
 }
@@ -695,33 +777,87 @@ void apply_gpt_preset(TrainOptions& o, const std::string& preset, const std::fun
   fill("--sample", o.sample_tokens, int64_t(200));
 }
 
-// --resume: the saved run's options (the command line gives only --resume, and may add --save, --save-every,
-// --threads, --plot, --device). Its text is read again from the same path unless --text names another.
+// --resume: the saved run's options. The command line gives --resume, and may add --steps (to extend the
+// run) and settings that leave the run's model, data and recipe alone (guards.h: flags_fixed_by_resume).
+// Its text is read again from the absolute path recorded, unless --text names another.
 TrainOptions resumed_options(TrainOptions o) {
   nn::Checkpoint ck = nn::load_safetensors(o.resume);
   if (ck.metadata["format"] != "scratchgrad-gpt" || !ck.metadata.count("run.steps_done"))
     throw nn::CheckpointError(fmt::format("{}: not a checkpoint of a GPT training run (train --model gpt --save)", o.resume));
-  auto num = [&](const char* key) {
-    try {
-      return std::stod(ck.metadata.at(key));
-    } catch (const std::exception&) {
-      throw nn::CheckpointError(fmt::format("{}: metadata '{}' is missing or not a number", o.resume, key));
-    }
-  };
+  const auto& m = ck.metadata;
+  const std::string& path = o.resume;
+  constexpr int64_t kMax = INT64_MAX;
+  auto whole = [&](const char* key, int64_t lo) { return run_state_int(m, path, key, lo, kMax); };
+  auto number = [&](const char* key) { return run_state_number(m, path, key); };
   o.model = "gpt";
-  if (o.text_file.empty()) o.text_file = ck.metadata["run.text"];
-  o.layers = int64_t(num("layers")), o.dim = int64_t(num("dim")), o.heads = int64_t(num("heads"));
-  o.context = int64_t(num("context")), o.steps = int64_t(num("run.steps")), o.batch = int64_t(num("run.batch"));
-  o.lr = num("run.lr"), o.seed = uint64_t(num("run.seed")), o.eval_every = int64_t(num("run.eval_every"));
-  o.dropout = num("run.dropout"), o.warmup = int64_t(num("run.warmup")), o.weight_decay = num("run.weight_decay");
-  o.clip = num("run.clip"), o.accumulate = int64_t(num("run.accumulate")), o.sample_tokens = int64_t(num("run.sample"));
-  if (ck.metadata.count("run.deterministic_reduce")) {  // checkpoints older than data parallelism lack these
-    o.deterministic_reduce = ck.metadata["run.deterministic_reduce"] == "1";
-    o.reduce_shards = int64_t(num("run.reduce_shards")), o.check_every = int64_t(num("run.check_every"));
+  if (o.text_file.empty()) o.text_file = m.count("run.text") ? m.at("run.text") : "";
+  o.layers = whole("layers", 1), o.dim = whole("dim", 1), o.heads = whole("heads", 1), o.context = whole("context", 1);
+  const int64_t saved_steps = whole("run.steps", 1), steps_done = whole("run.steps_done", 0);
+  if (steps_done > saved_steps)
+    throw nn::CheckpointError(fmt::format("{}: run state 'run.steps_done' {} is past the run's {} steps", path,
+                                          steps_done, saved_steps));
+  if (!o.steps_set) o.steps = saved_steps;
+  else if (o.steps < steps_done)
+    throw UsageError(fmt::format("--steps {} is below the {} steps {} has already done (--steps extends a resumed run)",
+                                 o.steps, steps_done, path));
+  o.batch = whole("run.batch", 1), o.eval_every = whole("run.eval_every", 1);
+  o.lr = number("run.lr"), o.seed = uint64_t(whole("run.seed", 0)), o.dropout = number("run.dropout");
+  o.warmup = whole("run.warmup", 0), o.weight_decay = number("run.weight_decay"), o.clip = number("run.clip");
+  o.accumulate = whole("run.accumulate", 1), o.sample_tokens = whole("run.sample", 0);
+  if (m.count("run.deterministic_reduce")) {  // checkpoints older than data parallelism lack these
+    o.deterministic_reduce = m.at("run.deterministic_reduce") == "1";
+    o.reduce_shards = whole("run.reduce_shards", 0);
+    if (!o.check_every_set) o.check_every = whole("run.check_every", 1);
   }
   // the run goes on in the numerics it started in, unless asked otherwise (older checkpoints: the default)
-  if (o.numerics.empty() && ck.metadata.count("run.numerics")) o.numerics = ck.metadata["run.numerics"];
+  if (o.numerics.empty() && m.count("run.numerics")) o.numerics = m.at("run.numerics");
   return o;
+}
+
+// A resumed run must train on the text it started on (the embedding's rows are its characters): the text
+// given must have the size and hash the checkpoint recorded, unless --allow-other-text; then its
+// characters are numbered as the checkpoint's vocabulary numbers them, and one outside it is refused.
+void check_resumed_text(const TrainOptions& o, Corpus& corpus) {
+  nn::Checkpoint ck = nn::load_safetensors(o.resume);
+  const auto& m = ck.metadata;
+  // (a checkpoint from before texts were recorded has no hash: only its vocabulary can be compared)
+  const bool same = !m.count("run.text_hash") ||
+                    (m.at("run.text_hash") == corpus.text.hash && m.count("run.text_bytes") &&
+                     m.at("run.text_bytes") == std::to_string(corpus.text.bytes));
+  const std::string where = o.text_file.empty() ? "the built-in text" : o.text_file;
+  if (!same && !o.allow_other_text)
+    throw UsageError(fmt::format("{} ({} bytes, {}) is not the text {} was trained on ({} bytes, {}{}); pass "
+                                 "--allow-other-text to continue on it anyway",
+                                 where, corpus.text.bytes, corpus.text.hash, o.resume,
+                                 m.count("run.text_bytes") ? m.at("run.text_bytes") : "?", m.at("run.text_hash"),
+                                 m.count("run.text") && !m.at("run.text").empty() ? ", " + m.at("run.text")
+                                                                                   : ", the built-in text"));
+  std::u32string saved;
+  try {
+    saved = decode_utf8(m.count("vocab") ? m.at("vocab") : "");
+  } catch (const UsageError&) {
+    throw nn::CheckpointError(fmt::format("{}: vocabulary is not valid UTF-8", o.resume));
+  }
+  if (saved == corpus.text.vocab.chars()) return;
+  const Vocabulary vocab(saved);
+  std::vector<uint16_t> renumber(corpus.text.vocab.chars().size());
+  for (size_t i = 0; i < renumber.size(); ++i) {
+    const char32_t c = corpus.text.vocab.chars()[i];
+    const std::vector<int64_t> id = vocab.encode(std::u32string(1, c));  // UsageError for a new character
+    renumber[i] = uint16_t(id[0]);
+  }
+  for (uint16_t& id : corpus.text.ids) id = renumber[id];
+  corpus.text.vocab = vocab;
+}
+
+// What a model of these sizes needs at the least: its parameters with their gradients and both Adam
+// moments (16 bytes a parameter), and one batch's logits and attention scores, in float32.
+double training_bytes(const TrainOptions& o, int64_t vocab) {
+  const double D = double(o.dim), T = double(o.context), B = double(o.batch), V = double(vocab), L = double(o.layers);
+  const double H = double(o.heads);
+  const double parameters = o.model == "gpt" ? V * D + T * D + L * 12 * D * D + V * D : V * D + T * D + 3 * D * D + V * D;
+  const double activations = B * T * ((o.model == "gpt" ? L : 1) * (8 * D + H * T) + 2 * V);
+  return 16 * parameters + 4 * activations;
 }
 
 autograd::Numerics use_numerics_for(const std::string& model, const std::string& requested) {
@@ -737,20 +873,32 @@ autograd::Numerics use_numerics_for(const std::string& model, const std::string&
 }
 
 int run_train(const TrainOptions& given, std::ostream& given_out) {
-  const TrainOptions o = given.resume.empty() ? given : resumed_options(given);
+  TrainOptions o = given.resume.empty() ? given : resumed_options(given);
   check_train_options(o);
   Ranks ranks;  // under mpirun: this process is one of N
   check_options_for_ranks(o, ranks);
   std::ostream quiet(nullptr);  // only rank 0 prints
   std::ostream& out = ranks.is_root() ? given_out : quiet;
   const Device device = checked_device(o.device);
+  // --resume may name the --save file (a run goes on in its own checkpoint); no other two may be one file
+  check_distinct_files({{"--text", o.text_file}, {"--save", o.save}, {"--graph", o.graph}, {"--plot", o.plot}});
+  check_distinct_files({{"--resume", o.resume}, {"--text", o.text_file}, {"--graph", o.graph}, {"--plot", o.plot}});
+  if (!o.save.empty()) o.save = checkpoint_target("--save", o.save);
   for (const std::string& path : {o.save, o.graph, o.plot})
     if (!path.empty() && ranks.is_root()) nn::check_writable(path);  // fail now, not after the whole run
   if (!o.resume.empty() && ranks.is_root()) nn::remove_stale_temp_files(o.resume);  // what a killed save of it left
+  std::string note;
+  o.threads = usable_threads(o.threads, note);
+  if (!note.empty()) out << note << "\n";
   set_num_threads(o.threads);
   use_numerics_for(o.model, o.numerics);
   Corpus corpus = load_corpus(o);
   require(o.resume.empty() || o.model == "gpt", "--resume continues a GPT run");
+  if (!o.resume.empty()) check_resumed_text(o, corpus);
+  check_fits_in_memory(training_bytes(o, corpus.vocab().size()),
+                       fmt::format("{}--dim {} --context {} --batch {} on a vocabulary of {}",
+                                   o.model == "gpt" ? fmt::format("a GPT of --layers {} ", o.layers) : "a model of ",
+                                   o.dim, o.context, o.batch, corpus.vocab().size()));
   if (ranks.size() > 1)
     out << fmt::format("data parallel: {} ranks, each {} of the {} windows of every batch{}\n", ranks.size(),
                        o.batch / ranks.size(), o.batch, o.deterministic_reduce ? ", deterministic reduce" : "");
@@ -770,9 +918,12 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
   require(!prompt.empty(), "the prompt is empty (pass --prompt TEXT)");
   std::vector<int64_t> ids = m.vocab.encode(prompt);
   Generator gen(o.seed);
-  ids = m.gpt ? continue_text(*m.gpt, m.gpt->cfg.context_length, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu())
-              : continue_text(*m.model, m.model->config.context, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu());
-  out << encode_utf8(m.vocab.decode(ids)) << "\n";
+  // each character is printed as soon as it is made: a long generation shows its progress
+  out << encode_utf8(prompt) << std::flush;
+  auto print = [&](int64_t id) { out << encode_utf8(m.vocab.chars()[size_t(id)]) << std::flush; };
+  if (m.gpt) continue_text(*m.gpt, m.gpt->cfg.context_length, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), print);
+  else continue_text(*m.model, m.model->config.context, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), print);
+  out << "\n";
   return 0;
 }
 

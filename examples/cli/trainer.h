@@ -14,6 +14,13 @@ namespace cli {
 // The workshop's program, exactly: its text, D 24, T 8, B 16, lr 0.01, 301 steps, seed 7.
 inline const char* kWorkshopText = "aditi likes warm dosa ";
 
+// A UsageError that every rank of an mpirun job raises alike, before any collective operation (the options
+// checked against the rank count): rank 0 says it, and each rank ends on its own, with no job abort.
+class UsageErrorOnEveryRank : public UsageError {
+ public:
+  using UsageError::UsageError;
+};
+
 struct TrainOptions {
   std::string model = "mini";  // "mini": the workshop's one-layer model; "gpt": the book's GPT
   std::string text_file;  // empty: the workshop's text
@@ -38,7 +45,10 @@ struct TrainOptions {
   double clip = 1.0;           // global gradient-norm clip; 0: none
   int64_t accumulate = 1;      // micro-batches of --batch windows per optimizer step
   int64_t save_every = 0;      // also write --save every N steps (atomically); 0: only at the end
-  std::string resume;          // continue the run saved in this checkpoint, to its original --steps
+  std::string resume;          // continue the run saved in this checkpoint, to its --steps (or a later one)
+  bool steps_set = false;         // --steps was given: a resumed run is extended (or cut) to it
+  bool check_every_set = false;   // --check-every was given: a resumed run uses it
+  bool allow_other_text = false;  // --allow-other-text: a resumed run may go on with a text other than its own
   // data parallelism, under `mpirun -np N` (docs/distributed.md):
   bool deterministic_reduce = false;  // add micro-shards' gradients in one fixed order: bits independent of N
   int64_t reduce_shards = 0;          // --deterministic-reduce: micro-shards per batch (0: one per window)

@@ -20,10 +20,10 @@ def safetensors(header_json, data=b""):
     h = header_json.encode()
     return struct.pack("<Q", len(h)) + h + data
 
-def patched(data, old, new):
-    """data with `old` replaced by `new` in its header, and the header length fixed to match"""
+def patched(data, old, new, count=-1):
+    """data with `old` replaced by `new` (`count` times; -1: all) in its header, and the header length fixed to match"""
     n = struct.unpack("<Q", data[:8])[0]
-    header = data[8 : 8 + n].replace(old, new)
+    header = data[8 : 8 + n].replace(old, new, count)
     return struct.pack("<Q", len(header)) + header + data[8 + n :]
 
 # ---- real checkpoints of both models (small sizes)
@@ -72,6 +72,19 @@ put("checkpoint", "gpt-many-layers.safetensors", real["gpt"].replace(b'"layers":
 put("checkpoint", "bad-vocab.safetensors", patched(real["mini"], b'"vocab":"', b'"vocab":"\\u00ff\\ud800'))
 
 # ---- text files
+# crafted headers (issue 32): JSON nested far deeper than the header-depth limit, with a checksum key
+# (whose check dumps the JSON) in a file of its own and in a tensor entry of a real checkpoint; bytes
+# that no tensor covers; a header longer than its file; a vocabulary holding a character twice
+deep = "[" * 5000 + "]" * 5000  # past the limit of 64 (the unit test goes 100,000 deep)
+put("safetensors", "deep-nesting.safetensors",
+    safetensors('{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":' + deep +
+                '},"__metadata__":{"scratchgrad.checksum":"fnv1a64:0000000000000000"}}', bytes(4)))
+put("safetensors", "trailing-bytes.safetensors", real["mini"] + bytes(64))
+put("safetensors", "header-longer-than-file.safetensors", struct.pack("<Q", 2**40) + b"{}")
+put("checkpoint", "gpt-deep-nesting.safetensors",
+    patched(real["gpt"], b'"dtype":"F32"', b'"x":' + deep.encode() + b',"dtype":"F32"', 1))
+put("checkpoint", "duplicate-vocab.safetensors", patched(real["mini"], b'"vocab":"', b'"vocab":"aa'))
+
 put("text", "workshop.txt", "aditi likes warm dosa ")
 put("text", "unicode.txt", "naïve café — 東京 🙂 again and again\n")
 put("text", "short.txt", "ab")
