@@ -11,11 +11,13 @@
 namespace cli {
 
 struct Command {
-  enum class Kind { train, generate, info, done } kind = Kind::done;
+  enum class Kind { train, generate, info, eval, merge, done } kind = Kind::done;
   int status = 0;  // Kind::done: the exit status (--help printed: 0; a parse error printed: 2)
   TrainOptions train;
   GenerateOptions generate;
   std::string info_checkpoint;
+  EvalOptions eval;
+  MergeOptions merge;
 };
 
 // Parses argv, and fills in the GPT preset for `train --model gpt` (which can throw UsageError). --help
