@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
   bench::parse_flags(argc, argv,
                      {.ints = {{"--prompt", &o.prompt}, {"--tokens", &o.tokens}, {"--threads", &o.threads},
                                {"--loads", &o.loads}, {"--layers", &o.layers}},
-                      .strings = {{"--file", &o.file}}},
+                      .strings = {{"--file", &o.file}},
+                      .switches = {}},
                      [](const std::string& problem) {
                        std::fprintf(stderr, "bench_gpt2_generate: %s\n", problem.c_str());
                        std::exit(problem == "help" ? 0 : 2);
