@@ -125,8 +125,9 @@ class TempFile {
   bool committed_ = false;
 };
 
-// A file that carries a checksum must match it: a flipped byte is reported, never trained on.
-void verify_checksum(const std::string& path, const json& header, const char* data, size_t data_size) {
+// A file that carries a checksum must match it: a flipped byte is reported, never trained on. `computed`:
+// the hash of the header (without the checksum) and of every data byte, when the file has a checksum.
+void verify_checksum(const std::string& path, const json& header, const Fnv1a64* computed) {
   if (!header.contains("__metadata__")) return;
   // A flipped byte may hit the key itself: a value that is unmistakably a checksum, under another key,
   // is a damaged file too.
@@ -134,15 +135,11 @@ void verify_checksum(const std::string& path, const json& header, const char* da
   for (const auto& [key, value] : header["__metadata__"].items())
     if (key != kChecksumKey && std::regex_match(value.get<std::string>(), checksum_value))
       fail(path, fmt::format("checksum entry damaged: metadata '{}' holds a checksum (the file is corrupt)", key));
-  if (!header["__metadata__"].contains(kChecksumKey)) return;
-  Fnv1a64 checksum;
-  const std::string covered = header_for_checksum(header);
-  checksum.add(covered.data(), covered.size());
-  checksum.add(data, data_size);
+  if (!header["__metadata__"].contains(kChecksumKey) || !computed) return;
   const std::string stored = header["__metadata__"][kChecksumKey].get<std::string>();
-  if (checksum.str() != stored)
+  if (computed->str() != stored)
     fail(path, fmt::format("checksum mismatch: the file says {} but its bytes give {} (the file is corrupt)", stored,
-                           checksum.str()));
+                           computed->str()));
 }
 
 }  // namespace
@@ -207,37 +204,53 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   out.commit();
 }
 
+// Reads `n` bytes at `offset` of `in` into `out`, or fails naming what was being read.
+static void read_at(std::ifstream& in, const std::string& path, uint64_t offset, char* out, size_t n, const std::string& what) {
+  in.seekg(std::streamoff(offset), std::ios::beg);
+  if (!in.read(out, std::streamsize(n)) || size_t(in.gcount()) != n)
+    fail(path, fmt::format("read failed for {} after {} of {} bytes", what, in.gcount(), n));
+}
+
+// One pass over the file: the header, then each tensor's bytes read straight into its storage in file order
+// (a 124M-parameter GPT-2 is 500 MB: no second copy of it is held).
 Checkpoint load_safetensors(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) fail(path, "is a folder, not a safetensors file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, fmt::format("cannot open ({})", std::strerror(errno)));
-  // One read of the whole file (a 124M-parameter GPT-2 is 500 MB: read in one pass, at the disk's speed).
   in.seekg(0, std::ios::end);
-  const std::streamoff file_size = in.tellg();
+  const std::streamoff end_of_file = in.tellg();
   in.seekg(0, std::ios::beg);
-  if (!in || file_size < 0) fail(path, "cannot read (not a regular file?)");
-  std::vector<char> bytes(static_cast<size_t>(file_size));
-  if (!in.read(bytes.data(), file_size) || in.gcount() != file_size)
-    fail(path, fmt::format("read failed after {} of {} bytes", in.gcount(), file_size));
-  if (bytes.size() < 8) fail(path, fmt::format("not a safetensors file: {} bytes is too short for the header length", bytes.size()));
+  if (!in || end_of_file < 0) fail(path, "cannot read (not a regular file?)");
+  const size_t file_size = size_t(end_of_file);
+  if (file_size < 8) fail(path, fmt::format("not a safetensors file: {} bytes is too short for the header length", file_size));
+  unsigned char length[8];
+  read_at(in, path, 0, reinterpret_cast<char*>(length), 8, "the header length");
   uint64_t header_len = 0;
-  for (int i = 0; i < 8; ++i) header_len |= uint64_t(static_cast<unsigned char>(bytes[size_t(i)])) << (8 * i);
-  if (header_len > bytes.size() - 8)
+  for (int i = 0; i < 8; ++i) header_len |= uint64_t(length[i]) << (8 * i);
+  if (header_len > file_size - 8)
     fail(path, fmt::format("header length {} exceeds the file's {} bytes (truncated or not safetensors)", header_len,
-                           bytes.size()));
+                           file_size));
+  std::string header_text(size_t(header_len), '\0');
+  read_at(in, path, 8, header_text.data(), header_text.size(), "the header");
   json header;
   try {
-    header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + std::ptrdiff_t(header_len));
+    header = json::parse(header_text);
   } catch (const json::exception& e) {
     fail(path, fmt::format("header is not valid JSON ({})", e.what()));
   }
   if (!header.is_object()) fail(path, "header is not a JSON object");
 
-  const char* data = bytes.data() + 8 + header_len;
-  const size_t data_size = bytes.size() - 8 - header_len;
+  const uint64_t data_start = 8 + header_len;
+  const size_t data_size = file_size - size_t(data_start);
   Checkpoint ck;
-  std::vector<std::pair<size_t, size_t>> ranges;
+  struct Entry {  // one tensor of the header, allocated only once the whole header is checked
+    std::string name;
+    Shape shape;
+    DType dtype;
+    size_t begin, end;
+  };
+  std::vector<Entry> ranges;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object()) fail(path, "__metadata__ is not an object");
@@ -274,24 +287,48 @@ Checkpoint load_safetensors(const std::string& path) {
     if (end > data_size)
       fail(path, fmt::format("tensor '{}' ends at byte {} but the data has only {} bytes (truncated file)", name, end,
                              data_size));
-    ranges.emplace_back(begin, end);
-    if (*dtype == DType::Bool)  // a C++ bool holds 0 or 1; any other byte would be read as neither
-      for (size_t i = begin; i < end; ++i)
-        if (static_cast<unsigned char>(data[i]) > 1)
-          fail(path, fmt::format("tensor '{}' of dtype BOOL holds the byte {} at element {} (a bool is 0 or 1)", name,
-                                 int(static_cast<unsigned char>(data[i])), i - begin));
-    Tensor t = empty(shape, *dtype);
-    if (expected) std::memcpy(t.raw_data(), data + begin, expected);
-    ck.tensors.emplace_back(name, t);
+    ranges.push_back({name, shape, *dtype, begin, end});
   }
-  std::sort(ranges.begin(), ranges.end());
-  for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].first < ranges[i - 1].second) fail(path, "tensor data ranges overlap");
-  verify_checksum(path, header, data, data_size);
-  // keep file order (json iterates keys alphabetically; order by offset like the writer laid them out)
-  std::stable_sort(ck.tensors.begin(), ck.tensors.end(), [&](const auto& a, const auto& b) {
-    return header[a.first]["data_offsets"][0].template get<size_t>() < header[b.first]["data_offsets"][0].template get<size_t>();
+  // file order: json iterates keys alphabetically; the writer laid the tensors out by offset
+  std::stable_sort(ranges.begin(), ranges.end(), [](const Entry& a, const Entry& b) {
+    return std::pair(a.begin, a.end) < std::pair(b.begin, b.end);
   });
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].begin < ranges[i - 1].end) fail(path, "tensor data ranges overlap");
+
+  // The data, in file order: each tensor's bytes into its storage, and whatever lies between them (nothing,
+  // in a file a writer made) only into the checksum.
+  const bool checksummed = header.contains("__metadata__") && header["__metadata__"].contains(kChecksumKey);
+  Fnv1a64 checksum;
+  if (checksummed) {
+    const std::string covered = header_for_checksum(header);
+    checksum.add(covered.data(), covered.size());
+  }
+  std::vector<char> between;
+  auto hash_gap = [&](size_t from, size_t to) {
+    if (!checksummed || to <= from) return;
+    between.resize(to - from);
+    read_at(in, path, data_start + from, between.data(), between.size(), "the data between tensors");
+    checksum.add(between.data(), between.size());
+  };
+  size_t position = 0;
+  for (const Entry& r : ranges) {
+    hash_gap(position, r.begin);
+    const std::string& name = r.name;
+    Tensor t = empty(r.shape, r.dtype);
+    ck.tensors.emplace_back(name, t);
+    char* bytes = static_cast<char*>(t.raw_data());
+    if (r.end > r.begin) read_at(in, path, data_start + r.begin, bytes, r.end - r.begin, fmt::format("tensor '{}'", name));
+    if (checksummed) checksum.add(bytes, r.end - r.begin);
+    if (t.dtype() == DType::Bool)  // a C++ bool holds 0 or 1; any other byte would be read as neither
+      for (size_t i = 0; i < r.end - r.begin; ++i)
+        if (static_cast<unsigned char>(bytes[i]) > 1)
+          fail(path, fmt::format("tensor '{}' of dtype BOOL holds the byte {} at element {} (a bool is 0 or 1)", name,
+                                 int(static_cast<unsigned char>(bytes[i])), i));
+    position = std::max(position, r.end);
+  }
+  hash_gap(position, data_size);
+  verify_checksum(path, header, checksummed ? &checksum : nullptr);
   return ck;
 }
 
