@@ -24,12 +24,17 @@ std::string without_prefix(const std::string& name) {
 // The checkpoint's tensors by their GPT-2 name, each taken at most once; what was never taken is reported.
 class Gpt2Tensors {
  public:
-  Gpt2Tensors(const Checkpoint& ck, const std::string& path) : path_(path) {
-    for (const auto& [name, t] : ck.tensors) by_name_[without_prefix(name)] = t;
+  // Takes the checkpoint's tensors: each is dropped once copied into the model, so a load holds about one
+  // model's worth of memory, not two.
+  Gpt2Tensors(Checkpoint&& ck, const std::string& path) : path_(path) {
+    for (auto& [name, t] : ck.tensors) by_name_[without_prefix(name)] = std::move(t);
+    ck.tensors.clear();
   }
 
   bool has(const std::string& name) const { return by_name_.count(name) > 0; }
-  const Tensor& get(const std::string& name) const { return by_name_.at(name); }
+  Tensor find(const std::string& name) const { return has(name) ? by_name_.at(name) : Tensor(); }
+  // The tensor `name` (checked by take before), which this object no longer holds.
+  Tensor release(const std::string& name) { return std::exchange(by_name_.at(name), Tensor()); }
 
   // The tensor `name`, which must have `shape`; `why` says where the expected shape comes from.
   Tensor take(const std::string& name, const Shape& shape, const std::string& why) {
@@ -76,15 +81,9 @@ void assign(const Tensor& dst, const Tensor& src) {
   Tensor(dst).copy_(src.to(dst.dtype()));
 }
 
-// The one tensor called `name` (with or without the prefix), or an undefined Tensor.
-Tensor find(const Checkpoint& ck, const std::string& name) {
-  for (const auto& [n, t] : ck.tensors)
-    if (without_prefix(n) == name) return t;
-  return Tensor();
-}
-
-GPTConfig config_from_shapes(const Gpt2Tensors& file, const Checkpoint& ck, int64_t n_heads) {
-  const Tensor wte = find(ck, "wte.weight"), wpe = find(ck, "wpe.weight");
+GPTConfig config_from_shapes(const Gpt2Tensors& file, const std::map<std::string, std::string>& metadata,
+                             int64_t n_heads) {
+  const Tensor wte = file.find("wte.weight"), wpe = file.find("wpe.weight");
   if (!wte.defined()) file.fail("not a GPT-2 checkpoint: it has no 'wte.weight' (token embedding)");
   if (!wpe.defined()) file.fail("GPT-2 tensor 'wpe.weight' (position embedding) is missing");
   if (wte.dim() != 2 || wte.size(0) < 1 || wte.size(1) < 1)
@@ -103,8 +102,8 @@ GPTConfig config_from_shapes(const Gpt2Tensors& file, const Checkpoint& ck, int6
   cfg.n_layers = *blocks.rbegin() + 1;  // a gap (h.0, h.2) shows up as h.1's missing tensors
 
   if (n_heads <= 0) {
-    auto given = ck.metadata.find("n_head");
-    if (given != ck.metadata.end()) {
+    auto given = metadata.find("n_head");
+    if (given != metadata.end()) {
       try {
         n_heads = std::stoll(given->second);
       } catch (const std::exception&) {
@@ -148,8 +147,13 @@ bool is_gpt2_checkpoint(const Checkpoint& checkpoint) {
 }
 
 std::unique_ptr<GPTModel> gpt2_from_checkpoint(const Checkpoint& ck, const std::string& path, int64_t n_heads) {
-  Gpt2Tensors file(ck, path);
-  const GPTConfig cfg = config_from_shapes(file, ck, n_heads);
+  return gpt2_from_checkpoint(Checkpoint(ck), path, n_heads);
+}
+
+std::unique_ptr<GPTModel> gpt2_from_checkpoint(Checkpoint&& ck, const std::string& path, int64_t n_heads) {
+  const std::map<std::string, std::string> metadata = ck.metadata;
+  Gpt2Tensors file(std::move(ck), path);
+  const GPTConfig cfg = config_from_shapes(file, metadata, n_heads);
   const int64_t D = cfg.emb_dim;
   // Every name and shape is checked before the model is built, so a bad file costs no allocation.
   const std::string from_wte = fmt::format("vocab {} and emb_dim {} from wte.weight, context {} from wpe.weight",
@@ -163,12 +167,12 @@ std::unique_ptr<GPTModel> gpt2_from_checkpoint(const Checkpoint& ck, const std::
     SkipInitGuard every_value_is_loaded_below;
     model = std::make_unique<GPTModel>(cfg);
   }
-  assign(model->tok_emb->weight, file.get("wte.weight"));
-  assign(model->pos_emb->weight, file.get("wpe.weight"));
+  assign(model->tok_emb->weight, file.release("wte.weight"));
+  assign(model->pos_emb->weight, file.release("wpe.weight"));
   for (int64_t i = 0; i < cfg.n_layers; ++i) {
     TransformerBlock& block = (*model->trf_blocks)[size_t(i)];
     const std::string h = fmt::format("h.{}.", i);
-    auto get = [&](const std::string& name) { return file.get(h + name); };
+    auto get = [&](const std::string& name) { return file.release(h + name); };
     assign(block.norm1->scale, get("ln_1.weight"));
     assign(block.norm1->shift, get("ln_1.bias"));
     // Conv1D keeps [in, out]: q, k, v are column blocks of c_attn, and every weight is transposed.
@@ -188,15 +192,15 @@ std::unique_ptr<GPTModel> gpt2_from_checkpoint(const Checkpoint& ck, const std::
     assign(block.ff->contract->weight, get("mlp.c_proj.weight").t());
     assign(block.ff->contract->bias, get("mlp.c_proj.bias"));
   }
-  assign(model->final_norm->scale, file.get("ln_f.weight"));
-  assign(model->final_norm->shift, file.get("ln_f.bias"));
+  assign(model->final_norm->scale, file.release("ln_f.weight"));
+  assign(model->final_norm->shift, file.release("ln_f.bias"));
   model->tie_weights();
   model->eval();
   return model;
 }
 
 std::unique_ptr<GPTModel> load_gpt2(const std::string& path, int64_t n_heads) {
-  return gpt2_from_checkpoint(load_safetensors(path), path, n_heads);
+  return gpt2_from_checkpoint(load_safetensors(path), path, n_heads);  // the rvalue overload: one model's memory
 }
 
 NamedTensors gpt2_state_dict(const GPTModel& model) {

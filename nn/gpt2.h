@@ -38,6 +38,9 @@ bool is_gpt2_checkpoint(const Checkpoint& checkpoint);
 // shapes.
 std::unique_ptr<GPTModel> gpt2_from_checkpoint(const Checkpoint& checkpoint, const std::string& path,
                                                int64_t n_heads = 0);
+// The same, taking the checkpoint's tensors and dropping each once it is copied (a load then holds about
+// one model's memory, not two). `checkpoint` is left without tensors.
+std::unique_ptr<GPTModel> gpt2_from_checkpoint(Checkpoint&& checkpoint, const std::string& path, int64_t n_heads = 0);
 std::unique_ptr<GPTModel> load_gpt2(const std::string& path, int64_t n_heads = 0);
 
 // The model's tensors under GPT-2's names and layout (no prefix, no head), for save_safetensors; the

@@ -67,7 +67,7 @@ std::vector<int64_t> parse_token_ids(const std::string& text, const std::string&
   return ids;
 }
 
-int run_generate_gpt2(const GenerateOptions& o, const std::string& path, const nn::Checkpoint& checkpoint,
+int run_generate_gpt2(const GenerateOptions& o, const std::string& path, nn::Checkpoint&& checkpoint,
                       std::ostream& out, std::ostream& report) {
   if (o.threads < 1) throw UsageError(fmt::format("--threads must be at least 1, got {}", o.threads));
   if (!(o.top_p > 0 && o.top_p <= 1)) throw UsageError(fmt::format("--top-p must be in (0, 1], got {}", o.top_p));
@@ -80,7 +80,7 @@ int run_generate_gpt2(const GenerateOptions& o, const std::string& path, const n
   }
   autograd::set_num_threads(o.threads);
   use_numerics_for("gpt", o.numerics);
-  const std::unique_ptr<nn::GPTModel> model = nn::gpt2_from_checkpoint(checkpoint, path, o.heads);
+  const std::unique_ptr<nn::GPTModel> model = nn::gpt2_from_checkpoint(std::move(checkpoint), path, o.heads);
 
   nn::GenerationOptions options;
   options.max_new_tokens = o.tokens;

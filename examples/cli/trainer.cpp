@@ -768,7 +768,7 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
   require(o.top_k >= 0, fmt::format("--top-k must be non-negative, got {}", o.top_k));
   {
     nn::Checkpoint ck = nn::load_safetensors(o.checkpoint);
-    if (nn::is_gpt2_checkpoint(ck)) return run_generate_gpt2(o, o.checkpoint, ck, out, std::cerr);
+    if (nn::is_gpt2_checkpoint(ck)) return run_generate_gpt2(o, o.checkpoint, std::move(ck), out, std::cerr);
   }
   LoadedModel m = load_model(o.checkpoint);
   use_numerics_for(m.gpt ? "gpt" : "mini", o.numerics);
@@ -826,7 +826,7 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
     require(o.text_file.empty(), "eval: no GPT-2 tokenizer is available here yet; give the text as token ids with --ids-file");
     use_numerics_for("gpt", o.numerics);
     require(o.heads >= 0, fmt::format("--heads must be positive, got {}", o.heads));
-    gpt2 = nn::gpt2_from_checkpoint(ck, o.checkpoint, o.heads);
+    gpt2 = nn::gpt2_from_checkpoint(std::move(ck), o.checkpoint, o.heads);
     ids = parse_token_ids(read_text_file(o.ids_file), "--ids-file");
     for (size_t i = 0; i < ids.size(); ++i)
       require(ids[i] < gpt2->cfg.vocab_size, fmt::format("--ids-file: token {} at position {} is outside the vocabulary of {}",

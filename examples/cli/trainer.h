@@ -95,7 +95,7 @@ int run_train(const TrainOptions& options, std::ostream& out);
 int run_generate(const GenerateOptions& options, std::ostream& out);
 // `generate` on a GPT-2 checkpoint (already read): prefill and cached steps, streaming the ids to `out`,
 // the speed to `report`.
-int run_generate_gpt2(const GenerateOptions& options, const std::string& path, const nn::Checkpoint& checkpoint,
+int run_generate_gpt2(const GenerateOptions& options, const std::string& path, nn::Checkpoint&& checkpoint,
                       std::ostream& out, std::ostream& report);
 int run_info(const std::string& checkpoint, std::ostream& out);
 struct MergeOptions {
