@@ -42,7 +42,7 @@ Tensor adapted_linear(const Inputs& x) {
   return layer(x[0]);
 }
 
-TEST(LoraGradcheck, TheAdaptedLinearsBackward) {
+TEST(GradcheckLora, TheAdaptedLinearsBackward) {
   EXPECT_GRADCHECK(adapted_linear, Inputs{leaf({2, 3}, 1), leaf({4, 3}, 2), leaf({4}, 3), leaf({2, 3}, 4), leaf({4, 2}, 5)});
   // batched input, and B non-zero so that A's gradient is not zero
   EXPECT_GRADCHECK(adapted_linear,
@@ -55,7 +55,7 @@ TEST(LoraGradcheck, TheAdaptedLinearsBackward) {
                    Inputs{leaf({1, 2, 3}, 16), leaf({4, 3}, 17), leaf({4}, 18), leaf({2, 3}, 19), leaf({4, 2}, 20)});
 }
 
-TEST(LoraGradcheck, TheCheckerSeesAWrongScale) {
+TEST(GradcheckLora, TheCheckerSeesAWrongScale) {
   // the same function with the scale applied twice differs, so the check above can fail
   Inputs in{leaf({2, 3}, 21), leaf({4, 3}, 22), leaf({4}, 23), leaf({2, 3}, 24), leaf({4, 2}, 25)};
   const Tensor right = adapted_linear(in);
