@@ -1,6 +1,9 @@
 // gpt2.cpp — GPT-2's Hugging Face layout to the book's GPTModel and back.
 #include "nn/gpt2.h"
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -201,6 +204,93 @@ std::unique_ptr<GPTModel> gpt2_from_checkpoint(Checkpoint&& ck, const std::strin
 
 std::unique_ptr<GPTModel> load_gpt2(const std::string& path, int64_t n_heads) {
   return gpt2_from_checkpoint(load_safetensors(path), path, n_heads);  // the rvalue overload: one model's memory
+}
+
+// ---- llm.c's format
+
+namespace {
+
+constexpr int32_t kLlmcMagic = 20240326, kLlmcVersion = 3;
+
+}  // namespace
+
+bool is_llmc_checkpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  int32_t magic = 0;
+  return in.read(reinterpret_cast<char*>(&magic), sizeof magic) && magic == kLlmcMagic;
+}
+
+std::unique_ptr<GPTModel> load_llmc_gpt2(const std::string& path) {
+  auto fail = [&](const std::string& problem) -> void { throw CheckpointError(fmt::format("{}: {}", path, problem)); };
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(fmt::format("cannot open ({})", std::strerror(errno)));
+  int32_t header[256];
+  if (!in.read(reinterpret_cast<char*>(header), sizeof header))
+    fail("not an llm.c checkpoint: shorter than its 1024-byte header");
+  if (header[0] != kLlmcMagic) fail(fmt::format("not an llm.c checkpoint: magic {}, expected {}", header[0], kLlmcMagic));
+  if (header[1] != kLlmcVersion)
+    fail(fmt::format("llm.c checkpoint version {}; only version {} (float32) is read", header[1], kLlmcVersion));
+  const int64_t T = header[2], V = header[3], L = header[4], H = header[5], C = header[6], Vp = header[7];
+  if (T < 1 || V < 1 || L < 1 || H < 1 || C < 1 || Vp < V || C % H != 0)
+    fail(fmt::format("llm.c header is inconsistent: context {}, vocab {}, layers {}, heads {}, width {}, padded vocab {}",
+                     T, V, L, H, C, Vp));
+  // The file's length must be what the header implies, before anything that size is allocated.
+  const unsigned __int128 floats = (unsigned __int128)Vp * C + (unsigned __int128)T * C +
+                                   (unsigned __int128)L * (12 * (unsigned __int128)C * C + 13 * (unsigned __int128)C) +
+                                   2 * (unsigned __int128)C;
+  in.seekg(0, std::ios::end);
+  const auto file_size = (unsigned __int128)std::max<std::streamoff>(in.tellg(), 0);
+  if (file_size != sizeof header + 4 * floats)
+    fail(fmt::format("the llm.c header (context {}, vocab {}, padded {}, layers {}, width {}) implies {} bytes, the file has {}",
+                     T, V, Vp, L, C, uint64_t(sizeof header + 4 * floats), uint64_t(file_size)));
+  in.seekg(sizeof header, std::ios::beg);
+  auto read = [&](const Shape& shape) {
+    Tensor t = empty(shape);
+    if (!in.read(static_cast<char*>(t.raw_data()), std::streamsize(t.numel() * 4))) fail("read failed");
+    return t;
+  };
+
+  GPTConfig cfg{.vocab_size = V, .context_length = T, .emb_dim = C, .n_heads = H, .n_layers = L, .drop_rate = 0.0,
+                .qkv_bias = true};
+  std::unique_ptr<GPTModel> model;
+  {
+    SkipInitGuard every_value_is_loaded_below;
+    model = std::make_unique<GPTModel>(cfg);
+  }
+  assign(model->tok_emb->weight, read({Vp, C}).narrow(0, 0, V));  // the padding rows are dropped
+  assign(model->pos_emb->weight, read({T, C}));
+  auto block = [&](int64_t i) -> TransformerBlock& { return (*model->trf_blocks)[size_t(i)]; };
+  // each kind of tensor for every layer in turn, in nn.Linear's layout: no transposes
+  const Tensor ln1w = read({L, C}), ln1b = read({L, C}), qkvw = read({L, 3 * C, C}), qkvb = read({L, 3 * C});
+  for (int64_t i = 0; i < L; ++i) {
+    assign(block(i).norm1->scale, ln1w[i]);
+    assign(block(i).norm1->shift, ln1b[i]);
+    MultiHeadAttention& att = *block(i).att;
+    const std::shared_ptr<Linear> qkv_layers[3] = {att.W_query, att.W_key, att.W_value};
+    for (int64_t part = 0; part < 3; ++part) {
+      assign(qkv_layers[part]->weight, qkvw[i].narrow(0, part * C, C));
+      assign(qkv_layers[part]->bias, qkvb[i].narrow(0, part * C, C));
+    }
+  }
+  const Tensor projw = read({L, C, C}), projb = read({L, C}), ln2w = read({L, C}), ln2b = read({L, C});
+  for (int64_t i = 0; i < L; ++i) {
+    assign(block(i).att->out_proj->weight, projw[i]);
+    assign(block(i).att->out_proj->bias, projb[i]);
+    assign(block(i).norm2->scale, ln2w[i]);
+    assign(block(i).norm2->shift, ln2b[i]);
+  }
+  const Tensor fcw = read({L, 4 * C, C}), fcb = read({L, 4 * C}), fcprojw = read({L, C, 4 * C}), fcprojb = read({L, C});
+  for (int64_t i = 0; i < L; ++i) {
+    assign(block(i).ff->expand->weight, fcw[i]);
+    assign(block(i).ff->expand->bias, fcb[i]);
+    assign(block(i).ff->contract->weight, fcprojw[i]);
+    assign(block(i).ff->contract->bias, fcprojb[i]);
+  }
+  assign(model->final_norm->scale, read({C}));
+  assign(model->final_norm->shift, read({C}));
+  model->tie_weights();
+  model->eval();
+  return model;
 }
 
 NamedTensors gpt2_state_dict(const GPTModel& model) {

@@ -43,6 +43,13 @@ std::unique_ptr<GPTModel> gpt2_from_checkpoint(const Checkpoint& checkpoint, con
 std::unique_ptr<GPTModel> gpt2_from_checkpoint(Checkpoint&& checkpoint, const std::string& path, int64_t n_heads = 0);
 std::unique_ptr<GPTModel> load_gpt2(const std::string& path, int64_t n_heads = 0);
 
+// llm.c's checkpoint (gpt2_124M.bin, written by its train_gpt2.py): 256 int32 of header (magic 20240326,
+// version 3, context, vocab, layers, heads, width, padded vocab), then float32 tensors in nn.Linear's
+// [out, in] layout, each kind for all layers in turn. CheckpointError names the file and what is wrong
+// (magic, version, sizes, the file's length against the one the header implies).
+bool is_llmc_checkpoint(const std::string& path);  // the file starts with llm.c's magic number
+std::unique_ptr<GPTModel> load_llmc_gpt2(const std::string& path);
+
 // The model's tensors under GPT-2's names and layout (no prefix, no head), for save_safetensors; the
 // metadata gpt2_metadata gives records n_head. The model must have q, k, v biases and a tied head.
 NamedTensors gpt2_state_dict(const GPTModel& model);

@@ -53,6 +53,14 @@ TEST(CliGpt2, GreedyIdsAreTheLibrarysAndTheSpeedIsReported) {
   EXPECT_NE(r.err.find(" tokens/s, prompt of 3, 1 thread)"), std::string::npos) << r.err;
 }
 
+TEST(CliGpt2, LlmcsBinGeneratesTheSameIds) {
+  const std::string bin = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/gpt2/tiny_gpt2_llmc.bin";
+  const std::string args = " --prompt-ids '7 3 41' --temperature 0 --tokens 9 --numerics exact";
+  CliRun from_bin = scratchgrad("generate --checkpoint " + bin + args);
+  ASSERT_EQ(from_bin.status, 0) << from_bin.err;
+  EXPECT_EQ(from_bin.out, scratchgrad("generate --checkpoint " + kModel + args).out);
+}
+
 TEST(CliGpt2, SamplingIsReproducibleAndStopsAtTheStopId) {
   const std::string base = "generate --checkpoint " + kModel + " --prompt-ids 1,2 --temperature 0.9 --top-k 20 --top-p 0.9 "
                            "--seed 5 --tokens 12";

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include <unistd.h>
@@ -184,6 +186,47 @@ TEST(Gpt2Import, WithoutMetadataTheHeadsAre64Wide) {
   nn::Checkpoint ck;
   ck.tensors = nn::gpt2_state_dict(model);
   EXPECT_EQ(nn::gpt2_from_checkpoint(ck, "no-metadata")->cfg.n_heads, 2);
+}
+
+TEST(LlmcImport, TheSameWeightsFromLlmcsFormatGiveTheSameLogits) {
+  const std::string path = kDir + "tiny_gpt2_llmc.bin";
+  EXPECT_TRUE(nn::is_llmc_checkpoint(path));
+  EXPECT_FALSE(nn::is_llmc_checkpoint(kModel));
+  auto model = nn::load_llmc_gpt2(path);
+  EXPECT_EQ(model->cfg.vocab_size, 50);  // not the padded 64
+  EXPECT_EQ(model->cfg.n_heads, 4);
+  EXPECT_EQ(&model->out_head->weight.impl(), &model->tok_emb->weight.impl());
+  NoGradGuard no_grad;
+  expect_logits_match((*model)(expected("ids")), expected("logits"));
+  // the same numbers as the safetensors file's, bit for bit
+  EXPECT_EQ((*model)(expected("ids")).to_vector<float>(), (*nn::load_gpt2(kModel))(expected("ids")).to_vector<float>());
+}
+
+TEST(LlmcImport, ATruncatedOrForeignFileIsRefused) {
+  std::ifstream in(kDir + "tiny_gpt2_llmc.bin", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto message_for = [&](const std::string& contents) {
+    const std::string path = temp_file("llmc");
+    std::ofstream(path, std::ios::binary) << contents;
+    std::string message = "no error";
+    try {
+      nn::load_llmc_gpt2(path);
+    } catch (const nn::CheckpointError& e) {
+      message = e.what();
+    }
+    std::remove(path.c_str());
+    return message;
+  };
+  EXPECT_NE(message_for(bytes.substr(0, bytes.size() - 4)).find("implies 113152 bytes, the file has 113148"), std::string::npos)
+      << message_for(bytes.substr(0, bytes.size() - 4));
+  EXPECT_NE(message_for(bytes.substr(0, 100)).find("shorter than its 1024-byte header"), std::string::npos);
+  std::string version = bytes;
+  version[4] = 5;
+  EXPECT_NE(message_for(version).find("version 5; only version 3"), std::string::npos) << message_for(version);
+  std::string heads = bytes;
+  heads[20] = 3;  // 32 is not divisible by 3 heads
+  EXPECT_NE(message_for(heads).find("llm.c header is inconsistent"), std::string::npos) << message_for(heads);
+  EXPECT_NE(message_for("not llm.c at all, but long enough? no").find("shorter than"), std::string::npos);
 }
 
 }  // namespace

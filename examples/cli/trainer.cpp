@@ -766,6 +766,7 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
   require(std::isfinite(o.temperature) && o.temperature >= 0,
           fmt::format("--temperature must be 0 (greedy) or positive, got {}", o.temperature));
   require(o.top_k >= 0, fmt::format("--top-k must be non-negative, got {}", o.top_k));
+  if (nn::is_llmc_checkpoint(o.checkpoint)) return run_generate_gpt2(o, o.checkpoint, nn::Checkpoint(), out, std::cerr);
   {
     nn::Checkpoint ck = nn::load_safetensors(o.checkpoint);
     if (nn::is_gpt2_checkpoint(ck)) return run_generate_gpt2(o, o.checkpoint, std::move(ck), out, std::cerr);

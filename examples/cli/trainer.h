@@ -93,8 +93,8 @@ void check_train_options(const TrainOptions& options);
 // Each returns the process exit status; bad input throws UsageError or nn::CheckpointError.
 int run_train(const TrainOptions& options, std::ostream& out);
 int run_generate(const GenerateOptions& options, std::ostream& out);
-// `generate` on a GPT-2 checkpoint (already read): prefill and cached steps, streaming the ids to `out`,
-// the speed to `report`.
+// `generate` on a GPT-2 checkpoint (a safetensors file already read; or, with no tensors, llm.c's .bin at
+// `path`): prefill and cached steps, streaming the ids to `out`, the speed to `report`.
 int run_generate_gpt2(const GenerateOptions& options, const std::string& path, nn::Checkpoint&& checkpoint,
                       std::ostream& out, std::ostream& report);
 int run_info(const std::string& checkpoint, std::ostream& out);

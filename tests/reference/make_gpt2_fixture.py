@@ -6,6 +6,11 @@
                           h.N.ln_2, h.N.mlp.c_fc, h.N.mlp.c_proj, ln_f; no head (it is tied to wte); and the
                           causal-mask buffer h.N.attn.bias that older conversions carry. __metadata__ holds
                           "format": "pt" as Hugging Face's files do, and "n_head" (the shapes do not say it).
+  tiny_gpt2_llmc.bin      the same weights in llm.c's checkpoint format (train_gpt2.c's gpt2_build_from_checkpoint):
+                          256 int32 of header (magic 20240326, version 3, maxT, V, L, NH, C, padded V), then
+                          float32 wte (padded to 64 rows with zeros), wpe, and each kind of tensor for all
+                          layers in turn (ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb,
+                          fcprojw, fcprojb), then lnfw, lnfb; weights as nn.Linear stores them, [out, in].
   tiny_gpt2_logits.safetensors
                           "ids" (int64 [2, 16]) and "logits" (float32 [2, 16, vocab]): the forward of GPT-2
                           written below from the architecture (pre-LN blocks, GELU in its tanh form,
@@ -106,6 +111,30 @@ def write_safetensors(path, tensors, metadata):
     print("wrote", path, os.path.getsize(path), "bytes")
 
 
+def write_llmc(path, w):
+    padded_vocab = 64
+    header = [0] * 256
+    header[:8] = [20240326, 3, CONTEXT, VOCAB, LAYERS, HEADS, DIM, padded_vocab]
+    wte = torch.zeros(padded_vocab, DIM)
+    wte[:VOCAB] = w["wte.weight"]
+    parts = [wte, w["wpe.weight"]]
+    linear = lambda name: w[name].t()  # Conv1D [in, out] -> Linear [out, in]
+    kinds = [("ln_1.weight", None), ("ln_1.bias", None), ("attn.c_attn.weight", linear), ("attn.c_attn.bias", None),
+             ("attn.c_proj.weight", linear), ("attn.c_proj.bias", None), ("ln_2.weight", None), ("ln_2.bias", None),
+             ("mlp.c_fc.weight", linear), ("mlp.c_fc.bias", None), ("mlp.c_proj.weight", linear),
+             ("mlp.c_proj.bias", None)]
+    for kind, transform in kinds:
+        for i in range(LAYERS):
+            name = f"h.{i}.{kind}"
+            parts.append(transform(name) if transform else w[name])
+    parts += [w["ln_f.weight"], w["ln_f.bias"]]
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        for t in parts:
+            f.write(t.contiguous().float().numpy().tobytes())
+    print("wrote", path, os.path.getsize(path), "bytes")
+
+
 def main():
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(35)
@@ -115,6 +144,7 @@ def main():
         logits = gpt2_forward(w, ids)
     os.makedirs(OUT, exist_ok=True)
     write_safetensors(os.path.join(OUT, "tiny_gpt2.safetensors"), w, {"format": "pt", "n_head": str(HEADS)})
+    write_llmc(os.path.join(OUT, "tiny_gpt2_llmc.bin"), w)
     write_safetensors(os.path.join(OUT, "tiny_gpt2_logits.safetensors"), {"ids": ids, "logits": logits.contiguous()},
                       {"source": "tests/reference/make_gpt2_fixture.py"})
 
