@@ -10,6 +10,14 @@ namespace nn {
 
 using namespace autograd;
 
+namespace {
+thread_local bool skip_init = false;
+}
+
+SkipInitGuard::SkipInitGuard() : previous_(skip_init) { skip_init = true; }
+SkipInitGuard::~SkipInitGuard() { skip_init = previous_; }
+bool SkipInitGuard::active() { return skip_init; }
+
 void kaiming_uniform_(Tensor& w, double a) {
   const int64_t fan_in = w.dim() > 1 ? w.numel() / w.size(0) : w.numel();
   const double bound = kaiming_uniform_bound(fan_in, a);
@@ -32,22 +40,58 @@ void xavier_uniform_(Tensor& w, double gain) {
 Linear::Linear(int64_t in, int64_t out, bool has_bias) : in_features(in), out_features(out) {
   if (in < 0 || out < 0) throw std::invalid_argument(fmt::format("Linear: negative size ({}, {})", in, out));
   weight = empty({out, in});
-  kaiming_uniform_(weight, std::sqrt(5.0));  // weight first, then bias: the order of torch's draws
+  const bool draw = !SkipInitGuard::active();
+  if (draw) kaiming_uniform_(weight, std::sqrt(5.0));  // weight first, then bias: the order of torch's draws
   register_parameter("weight", weight);
   if (has_bias) {
     bias = empty({out});
     const double bound = linear_bias_bound(in);
-    uniform_(bias, -bound, bound);
+    if (draw) uniform_(bias, -bound, bound);
     register_parameter("bias", bias);
   }
 }
 
-Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) const {
+  Tensor y = linear(x, weight, bias);
+  return lora ? y + (*lora)(x) : y;
+}
+
+void Linear::add_lora(int64_t rank, double alpha) {
+  if (lora) throw std::invalid_argument("Linear::add_lora: this layer has an adapter already");
+  lora = register_module("lora", std::make_shared<LoRA>(in_features, out_features, rank, alpha));
+  weight.requires_grad_(false);
+  if (bias.defined()) bias.requires_grad_(false);
+}
+
+void Linear::merge_lora() {
+  if (!lora) throw std::invalid_argument("Linear::merge_lora: this layer has no adapter");
+  {
+    NoGradGuard no_grad;
+    weight.copy_(weight + lora->delta_weight());
+  }
+  unregister_module("lora");
+  lora.reset();
+}
+
+LoRA::LoRA(int64_t in, int64_t out, int64_t r, double alpha_) : rank(r), alpha(alpha_) {
+  if (r < 1 || in < 1 || out < 1)
+    throw std::invalid_argument(fmt::format("LoRA: rank {} must be at least 1 (layer {} -> {})", r, in, out));
+  if (!std::isfinite(alpha_)) throw std::invalid_argument(fmt::format("LoRA: alpha must be finite, got {}", alpha_));
+  scale = alpha / double(rank);
+  A = empty({r, in});
+  kaiming_uniform_(A, std::sqrt(5.0));
+  register_parameter("A", A);
+  B = register_parameter("B", zeros({out, r}));
+}
+
+Tensor LoRA::forward(const Tensor& x) const { return linear(linear(x, A), B) * scale; }
+
+Tensor LoRA::delta_weight() const { return matmul(B, A) * scale; }
 
 Embedding::Embedding(int64_t num, int64_t dim) {
   if (num < 0 || dim < 0) throw std::invalid_argument(fmt::format("Embedding: negative size ({}, {})", num, dim));
   weight = empty({num, dim});
-  normal_(weight, 0.0, 1.0);
+  if (!SkipInitGuard::active()) normal_(weight, 0.0, 1.0);
   register_parameter("weight", weight);
 }
 

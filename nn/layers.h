@@ -9,14 +9,35 @@
 
 namespace nn {
 
+// LoRA's low-rank update (Hu et al., 2021): (α/r)·(x Aᵀ) Bᵀ, with A [r, in] drawn as a Linear's weight
+// (kaiming_uniform, a = √5) and B [out, r] zero, so a fresh adapter changes nothing and training moves B
+// first. Two products through r, never the [out, in] matrix B·A (docs/gpt2.md).
+class LoRA : public Module {
+ public:
+  LoRA(int64_t in_features, int64_t out_features, int64_t rank, double alpha);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor delta_weight() const;  // (α/r)·B·A, [out, in]: what merging adds to the base weight
+  Tensor A, B;
+  int64_t rank;
+  double alpha, scale;  // scale = α / r
+};
+
 // y = x Wᵀ + b. Weight [out, in] ~ kaiming_uniform(a = √5) = U(−1/√in, 1/√in); then bias ~ U(−1/√in, 1/√in).
+// With an adapter (add_lora), y = x Wᵀ + b + lora(x).
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
+  // Freezes weight and bias (no gradient) and adds a trainable LoRA adapter, registered as "lora"
+  // ("lora.A", "lora.B"). Throws std::invalid_argument if one is there already or rank < 1.
+  void add_lora(int64_t rank, double alpha);
+  // weight += (α/r)·B·A, then the adapter is removed (the weight stays frozen).
+  void merge_lora();
   Tensor weight, bias;
   int64_t in_features, out_features;
+  std::shared_ptr<LoRA> lora;  // null: no adapter
 };
 
 // A lookup table: row i of `weight` [num, dim] is the vector for token i. Weight ~ N(0, 1).
@@ -50,6 +71,21 @@ template <typename M = Module> class ModuleList : public Module {
 
  private:
   std::vector<std::shared_ptr<M>> items_;
+};
+
+// While alive, Linear and Embedding on this thread leave their weights as allocated instead of drawing
+// them (torch.nn.utils.skip_init's idea): for a model whose every value is about to be overwritten, such
+// as one loaded from a checkpoint, where drawing 124M random numbers would take longer than the load.
+class SkipInitGuard {
+ public:
+  SkipInitGuard();
+  ~SkipInitGuard();
+  SkipInitGuard(const SkipInitGuard&) = delete;
+  SkipInitGuard& operator=(const SkipInitGuard&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
 };
 
 // nn.init equivalents (in place, no graph).

@@ -31,6 +31,13 @@ void Module::set_parameter(const std::string& name, const Tensor& value) {
   throw std::invalid_argument(fmt::format("set_parameter: this module has no parameter '{}'", name));
 }
 
+void Module::unregister_module(const std::string& name) {
+  const auto before = children_.size();
+  std::erase_if(children_, [&](const auto& child) { return child.first == name; });
+  if (children_.size() == before)
+    throw std::invalid_argument(fmt::format("unregister_module: this module has no submodule '{}'", name));
+}
+
 Tensor Module::register_buffer(const std::string& name, Tensor value) {
   buffers_.emplace_back(name, value);
   return value;

@@ -56,6 +56,7 @@ class Module {
     children_.emplace_back(name, module);
     return module;
   }
+  void unregister_module(const std::string& name);  // std::invalid_argument if there is none by that name
 
  private:
   void collect(const std::string& prefix, NamedTensors& out, bool params, bool buffers, bool recurse) const;

@@ -90,6 +90,18 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   gen_cmd->add_option("--top-k", gen.top_k, "sample only among the k likeliest (0 = all)")->capture_default_str();
   gen_cmd->add_option("--seed", gen.seed, "seed for sampling")->capture_default_str();
   gen_cmd->add_option("--numerics", gen.numerics, "exact or fast (default as for train)");
+  gen_cmd->add_option("--top-p", gen.top_p, "sample only among the likeliest tokens whose probabilities sum to p")
+      ->capture_default_str();
+  gen_cmd->add_option("--prompt-ids", gen.prompt_ids, "GPT-2: the prompt as token ids, e.g. \"464 3290\"");
+  gen_cmd->add_flag("--ids", gen.print_ids, "GPT-2: print the generated token ids, space-separated");
+  gen_cmd->add_option("--stop-id", gen.stop_id,
+                      "GPT-2: stop after this token (default: <|endoftext|>, 50256, in GPT-2's vocabulary; -1: never)");
+  gen_cmd->add_option("--context-full", gen.context_full,
+                      "GPT-2: when prompt + tokens exceed the context, refuse (before starting) or slide (the cache "
+                      "restarts from the last half of the context)")
+      ->capture_default_str();
+  gen_cmd->add_option("--heads", gen.heads, "GPT-2: attention heads, if the file does not say (default: width / 64)");
+  gen_cmd->add_option("--threads", gen.threads, "CPU threads")->capture_default_str();
 
   // Whole numbers past int64 are refused rather than clamped to its largest value.
   const CLI::Validator whole_number([](std::string& text) { return integer_problem(text); }, "", "int64");
@@ -121,6 +133,23 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   bpe_cmd->add_flag("--explain", bpe.explain, "show the first merges as they happen: the pair, its count, the new token");
   bpe_cmd->add_option("--explain-count", bpe.explain_count, "--explain: how many merges to show")->capture_default_str();
   bpe_cmd->add_option("--save", bpe.save, "write the tokenizer here (a text file: the merges in order)");
+
+  EvalOptions& ev = c.eval;
+  CLI::App* eval_cmd = app.add_subcommand("eval", "mean loss, perplexity and bits per byte of a checkpoint on a text");
+  eval_cmd->add_option("--checkpoint", ev.checkpoint, "safetensors file (ours, or a GPT-2 model.safetensors)")->required();
+  eval_cmd->add_option("--text", ev.text_file, "UTF-8 text to score (character models)");
+  eval_cmd->add_option("--ids-file", ev.ids_file, "GPT-2: the text as token ids, whitespace-separated");
+  eval_cmd->add_option("--stride", ev.stride, "windows start every S tokens (default: half the context)");
+  eval_cmd->add_option("--heads", ev.heads, "GPT-2: attention heads, if the file does not say (default: width / 64)");
+  eval_cmd->add_option("--threads", ev.threads, "CPU threads")->capture_default_str();
+  eval_cmd->add_option("--numerics", ev.numerics, "exact or fast (default as for train)");
+
+  MergeOptions& mg = c.merge;
+  CLI::App* merge_cmd = app.add_subcommand("merge", "add LoRA adapters into their GPT-2 base and write the merged model");
+  merge_cmd->add_option("--lora", mg.lora, "adapters file (nn::save_lora)")->required();
+  merge_cmd->add_option("--out", mg.out, "where to write the merged model.safetensors")->required();
+  merge_cmd->add_option("--base", mg.base, "the base model.safetensors (default: the one the adapters name)");
+  merge_cmd->add_option("--heads", mg.heads, "attention heads, if the base file does not say (default: width / 64)");
 
   try {
     app.parse(argc, argv);
@@ -155,6 +184,10 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
     c.kind = Command::Kind::tokenize;
   } else if (*bpe_cmd) {
     c.kind = Command::Kind::bpe;
+  } else if (*eval_cmd) {
+    c.kind = Command::Kind::eval;
+  } else if (*merge_cmd) {
+    c.kind = Command::Kind::merge;
   } else {
     c.kind = Command::Kind::info;
   }
@@ -168,6 +201,8 @@ int run_command(const Command& c, std::ostream& out) {
     case Command::Kind::info: return run_info(c.info_checkpoint, out);
     case Command::Kind::tokenize: return run_tokenize(c.tokenize, out);
     case Command::Kind::bpe: return run_bpe(c.bpe, out);
+    case Command::Kind::eval: return run_eval(c.eval, out);
+    case Command::Kind::merge: return run_merge(c.merge, out);
     case Command::Kind::done: break;
   }
   return c.status;

@@ -12,13 +12,15 @@
 namespace cli {
 
 struct Command {
-  enum class Kind { train, generate, info, tokenize, bpe, done } kind = Kind::done;
+  enum class Kind { train, generate, info, tokenize, bpe, eval, merge, done } kind = Kind::done;
   int status = 0;  // Kind::done: the exit status (--help printed: 0; a parse error printed: 2)
   TrainOptions train;
   GenerateOptions generate;
   std::string info_checkpoint;
   TokenizeOptions tokenize;
   BpeOptions bpe;
+  EvalOptions eval;
+  MergeOptions merge;
 };
 
 // Parses argv, and fills in the GPT preset for `train --model gpt` (which can throw UsageError). --help

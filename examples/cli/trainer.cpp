@@ -18,6 +18,8 @@
 #include "autograd/inspect/dot.h"
 #include "plot/svg.h"
 #include "nn/nn.h"
+#include "nn/gpt2.h"
+#include "nn/perplexity.h"
 #include "nn/safetensors.h"
 #include "optim/optim.h"
 #include "guards.h"
@@ -912,12 +914,26 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
   require(std::isfinite(o.temperature) && o.temperature >= 0,
           fmt::format("--temperature must be 0 (greedy) or positive, got {}", o.temperature));
   require(o.top_k >= 0, fmt::format("--top-k must be non-negative, got {}", o.top_k));
+  if (nn::is_llmc_checkpoint(o.checkpoint)) return run_generate_gpt2(o, o.checkpoint, nn::Checkpoint(), out, std::cerr);
+  {
+    nn::Checkpoint ck = nn::load_safetensors(o.checkpoint);
+    if (nn::is_gpt2_checkpoint(ck)) return run_generate_gpt2(o, o.checkpoint, std::move(ck), out, std::cerr);
+  }
   LoadedModel m = load_model(o.checkpoint);
   use_numerics_for(m.gpt ? "gpt" : "mini", o.numerics);
   std::u32string prompt = o.prompt ? decode_utf8(*o.prompt) : m.sample_prompt;
   require(!prompt.empty(), "the prompt is empty (pass --prompt TEXT)");
   std::vector<int64_t> ids = m.vocab.encode(prompt);
   Generator gen(o.seed);
+  if (o.print_ids) {  // the ids, the prompt's included, space-separated (for scripts), each as it is made
+    for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
+    out << std::flush;
+    auto print_id = [&](int64_t id) { out << " " << id << std::flush; };
+    if (m.gpt) continue_text(*m.gpt, m.gpt->cfg.context_length, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), print_id);
+    else continue_text(*m.model, m.model->config.context, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), print_id);
+    out << "\n";
+    return 0;
+  }
   // each character is printed as soon as it is made: a long generation shows its progress
   out << encode_utf8(prompt) << std::flush;
   auto print = [&](int64_t id) { out << encode_utf8(m.vocab.chars()[size_t(id)]) << std::flush; };
@@ -945,6 +961,53 @@ int run_info(const std::string& path, std::ostream& out) {
   out << fmt::format("parameters: {}\n", m.gpt ? m.gpt->num_parameters() : m.model->num_parameters());
   for (const auto& [name, t] : m.checkpoint.tensors)
     out << fmt::format("  {:<16} {:<10} {}\n", name, shape_to_string(t.shape()), dtype_name(t.dtype()));
+  return 0;
+}
+
+// ---------------------------------------------------------------- eval
+
+int run_eval(const EvalOptions& o, std::ostream& out) {
+  require(o.stride >= 0, fmt::format("--stride must be positive (or 0: half the context), got {}", o.stride));
+  require(o.threads >= 1, fmt::format("--threads must be at least 1, got {}", o.threads));
+  require(o.text_file.empty() != o.ids_file.empty(),
+          "eval: give the text to score, --text FILE (character models) or --ids-file FILE (token ids)");
+  set_num_threads(o.threads);
+  nn::Checkpoint ck = nn::load_safetensors(o.checkpoint);
+  std::vector<int64_t> ids;
+  int64_t context = 0, bytes = 0;
+  std::function<Tensor(const Tensor&)> logits_of;
+  std::unique_ptr<nn::GPTModel> gpt2;
+  LoadedModel m;
+  if (nn::is_gpt2_checkpoint(ck)) {
+    require(o.text_file.empty(), "eval: no GPT-2 tokenizer is available here yet; give the text as token ids with --ids-file");
+    use_numerics_for("gpt", o.numerics);
+    require(o.heads >= 0, fmt::format("--heads must be positive, got {}", o.heads));
+    gpt2 = nn::gpt2_from_checkpoint(std::move(ck), o.checkpoint, o.heads);
+    ids = parse_token_ids(read_text_file(o.ids_file), "--ids-file");
+    for (size_t i = 0; i < ids.size(); ++i)
+      require(ids[i] < gpt2->cfg.vocab_size, fmt::format("--ids-file: token {} at position {} is outside the vocabulary of {}",
+                                                         ids[i], i, gpt2->cfg.vocab_size));
+    context = gpt2->cfg.context_length;
+    logits_of = [&](const Tensor& x) { return (*gpt2)(x); };
+  } else {
+    require(o.ids_file.empty(), "eval: --ids-file is for GPT-2 checkpoints; give a character model --text FILE");
+    m = load_model(o.checkpoint);
+    use_numerics_for(m.gpt ? "gpt" : "mini", o.numerics);
+    const std::string text = read_text_file(o.text_file);
+    bytes = int64_t(text.size());
+    ids = m.vocab.encode(decode_utf8(text));
+    context = m.gpt ? m.gpt->cfg.context_length : m.model->config.context;
+    logits_of = [&](const Tensor& x) { return m.gpt ? (*m.gpt)(x) : (*m.model)(x); };
+  }
+  require(ids.size() >= 2, fmt::format("eval: the text has {} token(s); scoring needs at least 2", ids.size()));
+  const int64_t stride = o.stride ? o.stride : std::max<int64_t>(context / 2, 1);
+  require(stride <= context, fmt::format("--stride {} is longer than the context of {}", stride, context));
+  const nn::TextLoss loss = nn::sliding_window_loss(logits_of, ids, context, stride);
+  out << fmt::format("eval: {} tokens{}, context {}, stride {}\n", ids.size(),
+                     bytes ? fmt::format(" ({} bytes)", bytes) : "", context, stride);
+  out << fmt::format("mean loss {:.4f} nats, perplexity {:.3f}", loss.mean(), loss.perplexity());
+  if (bytes) out << fmt::format(", bits per byte {:.4f}", loss.bits_per_byte(bytes));
+  out << "\n";
   return 0;
 }
 

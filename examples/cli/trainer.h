@@ -5,8 +5,10 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "autograd/numerics.h"
+#include "nn/safetensors.h"
 #include "text.h"
 
 namespace cli {
@@ -70,6 +72,24 @@ struct GenerateOptions {
   int64_t top_k = 0;         // 0: no limit
   uint64_t seed = 0;
   std::string numerics;  // as TrainOptions::numerics, for the checkpoint's model
+  // GPT-2 checkpoints (Hugging Face's model.safetensors), generated with the key/value cache:
+  double top_p = 1.0;           // sample among the likeliest tokens whose probabilities sum to this
+  std::string prompt_ids;       // the prompt as token ids, "464 3290 ..." (no GPT-2 tokenizer yet)
+  bool print_ids = false;       // print the generated ids, space-separated
+  int64_t stop_id = -2;         // stop after this token; -1: never; -2: <|endoftext|> (50256) for GPT-2's vocabulary
+  std::string context_full = "refuse";  // at the context's end: refuse or slide
+  int64_t heads = 0;            // the head count, when the file does not say it (default: emb_dim / 64)
+  int threads = 1;
+};
+
+struct EvalOptions {
+  std::string checkpoint;
+  std::string text_file;  // character models: the text to score
+  std::string ids_file;   // GPT-2 checkpoints (no tokenizer yet): the text as token ids, whitespace-separated
+  int64_t stride = 0;     // windows start every `stride` tokens; 0: half the context
+  int64_t heads = 0;      // GPT-2: the head count, when the file does not say it
+  int threads = 1;
+  std::string numerics;
 };
 
 // Sets the numerics a run of `model` ("mini" or "gpt") uses: `requested` if given (exact or fast, else
@@ -83,6 +103,24 @@ void check_train_options(const TrainOptions& options);
 // Each returns the process exit status; bad input throws UsageError or nn::CheckpointError.
 int run_train(const TrainOptions& options, std::ostream& out);
 int run_generate(const GenerateOptions& options, std::ostream& out);
+// `generate` on a GPT-2 checkpoint (a safetensors file already read; or, with no tensors, llm.c's .bin at
+// `path`): prefill and cached steps, streaming the ids to `out`, the speed to `report`.
+int run_generate_gpt2(const GenerateOptions& options, const std::string& path, nn::Checkpoint&& checkpoint,
+                      std::ostream& out, std::ostream& report);
 int run_info(const std::string& checkpoint, std::ostream& out);
+struct MergeOptions {
+  std::string base;     // GPT-2 model.safetensors; default: the base file the adapters name
+  std::string lora;     // adapters written by nn::save_lora
+  std::string out;      // the merged model, in GPT-2's layout
+  int64_t heads = 0;
+};
+// Adds the adapters into the base weights and writes a plain GPT-2 file.
+int run_merge(const MergeOptions& options, std::ostream& out);
+
+// Mean loss, perplexity and (for a text) bits per byte of a checkpoint on a whole text, sliding windows.
+int run_eval(const EvalOptions& options, std::ostream& out);
+// "464 3290, 318" → {464, 3290, 318}: ids separated by spaces, commas or line breaks; UsageError naming
+// `flag` for anything else.
+std::vector<int64_t> parse_token_ids(const std::string& text, const std::string& flag);
 
 }  // namespace cli

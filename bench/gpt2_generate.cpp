@@ -1,0 +1,109 @@
+// bench_gpt2_generate — GPT-2 at the real 124M shape (vocab 50257, context 1024, 12 blocks of width 768,
+// 12 heads): how long a model.safetensors takes to load, and how fast cached generation runs. Its twin is
+// bench/torch/gpt2_generate.py (the same model and cache in PyTorch).
+//
+//   build/bin/bench_gpt2_generate [--file /tmp/gpt2_124M_random.safetensors] [--prompt 16] [--tokens 64]
+//                                 [--threads 1] [--loads 3] [--layers 12]
+//
+// The file is made here once (random weights, N(0, 0.02) as GPT-2 is initialised, in Hugging Face's
+// layout through nn::gpt2_state_dict) and reused when it exists: nothing is downloaded. Loading is timed
+// --loads times (the file is then in the page cache: this measures parsing and copying, not the disk).
+// Generation is greedy from a prompt of --prompt ids: a prefill, then --tokens cached steps, timed as a
+// whole (the prefill included) and per step. The last line is machine-readable:
+//   RESULT load_ms=<median> tokens_per_s=<steps/s> ms_per_token=<median step> prefill_ms=<ms> threads=<n>
+//          weights_mb=<float32 weights> rss_mb=<peak RSS>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "bench/common.h"
+#include "nn/generation.h"
+#include "nn/gpt2.h"
+
+using namespace autograd;
+
+namespace {
+
+struct Options {
+  std::string file = "/tmp/gpt2_124M_random.safetensors";
+  int64_t prompt = 16, tokens = 64, threads = 1, loads = 3, layers = 12;
+};
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+void make_file(const Options& o) {
+  std::printf("writing %s (random GPT-2 124M-shape weights)\n", o.file.c_str());
+  manual_seed(124);
+  nn::GPTModel model(nn::GPTConfig{.vocab_size = 50257, .context_length = 1024, .emb_dim = 768, .n_heads = 12,
+                                   .n_layers = o.layers, .drop_rate = 0.0, .qkv_bias = true});
+  model.tie_weights();
+  NoGradGuard no_grad;
+  for (Tensor& p : model.parameters()) {
+    if (p.dim() == 1) continue;  // LayerNorm 1 / 0 and the biases as drawn
+    normal_(p, 0.0, 0.02);
+  }
+  nn::save_safetensors(o.file, nn::gpt2_state_dict(model), nn::gpt2_metadata(model));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  bench::parse_flags(argc, argv,
+                     {.ints = {{"--prompt", &o.prompt}, {"--tokens", &o.tokens}, {"--threads", &o.threads},
+                               {"--loads", &o.loads}, {"--layers", &o.layers}},
+                      .strings = {{"--file", &o.file}},
+                      .switches = {}},
+                     [](const std::string& problem) {
+                       std::fprintf(stderr, "bench_gpt2_generate: %s\n", problem.c_str());
+                       std::exit(problem == "help" ? 0 : 2);
+                     });
+  if (o.tokens < 2) {
+    std::fprintf(stderr, "bench_gpt2_generate: --tokens needs at least 2 (one from the prefill, one cached step)\n");
+    return 2;
+  }
+  set_num_threads(int(o.threads));
+  if (!std::filesystem::exists(o.file)) make_file(o);
+
+  std::vector<double> load_ms;
+  std::unique_ptr<nn::GPTModel> model;
+  for (int64_t i = 0; i < o.loads; ++i) {
+    model.reset();
+    const auto start = std::chrono::steady_clock::now();
+    model = nn::load_gpt2(o.file);
+    load_ms.push_back(ms_since(start));
+  }
+  const double weights_mb = double(model->num_parameters()) * 4 / 1e6;
+  std::printf("model: %lld blocks, %lld parameters (%.1f MB of float32), loaded in %.1f ms (median of %lld)\n",
+              (long long)model->cfg.n_layers, (long long)model->num_parameters(), weights_mb,
+              bench::summarize(load_ms).median, (long long)o.loads);
+
+  std::vector<int64_t> prompt;
+  for (int64_t i = 0; i < o.prompt; ++i) prompt.push_back((i * 7919) % model->cfg.vocab_size);
+  nn::GenerationOptions options;
+  options.sampling.temperature = 0;
+  options.max_new_tokens = o.tokens;
+  Generator gen(0);
+  std::vector<double> step_ms;
+  auto last = std::chrono::steady_clock::now();
+  const auto start = last;
+  nn::generate(*model, prompt, options, gen, [&](int64_t, const Tensor&) {
+    step_ms.push_back(ms_since(last));
+    last = std::chrono::steady_clock::now();
+  });
+  const double total_ms = ms_since(start);
+  const double prefill_ms = step_ms.front();  // the first token comes from the prefill
+  step_ms.erase(step_ms.begin());
+  const bench::Times steps = bench::summarize(step_ms);
+  const double tokens_per_s = double(step_ms.size()) / ((total_ms - prefill_ms) / 1e3);
+  std::printf("generated %lld tokens after a prompt of %lld: prefill %.1f ms, then median %.2f ms a token (min %.2f, max %.2f)\n",
+              (long long)o.tokens, (long long)o.prompt, prefill_ms, steps.median, steps.min, steps.max);
+  std::printf("RESULT load_ms=%.1f tokens_per_s=%.2f ms_per_token=%.2f prefill_ms=%.1f threads=%lld weights_mb=%.1f rss_mb=%.1f\n",
+              bench::summarize(load_ms).median, tokens_per_s, steps.median, prefill_ms, (long long)o.threads, weights_mb,
+              bench::peak_rss_mb());
+  return 0;
+}

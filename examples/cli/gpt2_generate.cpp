@@ -1,0 +1,131 @@
+// gpt2_generate.cpp — `scratchgrad generate` on a GPT-2 checkpoint (Hugging Face's model.safetensors, or
+// one written by nn::gpt2_state_dict): the model configured from the file's shapes, a prefill of the prompt,
+// then one cached step per token, each id written as soon as it is chosen.
+//
+// Tokenizer integration point: GPT-2's byte-level BPE is not part of this command yet, so the prompt comes
+// as ids (--prompt-ids) and the output is ids. When the tokenizer lands, `prompt_tokens` encodes --prompt
+// with it and `write_token` writes each token's bytes instead of its id (keeping --ids for scripts).
+#include <chrono>
+#include <ostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "autograd/numerics.h"
+#include "nn/generation.h"
+#include "nn/gpt2.h"
+#include "nn/lora.h"
+#include "command_line.h"
+#include "trainer.h"
+
+namespace cli {
+
+namespace {
+
+// GPT-2's <|endoftext|>: the last id of its 50,257-token vocabulary.
+constexpr int64_t kGpt2Vocab = 50257, kEndOfText = 50256;
+
+std::vector<int64_t> prompt_tokens(const GenerateOptions& o) {
+  if (o.prompt)
+    throw UsageError("generate: this is a GPT-2 checkpoint and no GPT-2 tokenizer is available here yet; "
+                     "give the prompt as token ids with --prompt-ids");
+  if (o.prompt_ids.empty()) throw UsageError("generate: a GPT-2 checkpoint needs a prompt: --prompt-ids \"464 3290 ...\"");
+  return parse_token_ids(o.prompt_ids, "--prompt-ids");
+}
+
+std::optional<int64_t> stop_token(const GenerateOptions& o, const nn::GPTModel& model) {
+  if (o.stop_id == -1) return std::nullopt;
+  if (o.stop_id == -2) return model.cfg.vocab_size == kGpt2Vocab ? std::optional<int64_t>(kEndOfText) : std::nullopt;
+  if (o.stop_id < 0 || o.stop_id >= model.cfg.vocab_size)
+    throw UsageError(fmt::format("--stop-id {} is outside the vocabulary of {} (-1: never stop)", o.stop_id,
+                                 model.cfg.vocab_size));
+  return o.stop_id;
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_token_ids(const std::string& text, const std::string& flag) {
+  std::string spaced = text;
+  for (char& c : spaced)
+    if (c == ',') c = ' ';
+  std::istringstream words(spaced);
+  std::vector<int64_t> ids;
+  for (std::string word; words >> word;) {
+    size_t used = 0;
+    int64_t id = -1;
+    try {
+      id = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || id < 0)
+      throw UsageError(fmt::format("{}: '{}' is not a token id (a non-negative integer)", flag, one_line(word.substr(0, 40))));
+    ids.push_back(id);
+  }
+  if (ids.empty()) throw UsageError(fmt::format("{}: no token ids given", flag));
+  return ids;
+}
+
+int run_generate_gpt2(const GenerateOptions& o, const std::string& path, nn::Checkpoint&& checkpoint,
+                      std::ostream& out, std::ostream& report) {
+  if (o.threads < 1) throw UsageError(fmt::format("--threads must be at least 1, got {}", o.threads));
+  if (!(o.top_p > 0 && o.top_p <= 1)) throw UsageError(fmt::format("--top-p must be in (0, 1], got {}", o.top_p));
+  if (o.heads < 0) throw UsageError(fmt::format("--heads must be positive, got {}", o.heads));
+  nn::ContextFull at_end;
+  try {
+    at_end = nn::parse_context_full(o.context_full);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--{}", e.what()));
+  }
+  autograd::set_num_threads(o.threads);
+  use_numerics_for("gpt", o.numerics);
+  // llm.c's gpt2_124M.bin is read as such; anything else is a safetensors file
+  const std::unique_ptr<nn::GPTModel> model = checkpoint.tensors.empty() && nn::is_llmc_checkpoint(path)
+                                                  ? nn::load_llmc_gpt2(path)
+                                                  : nn::gpt2_from_checkpoint(std::move(checkpoint), path, o.heads);
+
+  nn::GenerationOptions options;
+  options.max_new_tokens = o.tokens;
+  options.sampling = {.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p};
+  options.stop_token = stop_token(o, *model);
+  options.at_context_end = at_end;
+  const std::vector<int64_t> prompt = prompt_tokens(o);
+
+  autograd::Generator gen(o.seed);
+  bool first = true;
+  auto write_token = [&](int64_t token, const autograd::Tensor&) {
+    out << (first ? "" : " ") << token << std::flush;  // streamed: each id as soon as it is chosen
+    first = false;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int64_t> produced;
+  try {
+    produced = nn::generate(*model, prompt, options, gen, write_token);
+  } catch (const std::invalid_argument& e) {  // the prompt's ids, the context: the user's to fix
+    throw UsageError(e.what());
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out << "\n" << std::flush;
+  report << fmt::format("{} tokens in {:.2f} s ({:.1f} tokens/s, prompt of {}, {} thread{})\n", produced.size(), seconds,
+                        seconds > 0 ? double(produced.size()) / seconds : 0.0, prompt.size(), o.threads,
+                        o.threads == 1 ? "" : "s");
+  return 0;
+}
+
+int run_merge(const MergeOptions& o, std::ostream& out) {
+  if (o.lora.empty() || o.out.empty()) throw UsageError("merge: give --lora ADAPTERS and --out FILE");
+  const nn::LoraCheckpoint adapters = nn::load_lora(o.lora);
+  const std::string base = o.base.empty() ? adapters.base_path : o.base;
+  if (base.empty()) throw UsageError(fmt::format("merge: {} names no base file; give --base", o.lora));
+  nn::check_writable(o.out);
+  const std::unique_ptr<nn::GPTModel> model = nn::load_gpt2(base, o.heads);
+  nn::apply_lora(*model, adapters, o.lora);
+  nn::merge_lora(*model);
+  nn::save_safetensors(o.out, nn::gpt2_state_dict(*model), nn::gpt2_metadata(*model));
+  out << fmt::format("merged {} (rank {}, alpha {}, {}) into {}: wrote {}\n", o.lora, adapters.config.rank,
+                     adapters.config.alpha, fmt::join(adapters.config.targets, ","), base, o.out);
+  return 0;
+}
+
+}  // namespace cli

@@ -1,0 +1,201 @@
+// generation.cpp — the cached forward, the sampler, and the two generation loops.
+#include "nn/generation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace nn {
+
+using namespace autograd;
+
+KVCache make_kv_cache(const GPTModel& model, int64_t batch) {
+  if (batch < 1) throw std::invalid_argument(fmt::format("make_kv_cache: batch must be at least 1, got {}", batch));
+  KVCache cache;
+  for (const auto& block : *model.trf_blocks) {
+    const MultiHeadAttention& att = *block->att;
+    const Shape shape{batch, att.num_heads, model.cfg.context_length, att.head_dim};
+    cache.keys.push_back(zeros(shape, model.tok_emb->weight.dtype()).to(model.tok_emb->weight.device()));
+    cache.values.push_back(zeros(shape, model.tok_emb->weight.dtype()).to(model.tok_emb->weight.device()));
+  }
+  return cache;
+}
+
+namespace {
+
+// One block for t new positions after `past` cached ones: the block's forward (TransformerBlock::forward)
+// with attention over the cached keys and values plus the new ones. The new queries see every cached
+// position and the new positions up to their own.
+Tensor block_cached(const TransformerBlock& block, const Tensor& x_in, Tensor& keys, Tensor& values, int64_t past) {
+  const MultiHeadAttention& att = *block.att;
+  const int64_t b = x_in.size(0), t = x_in.size(1);
+  auto split_heads = [&](const Tensor& y) { return y.view({b, t, att.num_heads, att.head_dim}).transpose(1, 2); };
+
+  Tensor x = (*block.norm1)(x_in);
+  Tensor queries = split_heads((*att.W_query)(x));
+  keys.narrow(2, past, t).copy_(split_heads((*att.W_key)(x)));
+  values.narrow(2, past, t).copy_(split_heads((*att.W_value)(x)));
+  const Tensor all_keys = keys.narrow(2, 0, past + t), all_values = values.narrow(2, 0, past + t);
+
+  Tensor scores = matmul(queries, all_keys.transpose(2, 3)) / std::sqrt(double(att.head_dim));
+  if (t > 1)  // new position i may not see new position j > i: key past + j lies past its own, past + i
+    scores = masked_fill(scores, triu(ones({t, past + t}), past + 1).to_bool().to(scores.device()),
+                         -std::numeric_limits<double>::infinity());
+  Tensor context = matmul(softmax(scores, -1), all_values).transpose(1, 2).contiguous().view({b, t, att.d_out});
+  x = x_in + (*att.out_proj)(context);
+  return x + (*block.ff)((*block.norm2)(x));
+}
+
+}  // namespace
+
+Tensor forward_cached(const GPTModel& model, const Tensor& ids, KVCache& cache) {
+  if (ids.dim() != 2 || ids.size(1) < 1)
+    throw std::invalid_argument(fmt::format("forward_cached: expected token ids [batch, tokens], got {}", ids.shape_str()));
+  if (cache.keys.size() != model.trf_blocks->size() || cache.keys[0].size(0) != ids.size(0))
+    throw std::invalid_argument(fmt::format("forward_cached: the cache was made for another model or batch (ids {})",
+                                            ids.shape_str()));
+  const int64_t past = cache.length, t = ids.size(1);
+  if (past + t > cache.capacity())
+    throw std::invalid_argument(fmt::format("forward_cached: {} cached positions and {} new ones exceed the context of {}",
+                                            past, t, cache.capacity()));
+  NoGradGuard no_grad;
+  Tensor x = (*model.tok_emb)(ids) + (*model.pos_emb)(arange(past, past + t).to(ids.device()));
+  for (size_t i = 0; i < model.trf_blocks->size(); ++i)
+    x = block_cached((*model.trf_blocks)[i], x, cache.keys[i], cache.values[i], past);
+  cache.length = past + t;
+  // Only the last position's next-token logits are needed: the head (D × vocab) runs once, not t times.
+  Tensor last = (*model.final_norm)(x.narrow(1, t - 1, 1));
+  return (*model.out_head)(last).view({ids.size(0), model.cfg.vocab_size});
+}
+
+void check_sampling_options(const SamplingOptions& o) {
+  if (!std::isfinite(o.temperature) || o.temperature < 0)
+    throw std::invalid_argument(fmt::format("temperature must be 0 (greedy) or positive, got {}", o.temperature));
+  if (o.top_k < 0) throw std::invalid_argument(fmt::format("top-k must be 0 (all) or positive, got {}", o.top_k));
+  if (!(o.top_p > 0 && o.top_p <= 1)) throw std::invalid_argument(fmt::format("top-p must be in (0, 1], got {}", o.top_p));
+}
+
+int64_t sample_token(const Tensor& logits, const SamplingOptions& o, Generator& gen) {
+  if (logits.dim() != 1 || logits.numel() < 1)
+    throw std::invalid_argument(fmt::format("sample_token: expected logits [vocab], got {}", logits.shape_str()));
+  std::vector<double> scores = logits.cpu().to_vector<double>();
+  if (o.temperature == 0.0) return int64_t(std::max_element(scores.begin(), scores.end()) - scores.begin());
+
+  // softmax(scores / t), in double
+  const double top = *std::max_element(scores.begin(), scores.end());
+  std::vector<double> probs(scores.size());
+  for (size_t i = 0; i < scores.size(); ++i) probs[i] = std::exp((scores[i] - top) / o.temperature);
+
+  // the candidates, likeliest first; top-k and top-p cut the list, never below one token
+  std::vector<int64_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return probs[size_t(a)] > probs[size_t(b)]; });
+  size_t keep = order.size();
+  if (o.top_k > 0) keep = std::min(keep, size_t(o.top_k));
+  if (o.top_p < 1.0) {
+    const double total = std::accumulate(probs.begin(), probs.end(), 0.0);
+    double mass = 0;
+    for (size_t n = 0; n < keep; ++n) {
+      mass += probs[size_t(order[n])];
+      if (mass >= o.top_p * total) {
+        keep = n + 1;
+        break;
+      }
+    }
+  }
+  double kept_mass = 0;
+  for (size_t n = 0; n < keep; ++n) kept_mass += probs[size_t(order[n])];
+  double u = 0;
+  random::uniform(gen, &u, 1, 0.0, 1.0);
+  u *= kept_mass;
+  for (size_t n = 0; n < keep; ++n) {
+    u -= probs[size_t(order[n])];
+    if (u < 0) return order[n];
+  }
+  return order[keep - 1];  // u landed on the rounding of the last subtraction
+}
+
+ContextFull parse_context_full(const std::string& text) {
+  if (text == "refuse") return ContextFull::refuse;
+  if (text == "slide") return ContextFull::slide;
+  throw std::invalid_argument(fmt::format("context-full must be refuse or slide, got '{}'", text));
+}
+
+namespace {
+
+// The checks both loops make: the options, the prompt's ids, and (refuse) the room in the context.
+// Producing n tokens feeds the prompt and the first n − 1 of them: that many positions must fit.
+void check_generation(const GPTModel& model, const std::vector<int64_t>& prompt, const GenerationOptions& o) {
+  check_sampling_options(o.sampling);
+  if (o.max_new_tokens < 0) throw std::invalid_argument(fmt::format("generate: negative token count {}", o.max_new_tokens));
+  if (prompt.empty()) throw std::invalid_argument("generate: the prompt is empty (it needs at least one token)");
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= model.cfg.vocab_size)
+      throw std::invalid_argument(fmt::format("generate: prompt token {} at position {} is outside the vocabulary of {}",
+                                              prompt[i], i, model.cfg.vocab_size));
+  if (o.stop_token && (*o.stop_token < 0 || *o.stop_token >= model.cfg.vocab_size))
+    throw std::invalid_argument(fmt::format("generate: stop token {} is outside the vocabulary of {}", *o.stop_token,
+                                            model.cfg.vocab_size));
+  const int64_t needed = int64_t(prompt.size()) + std::max<int64_t>(o.max_new_tokens, 1) - 1;
+  if (o.at_context_end == ContextFull::refuse && needed > model.cfg.context_length)
+    throw std::invalid_argument(fmt::format(
+        "generate: a prompt of {} tokens and {} new ones need {} positions, more than the context of {} "
+        "(ask for fewer tokens, or slide)",
+        prompt.size(), o.max_new_tokens, needed, model.cfg.context_length));
+}
+
+Tensor row_of(const std::vector<int64_t>& ids, size_t from) {
+  return from_vector(std::vector<int64_t>(ids.begin() + std::ptrdiff_t(from), ids.end()), {1, int64_t(ids.size() - from)});
+}
+
+}  // namespace
+
+std::vector<int64_t> generate(const GPTModel& model, const std::vector<int64_t>& prompt, const GenerationOptions& o,
+                              Generator& gen, const OnToken& on_token) {
+  check_generation(model, prompt, o);
+  const int64_t context = model.cfg.context_length;
+  const Device device = model.tok_emb->weight.device();
+  std::vector<int64_t> ids = prompt, produced;
+  KVCache cache = make_kv_cache(model);
+  // the tokens to run next: the prompt (its last `context` under slide), then one new token per step
+  Tensor pending = row_of(ids, ids.size() - size_t(std::min<int64_t>(int64_t(ids.size()), context)));
+  while (int64_t(produced.size()) < o.max_new_tokens) {
+    const Tensor logits = forward_cached(model, pending.to(device), cache)[0].cpu();
+    const int64_t token = sample_token(logits, o.sampling, gen);
+    ids.push_back(token);
+    produced.push_back(token);
+    if (on_token) on_token(token, logits);
+    if (o.stop_token && token == *o.stop_token) break;
+    if (cache.length < context) {
+      pending = row_of(ids, ids.size() - 1);
+    } else {  // slide: keep the last half of the context, recomputed at their new positions
+      cache.length = 0;
+      pending = row_of(ids, ids.size() - size_t(std::max<int64_t>(context / 2, 1)));
+    }
+  }
+  return produced;
+}
+
+std::vector<int64_t> generate_uncached(const GPTModel& model, const std::vector<int64_t>& prompt,
+                                       const GenerationOptions& o, Generator& gen, const OnToken& on_token) {
+  check_generation(model, prompt, o);
+  NoGradGuard no_grad;
+  const Device device = model.tok_emb->weight.device();
+  std::vector<int64_t> ids = prompt, produced;
+  while (int64_t(produced.size()) < o.max_new_tokens) {
+    const size_t start = ids.size() - size_t(std::min<int64_t>(int64_t(ids.size()), model.cfg.context_length));
+    const Tensor logits = model(row_of(ids, start).to(device)).select(1, -1)[0].cpu();
+    const int64_t token = sample_token(logits, o.sampling, gen);
+    ids.push_back(token);
+    produced.push_back(token);
+    if (on_token) on_token(token, logits);
+    if (o.stop_token && token == *o.stop_token) break;
+  }
+  return produced;
+}
+
+}  // namespace nn

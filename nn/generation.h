@@ -1,0 +1,75 @@
+// generation.h — sampling from a GPTModel with a key/value cache.
+//
+// Without a cache, every new token runs the whole window through the model again: at position t that is
+// t positions' worth of projections and feed-forwards, of which only the last is new. The keys and values
+// of the earlier positions do not change (causal attention: position i sees only 0..i), so the cache keeps
+// them per block, and each step runs one position: a prefill of the prompt, then one token at a time.
+// docs/gpt2.md counts what that saves.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/random/generator.h"
+#include "nn/gpt.h"
+
+namespace nn {
+
+// Each block's keys and values, [batch, heads, capacity, head_dim], filled for positions [0, length).
+struct KVCache {
+  std::vector<Tensor> keys, values;
+  int64_t length = 0;
+  int64_t capacity() const { return keys.empty() ? 0 : keys[0].size(2); }
+};
+
+KVCache make_kv_cache(const GPTModel& model, int64_t batch = 1);
+
+// Runs `ids` [batch, t] at positions cache.length .. cache.length + t − 1, appends their keys and values
+// to the cache, and returns the logits of the last of them, [batch, vocab]. No graph is recorded.
+// Throws std::invalid_argument when the cache cannot hold t more positions.
+Tensor forward_cached(const GPTModel& model, const Tensor& ids, KVCache& cache);
+
+struct SamplingOptions {
+  double temperature = 1.0;  // 0: greedy (the likeliest token)
+  int64_t top_k = 0;         // sample among the k likeliest only; 0: all
+  double top_p = 1.0;        // sample among the likeliest whose probabilities sum to at least p; 1: all
+};
+
+// Throws std::invalid_argument naming the option when one is out of range.
+void check_sampling_options(const SamplingOptions& options);
+
+// One token from `logits` [vocab]: the argmax at temperature 0, else a draw from softmax(logits / t)
+// restricted by top_k and top_p (one uniform number from `gen`).
+int64_t sample_token(const Tensor& logits, const SamplingOptions& options, autograd::Generator& gen);
+
+// What to do when the context is full and more tokens are asked for.
+enum class ContextFull {
+  refuse,  // throw before generating anything when prompt + new tokens exceed the context
+  slide,   // keep going: the cache restarts from the last half of the context (one prefill of those tokens)
+};
+ContextFull parse_context_full(const std::string& text);  // "refuse" or "slide", else std::invalid_argument
+
+struct GenerationOptions {
+  int64_t max_new_tokens = 100;
+  SamplingOptions sampling;
+  std::optional<int64_t> stop_token;  // stop after generating this token (e.g. GPT-2's <|endoftext|>, 50256)
+  ContextFull at_context_end = ContextFull::refuse;
+};
+
+// Called once per new token with the token and the logits [vocab] it was chosen from.
+using OnToken = std::function<void(int64_t token, const Tensor& logits)>;
+
+// Continues `prompt` (at least one id, each below the vocabulary) with a prefill and one cached step per
+// token; returns the new tokens (the stop token included, when reached).
+std::vector<int64_t> generate(const GPTModel& model, const std::vector<int64_t>& prompt, const GenerationOptions& options,
+                              autograd::Generator& gen, const OnToken& on_token = {});
+
+// The same without a cache: every step runs the whole window (the last `context` tokens) through
+// model.forward. The reference the cache is tested against.
+std::vector<int64_t> generate_uncached(const GPTModel& model, const std::vector<int64_t>& prompt,
+                                       const GenerationOptions& options, autograd::Generator& gen,
+                                       const OnToken& on_token = {});
+
+}  // namespace nn
