@@ -345,6 +345,25 @@ TEST(Parity, LossOfAll301StepsFinalParametersAndGeneration) {
   EXPECT_TRUE(equal(idx[0], recorded_ints("generated")));
 }
 
+// The same run on the reference kernels (autograd/reference/: plain loops, sums in index order): not
+// PyTorch's bits, but the last loss within 1e-3 of PyTorch's, and the same greedy text.
+TEST(Parity, TheReferenceKernelsTrainTheSeedModelToTheSameLossAndText) {
+  KernelsGuard reference(Kernels::reference);
+  Workshop w;
+  const Recorded& losses = recorded("losses");
+  float loss = 0;
+  for (int step = 0; step < 301; ++step) loss = w.train_step().item<float>();
+  EXPECT_NEAR(loss, losses.floats[300], 1e-3);
+
+  NoGradGuard no_grad;
+  Tensor idx = recorded_ints("generated").slice(0, 0, 8).unsqueeze(0);
+  for (int n = 0; n < 14; ++n) {
+    Tensor logits = (*w.model)(idx.slice(1, -Workshop::T, std::nullopt));
+    idx = cat({idx, logits.select(1, -1).argmax(-1, /*keepdim=*/true)}, 1);
+  }
+  EXPECT_TRUE(equal(idx[0], recorded_ints("generated")));
+}
+
 // ---------------------------------------------------------------- single ops on other shapes
 
 // The model's shapes exercise only some branches of PyTorch's algorithms; kernels.txt has one op per

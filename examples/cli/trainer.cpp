@@ -736,6 +736,15 @@ autograd::Numerics use_numerics_for(const std::string& model, const std::string&
   return mode;
 }
 
+void use_kernels(const std::string& requested) {
+  try {
+    if (!requested.empty()) set_kernels(parse_kernels(requested, "--kernels"));
+    else kernels_from_environment();  // a bad SCRATCHGRAD_KERNELS is the user's mistake, said as such
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
 int run_train(const TrainOptions& given, std::ostream& given_out) {
   const TrainOptions o = given.resume.empty() ? given : resumed_options(given);
   check_train_options(o);
@@ -749,6 +758,7 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
   if (!o.resume.empty() && ranks.is_root()) nn::remove_stale_temp_files(o.resume);  // what a killed save of it left
   set_num_threads(o.threads);
   use_numerics_for(o.model, o.numerics);
+  use_kernels(o.kernels);
   Corpus corpus = load_corpus(o);
   require(o.resume.empty() || o.model == "gpt", "--resume continues a GPT run");
   if (ranks.size() > 1)
@@ -766,6 +776,7 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
   require(o.top_k >= 0, fmt::format("--top-k must be non-negative, got {}", o.top_k));
   LoadedModel m = load_model(o.checkpoint);
   use_numerics_for(m.gpt ? "gpt" : "mini", o.numerics);
+  use_kernels(o.kernels);
   std::u32string prompt = o.prompt ? decode_utf8(*o.prompt) : m.sample_prompt;
   require(!prompt.empty(), "the prompt is empty (pass --prompt TEXT)");
   std::vector<int64_t> ids = m.vocab.encode(prompt);

@@ -30,6 +30,8 @@ struct TrainOptions {
   // "exact" or "fast" (autograd/numerics.h); empty: SCRATCHGRAD_NUMERICS if set, else the model's own —
   // exact for mini (the workshop's run prints PyTorch's numbers), fast for gpt
   std::string numerics;
+  // "cpu" or "reference" (autograd/numerics.h); empty: SCRATCHGRAD_KERNELS if set, else cpu
+  std::string kernels;
   // --model gpt only (apply_gpt_preset fills what the command line left unset):
   int64_t layers = 3;
   double dropout = 0.0;
@@ -60,11 +62,15 @@ struct GenerateOptions {
   int64_t top_k = 0;         // 0: no limit
   uint64_t seed = 0;
   std::string numerics;  // as TrainOptions::numerics, for the checkpoint's model
+  std::string kernels;   // as TrainOptions::kernels
 };
 
 // Sets the numerics a run of `model` ("mini" or "gpt") uses: `requested` if given (exact or fast, else
 // UsageError), else SCRATCHGRAD_NUMERICS, else exact for mini and fast for gpt. Returns the choice.
 autograd::Numerics use_numerics_for(const std::string& model, const std::string& requested);
+// Sets the kernels CPU tensors use: `requested` if given (cpu or reference, else UsageError), else
+// SCRATCHGRAD_KERNELS (a bad value: UsageError), else the build's default.
+void use_kernels(const std::string& requested);
 
 // The checks run_train makes on its options before anything else (numbers in range, names known): throws
 // UsageError naming the flag and the value.
