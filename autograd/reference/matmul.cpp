@@ -11,23 +11,27 @@ namespace {
 // entry of C, its products added in the order of p. start_j is bias[j], or 0 without a bias.
 template <typename T> void product(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
-  for_each_index(leading(out, 2), [&](const Shape& n) {
-    const Matrix<T> A = matrix<T>(a, n), B = matrix<T>(b, n), C = matrix<T>(out, n);
+  const Shape batch = leading(out, 2);
+  for (int64_t n = 0; n < shape_numel(batch); ++n) {
+    const Matrix<const T> A = matrix<const T>(a, index_of(n, batch)), B = matrix<const T>(b, index_of(n, batch));
+    const Matrix<T> C = matrix<T>(out, index_of(n, batch));
     for (int64_t i = 0; i < M; ++i) {
       for (int64_t j = 0; j < N; ++j) {
         T sum = bias.defined() ? at<T>(bias, {j}) : T(0);
-        for (int64_t p = 0; p < K; ++p) sum = sum + A(i, p) * B(p, j);
+        for (int64_t p = 0; p < K; ++p)
+          sum = sum + A(i, p) * B(p, j);
         C(i, j) = sum;
       }
     }
-  });
+  }
 }
 
 }  // namespace
 
 // out[..., i, j] = Σ_p a[..., i, p] · b[..., p, j]
 void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
-  dispatch_floating(a.dtype(), "matmul", [&](auto tag) { product<decltype(tag)>(a, b, Tensor(), out); });
+  const Tensor no_bias;  // each sum starts at 0
+  dispatch_floating(a.dtype(), "matmul", [&](auto tag) { product<decltype(tag)>(a, b, no_bias, out); });
 }
 
 // out[i, j] = bias[j] + Σ_p a[i, p] · b[p, j]

@@ -41,6 +41,16 @@ inline void for_each_index(const Shape& shape, const std::function<void(const Sh
   }
 }
 
+// The index of `shape` that is the n-th in row-major order (the inverse of counting them).
+inline Shape index_of(int64_t n, const Shape& shape) {
+  Shape index(shape.size(), 0);
+  for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+    index[size_t(d)] = n % shape[size_t(d)];
+    n /= shape[size_t(d)];
+  }
+  return index;
+}
+
 // The shape with `dim` set to 1: walking it visits the first element of every row along `dim`.
 inline Shape row_starts(Shape shape, int64_t dim) {
   shape[size_t(dim)] = 1;
