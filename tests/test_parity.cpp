@@ -357,7 +357,9 @@ TEST(Parity, TheReferenceKernelsTrainTheSeedModelToTheSameText) {
   const Recorded& losses = recorded("losses");
   for (int step = 0; step < 301; ++step) {
     const float loss = w.train_step().item<float>();
-    if (step < 50) EXPECT_NEAR(loss, losses.floats[size_t(step)], 1e-5) << "step " << step;
+    if (step < 50) {
+      EXPECT_NEAR(loss, losses.floats[size_t(step)], 1e-5) << "step " << step;
+    }
   }
 
   NoGradGuard no_grad;
