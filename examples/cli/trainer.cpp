@@ -746,6 +746,7 @@ void use_kernels(const std::string& requested) {
 }
 
 int run_train(const TrainOptions& given, std::ostream& given_out) {
+  use_kernels(given.kernels);  // first: any tensor made before would read SCRATCHGRAD_KERNELS on its own
   const TrainOptions o = given.resume.empty() ? given : resumed_options(given);
   check_train_options(o);
   Ranks ranks;  // under mpirun: this process is one of N
@@ -758,7 +759,6 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
   if (!o.resume.empty() && ranks.is_root()) nn::remove_stale_temp_files(o.resume);  // what a killed save of it left
   set_num_threads(o.threads);
   use_numerics_for(o.model, o.numerics);
-  use_kernels(o.kernels);
   Corpus corpus = load_corpus(o);
   require(o.resume.empty() || o.model == "gpt", "--resume continues a GPT run");
   if (ranks.size() > 1)
@@ -770,13 +770,13 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
 // ---------------------------------------------------------------- generate and info
 
 int run_generate(const GenerateOptions& o, std::ostream& out) {
+  use_kernels(o.kernels);  // first, as in run_train
   require(o.tokens >= 0, fmt::format("--tokens must be non-negative, got {}", o.tokens));
   require(std::isfinite(o.temperature) && o.temperature >= 0,
           fmt::format("--temperature must be 0 (greedy) or positive, got {}", o.temperature));
   require(o.top_k >= 0, fmt::format("--top-k must be non-negative, got {}", o.top_k));
   LoadedModel m = load_model(o.checkpoint);
   use_numerics_for(m.gpt ? "gpt" : "mini", o.numerics);
-  use_kernels(o.kernels);
   std::u32string prompt = o.prompt ? decode_utf8(*o.prompt) : m.sample_prompt;
   require(!prompt.empty(), "the prompt is empty (pass --prompt TEXT)");
   std::vector<int64_t> ids = m.vocab.encode(prompt);
