@@ -18,7 +18,7 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_TARGETS ?= safetensors checkpoint text cli ops tokenizer
 FUZZ_PACKAGES = $(PACKAGES) clang libclang-rt-14-dev
 
-.PHONY: all deps configure build test train bench lab lab-deps clean fuzz fuzz-deps fuzz-build exercise exercises
+.PHONY: all deps configure build debug test train bench lab lab-deps clean fuzz fuzz-deps fuzz-build exercise exercises
 
 all: build
 
@@ -39,6 +39,14 @@ configure: deps
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# `make debug`: -O0 -g in DEBUG_BUILD, CPU tensors on the reference kernels by default (autograd/reference/:
+# the plain loops, to step into; SCRATCHGRAD_KERNELS=cpu switches back). docs/autograd.md has the gdb recipe.
+DEBUG_BUILD ?= build-debug
+debug: deps
+	@cmake -S . -B $(DEBUG_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g" \
+	  -DSCRATCHGRAD_REFERENCE_KERNELS_DEFAULT=ON -DSCRATCHGRAD_TESTS=OFF -DSCRATCHGRAD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(DEBUG_BUILD) -j $(JOBS)
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

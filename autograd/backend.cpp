@@ -10,6 +10,8 @@
 
 #include "autograd/cpu/kernels.h"
 #include "autograd/node.h"
+#include "autograd/numerics.h"
+#include "autograd/reference/backend.h"
 
 namespace autograd {
 
@@ -36,7 +38,8 @@ void register_backend(DeviceType type, Backend* b) {
 }
 
 Backend& backend(Device device) {
-  if (device.is_cpu()) return cpu::cpu_backend();
+  // CPU tensors: the fast kernels, or the plain loops of reference/ (numerics.h: kernels())
+  if (device.is_cpu()) return kernels() == Kernels::reference ? reference::reference_backend() : cpu::cpu_backend();
   if (!cuda_backend)
     throw std::runtime_error(fmt::format("device {}: this build of scratchgrad has no CUDA support "
                                          "(configure with -DSCRATCHGRAD_CUDA=ON on a machine with nvcc)",

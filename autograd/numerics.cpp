@@ -1,4 +1,4 @@
-// numerics.cpp — where the exact/fast choice is kept (see numerics.h).
+// numerics.cpp — where the exact/fast and the cpu/reference choices are kept (see numerics.h).
 #include "autograd/numerics.h"
 
 #include <atomic>
@@ -46,5 +46,50 @@ std::optional<Numerics> numerics_from_environment() {
 
 NumericsGuard::NumericsGuard(Numerics mode) : previous_(thread_numerics) { thread_numerics = mode; }
 NumericsGuard::~NumericsGuard() { thread_numerics = previous_; }
+
+// ---- the kernels
+
+namespace {
+
+#ifdef SCRATCHGRAD_DEFAULT_KERNELS_REFERENCE
+constexpr Kernels kDefaultKernels = Kernels::reference;  // a `make debug` build: step into plain loops
+#else
+constexpr Kernels kDefaultKernels = Kernels::cpu;
+#endif
+
+std::atomic<Kernels>& process_kernels() {
+  static std::atomic<Kernels> choice{kernels_from_environment().value_or(kDefaultKernels)};
+  return choice;
+}
+
+thread_local std::optional<Kernels> thread_kernels;
+
+}  // namespace
+
+Kernels kernels() { return thread_kernels ? *thread_kernels : process_kernels().load(std::memory_order_relaxed); }
+
+void set_kernels(Kernels choice) {
+  if (choice != Kernels::cpu && choice != Kernels::reference)
+    throw std::invalid_argument("set_kernels: unknown kernels " + std::to_string(int(choice)));
+  process_kernels().store(choice, std::memory_order_relaxed);
+}
+
+const char* kernels_name(Kernels choice) { return choice == Kernels::reference ? "reference" : "cpu"; }
+
+Kernels parse_kernels(std::string_view text, std::string_view what) {
+  if (text == "cpu") return Kernels::cpu;
+  if (text == "reference") return Kernels::reference;
+  throw std::invalid_argument(std::string(what) + ": unknown kernels '" + std::string(text) +
+                              "' (expected cpu or reference)");
+}
+
+std::optional<Kernels> kernels_from_environment() {
+  const char* env = std::getenv("SCRATCHGRAD_KERNELS");
+  if (env == nullptr || *env == '\0') return std::nullopt;
+  return parse_kernels(env, "SCRATCHGRAD_KERNELS");
+}
+
+KernelsGuard::KernelsGuard(Kernels choice) : previous_(thread_kernels) { thread_kernels = choice; }
+KernelsGuard::~KernelsGuard() { thread_kernels = previous_; }
 
 }  // namespace autograd

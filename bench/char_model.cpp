@@ -36,6 +36,7 @@ struct Options {
   std::string device = "cpu";
   std::string attention = "auto";  // blocked, dense, flash: one kind of attention at every length (before/after figures)
   std::string numerics;            // exact|fast; empty: SCRATCHGRAD_NUMERICS, else fast
+  std::string kernels;   // cpu|reference; empty: SCRATCHGRAD_KERNELS, else cpu
   bool phases = false;             // print the mean time of each phase of a step
 };
 
@@ -44,6 +45,7 @@ struct Options {
                "bench_char_model: %s\n"
                "usage: bench_char_model [--dim D] [--context T] [--batch B] [--heads H] [--threads N]\n"
                "                        [--steps N] [--warmup N] [--numerics exact|fast] [--device cpu|cuda]\n"
+               "                        [--kernels cpu|reference]\n"
                "                        [--attention auto|blocked|dense|flash] [--phases]\n",
                problem.c_str());
   std::exit(2);
@@ -54,7 +56,8 @@ Options parse(int argc, char** argv) {
   bench::Flags flags;
   flags.ints = {{"--dim", &o.dim},         {"--context", &o.context}, {"--batch", &o.batch}, {"--heads", &o.heads},
                 {"--threads", &o.threads}, {"--steps", &o.steps},     {"--warmup", &o.warmup}};
-  flags.strings = {{"--device", &o.device}, {"--attention", &o.attention}, {"--numerics", &o.numerics}};
+  flags.strings = {{"--device", &o.device}, {"--attention", &o.attention}, {"--numerics", &o.numerics},
+                   {"--kernels", &o.kernels}};
   flags.switches = {{"--phases", &o.phases}};
   bench::parse_flags(argc, argv, flags, [](const std::string& problem) { usage(problem); });
   if (o.dim % o.heads != 0) usage("--heads must divide --dim");
@@ -76,6 +79,7 @@ int main(int argc, char** argv) {
   if (!has_backend(device)) usage("--device " + o.device + ": this build has no backend for it");
   try {
     if (!o.numerics.empty()) set_numerics(parse_numerics(o.numerics, "--numerics"));
+    if (!o.kernels.empty()) set_kernels(parse_kernels(o.kernels, "--kernels"));
   } catch (const std::invalid_argument& e) {
     usage(e.what());
   }

@@ -37,6 +37,7 @@ namespace {
 struct Options {
   int64_t layers = 3, dim = 96, heads = 4, context = 64, batch = 16, threads = 1, steps = 50, warmup = 5;
   std::string numerics;  // exact|fast; empty: SCRATCHGRAD_NUMERICS, else fast
+  std::string kernels;   // cpu|reference; empty: SCRATCHGRAD_KERNELS, else cpu
   std::string device = "cpu";
   std::string attention = "auto";  // auto, composed or flash (nn::AttentionKernel)
   bool phases = false;   // print the mean time of each phase of a step
@@ -47,6 +48,7 @@ struct Options {
                "bench_gpt: %s\n"
                "usage: bench_gpt [--layers L] [--dim D] [--heads H] [--context T] [--batch B] [--threads N]\n"
                "                 [--steps N] [--warmup N] [--numerics exact|fast] [--device cpu|cuda]\n"
+               "                 [--kernels cpu|reference]\n"
                "                 [--attention auto|composed|flash] [--phases]\n",
                problem.c_str());
   std::exit(2);
@@ -57,7 +59,8 @@ Options parse(int argc, char** argv) {
   bench::Flags flags;
   flags.ints = {{"--layers", &o.layers},   {"--dim", &o.dim},     {"--heads", &o.heads},  {"--context", &o.context},
                 {"--batch", &o.batch},     {"--threads", &o.threads}, {"--steps", &o.steps}, {"--warmup", &o.warmup}};
-  flags.strings = {{"--numerics", &o.numerics}, {"--device", &o.device}, {"--attention", &o.attention}};
+  flags.strings = {{"--numerics", &o.numerics}, {"--kernels", &o.kernels}, {"--device", &o.device},
+                   {"--attention", &o.attention}};
   flags.switches = {{"--phases", &o.phases}};
   bench::parse_flags(argc, argv, flags, [](const std::string& problem) { usage(problem); });
   if (o.dim % o.heads != 0) usage("--heads must divide --dim");
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
   try {
     device = parse_device(o.device);
     if (!o.numerics.empty()) set_numerics(parse_numerics(o.numerics, "--numerics"));
+    if (!o.kernels.empty()) set_kernels(parse_kernels(o.kernels, "--kernels"));
   } catch (const std::invalid_argument& e) {
     usage(e.what());
   }

@@ -240,6 +240,19 @@ TEST(Cli, NumericsByModelFlagAndEnvironment) {
   EXPECT_EQ(numerics_of_run("SCRATCHGRAD_NUMERICS=exact", "--numerics fast"), "fast");  // the flag wins
 }
 
+// --kernels (autograd/numerics.h): the workshop's run on the reference kernels prints the same first loss
+// and generates the same text; a bad value, on the flag or in SCRATCHGRAD_KERNELS, is the user's mistake.
+TEST(Cli, KernelsFlagAndEnvironment) {
+  expect_refused(scratchgrad("train --kernels fast"), "--kernels: unknown kernels 'fast' (expected cpu or reference)");
+  expect_refused(testing_process::shell("SCRATCHGRAD_KERNELS=fast " + std::string(SCRATCHGRAD_BIN_DIR) +
+                                        "/scratchgrad train --steps 2"),
+                 "SCRATCHGRAD_KERNELS: unknown kernels 'fast'");
+  CliRun reference = scratchgrad("train --steps 101 --kernels reference");
+  ASSERT_EQ(reference.status, 0) << reference.err;
+  EXPECT_NE(reference.out.find("step   0 | loss 2.655"), std::string::npos) << reference.out;
+  EXPECT_NE(reference.out.find("step 100 | loss 0.219"), std::string::npos) << reference.out;
+}
+
 // A GPT run killed (kill -9) after its first periodic checkpoint, then resumed, prints the same losses
 // from there on, and ends with the same final and held-out losses, as the run that was never stopped.
 TEST(Cli, AKilledGptRunResumesToTheSameLosses) {

@@ -132,7 +132,8 @@ TEST(House, TheTopOfAutogradHoldsOnlyReverseMode) {
                                           "node.h",     "engine.cpp", "ops.h",     "ops",     "backend.h", "backend.cpp",
                                           "compat.h",   // the C++20 library pieces a standard library may lack
                                           "numerics.h", "numerics.cpp",  // exact or fast: the one switch
-                                          "cpu",        "memory",   "inspect",    "print",   "random"};
+                                          "cpu",        "reference",  // the kernels: fast, and the textbook loops
+                                          "memory",   "inspect",    "print",   "random"};
   std::set<std::string> found;
   for (const auto& e : fs::directory_iterator(kSource / "autograd")) found.insert(e.path().filename().string());
   EXPECT_EQ(found, expected) << "a new file at the top of autograd/: give it a folder that says what it is "

@@ -345,6 +345,32 @@ TEST(Parity, LossOfAll301StepsFinalParametersAndGeneration) {
   EXPECT_TRUE(equal(idx[0], recorded_ints("generated")));
 }
 
+// The same run on the reference kernels (autograd/reference/: plain loops, sums in index order) is not
+// PyTorch's bits: each loss differs in the last digits. For the first 50 steps that is all (within 1e-5);
+// then, as the model fits the phrase, the difference grows about tenfold every 15 steps (the minibatch
+// losses jump by 0.1 from step to step there), and the two runs end on different minima of the same
+// phrase: step 300's loss is 0.111 on the reference kernels and 0.131 in PyTorch (so the 1e-3 the issue
+// asked of the final loss cannot hold for any kernels but PyTorch's own). Both generate the same text.
+TEST(Parity, TheReferenceKernelsTrainTheSeedModelToTheSameText) {
+  KernelsGuard reference(Kernels::reference);
+  Workshop w;
+  const Recorded& losses = recorded("losses");
+  for (int step = 0; step < 301; ++step) {
+    const float loss = w.train_step().item<float>();
+    if (step < 50) {
+      EXPECT_NEAR(loss, losses.floats[size_t(step)], 1e-5) << "step " << step;
+    }
+  }
+
+  NoGradGuard no_grad;
+  Tensor idx = recorded_ints("generated").slice(0, 0, 8).unsqueeze(0);
+  for (int n = 0; n < 14; ++n) {
+    Tensor logits = (*w.model)(idx.slice(1, -Workshop::T, std::nullopt));
+    idx = cat({idx, logits.select(1, -1).argmax(-1, /*keepdim=*/true)}, 1);
+  }
+  EXPECT_TRUE(equal(idx[0], recorded_ints("generated")));
+}
+
 // ---------------------------------------------------------------- single ops on other shapes
 
 // The model's shapes exercise only some branches of PyTorch's algorithms; kernels.txt has one op per

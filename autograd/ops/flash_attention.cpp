@@ -16,6 +16,7 @@
 // √d. Under Numerics::exact it rounds every multiply and add on its own; under Numerics::fast it fuses
 // them (FMA). Either way the result does not depend on the thread count.
 // A device without the kernel (has_flash_attention() false: the CUDA backend) runs the composition.
+#include <array>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -73,6 +74,30 @@ Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, boo
   return matmul(softmax(scores, -1), v);
 }
 
+// With s = q·kᵀ·scale (−∞ where j > i if causal), P = exp(s − lse) = softmax(s) and out = P·v:
+//   dv = Pᵀ·g,   dP = g·vᵀ,   dS = P ⊙ (dP − Σ_row g ⊙ out)   (softmax's backward),
+//   dq = dS·k·scale,   dk = dSᵀ·q·scale
+// as the composition computes them, the [T, S] matrices made in full. A device with the fused kernel runs
+// that instead (FlashAttention-2's backward: P recomputed block by block from q, k and lse, never stored).
+// Gradients come in the broadcast batch shape of qx, kx, vx.
+std::array<Tensor, 3> attention_gradients(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                          const Tensor& lse, const Tensor& g, bool causal, double scale) {
+  if (backend(q.device()).has_fused_gradients()) {
+    Tensor dq = empty(q.shape(), q.dtype(), q.device());
+    Tensor dk = empty(k.shape(), k.dtype(), k.device());
+    Tensor dv = empty(v.shape(), v.dtype(), v.device());
+    backend(q.device()).flash_attention_backward(q, k, v, out, lse, unit_stride_rows(g), causal, scale, dq, dk, dv);
+    return {dq, dk, dv};
+  }
+  Tensor s = matmul(q, k.mT()) * scale;
+  if (causal)
+    s = s.masked_fill(ones({q.size(-2), k.size(-2)}, DType::Bool, q.device()).triu(1),
+                      -std::numeric_limits<double>::infinity());
+  Tensor P = (s - lse.unsqueeze(-1)).exp();
+  Tensor dS = P * (matmul(g, v.mT()) - (g * out).sum(-1, /*keepdim=*/true));
+  return {matmul(dS, k) * scale, matmul(dS.mT(), q) * scale, matmul(P.mT(), g)};
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
@@ -102,14 +127,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const Shape q_shape = q.shape(), k_shape = k.shape(), v_shape = v.shape();
   return record("ScaledDotProductAttentionBackward", out, {q, k, v}, {qx, kx, vx, saved_out, lse},
                 [qx, kx, vx, saved_out, lse, causal, s, q_shape, k_shape, v_shape](const Tensor& g) {
-                  // FlashAttention-2's backward: the probabilities recomputed block by block from q, k and
-                  // lse, never stored. Gradients come in the broadcast batch shape; sum_to undoes it.
-                  Tensor dq = empty(qx.shape(), qx.dtype(), qx.device());
-                  Tensor dk = empty(kx.shape(), kx.dtype(), kx.device());
-                  Tensor dv = empty(vx.shape(), vx.dtype(), vx.device());
-                  backend(qx.device()).flash_attention_backward(qx, kx, vx, saved_out, lse, unit_stride_rows(g),
-                                                                causal, s, dq, dk, dv);
-                  return Grads{dq.sum_to(q_shape), dk.sum_to(k_shape), dv.sum_to(v_shape)};
+                  auto [dq, dk, dv] = attention_gradients(qx, kx, vx, saved_out, lse, g, causal, s);
+                  return Grads{dq.sum_to(q_shape), dk.sum_to(k_shape), dv.sum_to(v_shape)};  // undo the broadcast
                 });
 }
 

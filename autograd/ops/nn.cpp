@@ -1,6 +1,9 @@
 // ops/nn.cpp — the operations attention models are made of: softmax, masked_fill, embedding,
-// cross-entropy. Each forward is one kernel call; each backward is stated in a comment as math.
+// cross-entropy. Each forward is one kernel call; each backward is its formula, written with tensor ops
+// (a device with a fused kernel for it, Backend::has_fused_gradients, runs that instead: the same math).
 #include <algorithm>
+#include <cmath>
+#include <numbers>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -13,6 +16,25 @@ namespace autograd {
 
 // ---------------------------------------------------------------- softmax / log_softmax
 
+// The device's fused kernel for the two gradients below.
+static Tensor fused_softmax_gradient(const Tensor& y, const Tensor& g, int64_t dim, bool log) {
+  Tensor gx = empty(y.shape(), y.dtype(), y.device());
+  backend(y.device()).softmax_backward(y, g.contiguous(), dim, log, gx);
+  return gx;
+}
+
+// y = softmax(x) along dim:  dx = y ⊙ (g − Σ_dim g ⊙ y)
+static Tensor softmax_gradient(const Tensor& y, const Tensor& g, int64_t dim) {
+  if (backend(y.device()).has_fused_gradients()) return fused_softmax_gradient(y, g, dim, false);
+  return y * (g - (g * y).sum(dim, /*keepdim=*/true));
+}
+
+// y = log_softmax(x) along dim:  dx = g − exp(y) ⊙ Σ_dim g      (exp(y) is softmax(x))
+static Tensor log_softmax_gradient(const Tensor& y, const Tensor& g, int64_t dim) {
+  if (backend(y.device()).has_fused_gradients()) return fused_softmax_gradient(y, g, dim, true);
+  return g - y.exp() * g.sum(dim, /*keepdim=*/true);
+}
+
 static Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
   check_floating(x, op);
@@ -23,11 +45,7 @@ static Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
   if (!needs_grad({x})) return out;
   Tensor y = out.detach();
   return record(log ? "LogSoftmaxBackward0" : "SoftmaxBackward0", out, {x}, {y}, [y, dim, log](const Tensor& g) {
-    // softmax:      dx = y ⊙ (g − Σ_j g_j y_j)
-    // log_softmax:  dx = g − softmax(x) ⊙ Σ_j g_j
-    Tensor gx = empty(y.shape(), y.dtype(), y.device());
-    backend(y.device()).softmax_backward(y, g.contiguous(), dim, log, gx);
-    return Grads{gx};
+    return Grads{log ? log_softmax_gradient(y, g, dim) : softmax_gradient(y, g, dim)};
   });
 }
 
@@ -87,6 +105,21 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
 }
 
 // ---------------------------------------------------------------- gelu
+
+// gelu(x) = ½·x·(1 + t),  t = tanh(√(2/π)·(x + 0.044715·x³)):
+//   dx = g ⊙ (½·(1 + t) + ½·x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²))
+// gelu(x) = x·Φ(x) (approximate "none"):
+//   dx = g ⊙ (Φ(x) + x·φ(x)),  φ(x) = exp(−x²/2)/√(2π)  — always the kernel: Φ needs erf, which is no tensor op
+static Tensor gelu_gradient(const Tensor& x, const Tensor& g, bool tanh) {
+  if (tanh && !backend(x.device()).has_fused_gradients()) {
+    const double k = std::sqrt(2.0 / std::numbers::pi), c = 0.044715;
+    Tensor t = (k * (x + c * x * x * x)).tanh();
+    return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * c * x * x));
+  }
+  Tensor gx = empty(x.shape(), x.dtype(), x.device());
+  backend(x.device()).gelu_backward(g, x, tanh, gx);
+  return gx;
+}
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   const bool tanh = gelu_uses_tanh(approximate, x, "gelu");
@@ -148,6 +181,20 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 
 // ---------------------------------------------------------------- losses
 
+// loss = −(1/count)·Σ_i logp[i, t_i] over the kept rows (t_i ≠ ignore_index):
+//   dlogp[i, c] = −g/count where c = t_i on a kept row, 0 everywhere else
+static Tensor nll_loss_gradient(const Tensor& g, const Tensor& t, const Shape& shape, int64_t ignore_index,
+                                int64_t count) {
+  if (!backend(g.device()).has_fused_gradients()) {
+    Tensor is_target = eq(arange(shape[1]).to(t.device()).unsqueeze(0), t.unsqueeze(1)).to(g.dtype());  // [N, C]
+    Tensor kept = ne(t, double(ignore_index)).unsqueeze(1).to(g.dtype());                                 // [N, 1]
+    return is_target * kept * (-g / double(count));
+  }
+  Tensor gx = zeros(shape, g.dtype(), g.device());
+  backend(g.device()).nll_loss_backward(g, t, ignore_index, count, gx);
+  return gx;
+}
+
 // The mean of −log p[target] over the rows whose target is not ignore_index (0/0 = nan if all are), its
 // sum added in PyTorch's order (the backend's nll_loss).
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index) {
@@ -165,10 +212,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_i
   if (!needs_grad({log_probs})) return out;
   Shape shape = log_probs.shape();
   return record("NllLossBackward0", out, {log_probs}, {}, [tgt, shape, count, ignore_index](const Tensor& g) {
-    // d loss / d logp[i, target_i] = −1/count; every other entry gets 0
-    Tensor gx = zeros(shape, g.dtype(), g.device());
-    backend(g.device()).nll_loss_backward(g, tgt, ignore_index, count, gx);
-    return Grads{gx};
+    return Grads{nll_loss_gradient(g, tgt, shape, ignore_index, count)};
   });
 }
 

@@ -34,6 +34,25 @@ static void check_layer_norm(const Tensor& x, const Shape& normalized, const Ten
   }
 }
 
+// With x̂ = (x − μ)·r and y = x̂·γ + β on each row of x [rows, n] (μ, r: [rows, 1], γ may be undefined: 1):
+//   dβ = Σ_rows g,   dγ = Σ_rows g ⊙ x̂,   dx = r ⊙ (g·γ − mean(g·γ) − x̂ ⊙ mean(g·γ ⊙ x̂))   (means along the row)
+// Only the wanted ones are made (the others are undefined). A device with a fused kernel runs that instead.
+static std::tuple<Tensor, Tensor, Tensor> layer_norm_gradients(const Tensor& g, const Tensor& x, const Tensor& mu,
+                                                               const Tensor& r, const Tensor& gamma, bool want_x,
+                                                               bool want_w, bool want_b) {
+  const int64_t n = x.size(1);
+  if (backend(g.device()).has_fused_gradients()) {
+    auto output = [&](bool wanted, const Shape& shape) { return wanted ? empty(shape, g.dtype(), g.device()) : Tensor(); };
+    Tensor gx = output(want_x, x.shape()), gw = output(want_w, {n}), gb = output(want_b, {n});
+    backend(g.device()).layer_norm_backward(g, x, mu.reshape({x.size(0)}), r.reshape({x.size(0)}), gamma, gx, gw, gb);
+    return {gx, gw, gb};
+  }
+  Tensor x_hat = (x - mu) * r;
+  Tensor g_gamma = gamma.defined() ? g * gamma : g;
+  Tensor gx = want_x ? r * (g_gamma - g_gamma.mean(1, true) - x_hat * (g_gamma * x_hat).mean(1, true)) : Tensor();
+  return {gx, want_w ? (g * x_hat).sum(0) : Tensor(), want_b ? g.sum(0) : Tensor()};
+}
+
 // Returns (y, mean, rstd), mean and rstd shaped like x with the normalized dims of size 1 (PyTorch's
 // native_layer_norm). y = (x − mean)·rstd·weight + bias over the normalized dims, rstd = 1/√(var + eps).
 std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& x, const Shape& normalized_shape,
@@ -59,15 +78,10 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& x, const Shap
   Shape x_shape = x.shape();
   y = record("NativeLayerNormBackward0", y, {x, weight, bias}, {x, weight, mean, rstd},
              [rows_x, w, mean, rstd, x_shape, normalized_shape, want_x, want_w, want_b](const Tensor& g) {
-               // x̂ = (x − μ)·r, y = x̂·γ + β:  dβ = Σ_rows g,  dγ = Σ_rows g·x̂,
-               // dx = r·(g·γ − mean(g·γ) − x̂·mean(g·γ·x̂))   (means over the row): one fused kernel
                const int64_t rows = rows_x.size(0), n = rows_x.size(1);
-               auto output = [&](bool wanted, const Shape& shape) {
-                 return wanted ? empty(shape, g.dtype(), g.device()) : Tensor();
-               };
-               Tensor gx = output(want_x, {rows, n}), gw = output(want_w, {n}), gb = output(want_b, {n});
-               backend(g.device()).layer_norm_backward(g.contiguous().reshape({rows, n}), rows_x, mean.reshape({rows}),
-                                                       rstd.reshape({rows}), w, gx, gw, gb);
+               auto [gx, gw, gb] = layer_norm_gradients(g.contiguous().reshape({rows, n}), rows_x,
+                                                        mean.reshape({rows, 1}), rstd.reshape({rows, 1}), w,
+                                                        want_x, want_w, want_b);
                return Grads{want_x ? gx.reshape(x_shape) : Tensor(), want_w ? gw.reshape(normalized_shape) : Tensor(),
                             want_b ? gb.reshape(normalized_shape) : Tensor()};
              });

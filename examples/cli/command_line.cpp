@@ -65,6 +65,9 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   train_cmd->add_option("--numerics", train.numerics,
                         "exact (PyTorch's bits) or fast (fused multiply-adds); default: SCRATCHGRAD_NUMERICS, "
                         "else exact for mini and fast for gpt");
+  train_cmd->add_option("--kernels", train.kernels,
+                        "cpu (fast) or reference (the plain loops of autograd/reference/); default: "
+                        "SCRATCHGRAD_KERNELS, else cpu");
   train_cmd->add_option("--eval-every", train.eval_every, "report every N steps")->capture_default_str();
   train_cmd->add_option("--sample", train.sample_tokens, "characters to generate at the end")->capture_default_str();
   train_cmd->add_option("--save", train.save, "write a safetensors checkpoint here");
@@ -90,6 +93,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   gen_cmd->add_option("--top-k", gen.top_k, "sample only among the k likeliest (0 = all)")->capture_default_str();
   gen_cmd->add_option("--seed", gen.seed, "seed for sampling")->capture_default_str();
   gen_cmd->add_option("--numerics", gen.numerics, "exact or fast (default as for train)");
+  gen_cmd->add_option("--kernels", gen.kernels, "cpu or reference (default as for train)");
   gen_cmd->add_option("--top-p", gen.top_p, "sample only among the likeliest tokens whose probabilities sum to p")
       ->capture_default_str();
   gen_cmd->add_option("--prompt-ids", gen.prompt_ids, "GPT-2: the prompt as token ids, e.g. \"464 3290\"");

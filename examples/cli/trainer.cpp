@@ -874,7 +874,17 @@ autograd::Numerics use_numerics_for(const std::string& model, const std::string&
   return mode;
 }
 
+void use_kernels(const std::string& requested) {
+  try {
+    if (!requested.empty()) set_kernels(parse_kernels(requested, "--kernels"));
+    else kernels_from_environment();  // a bad SCRATCHGRAD_KERNELS is the user's mistake, said as such
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
 int run_train(const TrainOptions& given, std::ostream& given_out) {
+  use_kernels(given.kernels);  // first: any tensor made before would read SCRATCHGRAD_KERNELS on its own
   TrainOptions o = given.resume.empty() ? given : resumed_options(given);
   check_train_options(o);
   Ranks ranks;  // under mpirun: this process is one of N
@@ -910,6 +920,7 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
 // ---------------------------------------------------------------- generate and info
 
 int run_generate(const GenerateOptions& o, std::ostream& out) {
+  use_kernels(o.kernels);  // first, as in run_train
   require(o.tokens >= 0, fmt::format("--tokens must be non-negative, got {}", o.tokens));
   require(std::isfinite(o.temperature) && o.temperature >= 0,
           fmt::format("--temperature must be 0 (greedy) or positive, got {}", o.temperature));

@@ -39,6 +39,8 @@ struct TrainOptions {
   // "exact" or "fast" (autograd/numerics.h); empty: SCRATCHGRAD_NUMERICS if set, else the model's own —
   // exact for mini (the workshop's run prints PyTorch's numbers), fast for gpt
   std::string numerics;
+  // "cpu" or "reference" (autograd/numerics.h); empty: SCRATCHGRAD_KERNELS if set, else cpu
+  std::string kernels;
   // --model gpt only (apply_gpt_preset fills what the command line left unset):
   int64_t layers = 3;
   double dropout = 0.0;
@@ -72,6 +74,7 @@ struct GenerateOptions {
   int64_t top_k = 0;         // 0: no limit
   uint64_t seed = 0;
   std::string numerics;  // as TrainOptions::numerics, for the checkpoint's model
+  std::string kernels;   // as TrainOptions::kernels
   // GPT-2 checkpoints (Hugging Face's model.safetensors), generated with the key/value cache:
   double top_p = 1.0;           // sample among the likeliest tokens whose probabilities sum to this
   std::string prompt_ids;       // the prompt as token ids, "464 3290 ..." (no GPT-2 tokenizer yet)
@@ -95,6 +98,9 @@ struct EvalOptions {
 // Sets the numerics a run of `model` ("mini" or "gpt") uses: `requested` if given (exact or fast, else
 // UsageError), else SCRATCHGRAD_NUMERICS, else exact for mini and fast for gpt. Returns the choice.
 autograd::Numerics use_numerics_for(const std::string& model, const std::string& requested);
+// Sets the kernels CPU tensors use: `requested` if given (cpu or reference, else UsageError), else
+// SCRATCHGRAD_KERNELS (a bad value: UsageError), else the build's default.
+void use_kernels(const std::string& requested);
 
 // The checks run_train makes on its options before anything else (numbers in range, names known): throws
 // UsageError naming the flag and the value.

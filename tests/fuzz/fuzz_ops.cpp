@@ -11,6 +11,8 @@
 //   - the gradients of the last tensor (through a weighted sum) pass float64 gradcheck (unless a
 //     layer_norm row had a variance under 1e-2: then central differences are too coarse), at a step of
 //     1e-6, else 1e-5 or 1e-4 (a large sum loses the smallest step's differences to rounding);
+//   - the same sequence on the reference kernels (autograd/reference/, the plain loops behind the Backend
+//     fence) gives the same values, to 1e-9 relative, as this file's reference does;
 //   - the same sequence in float32 (the training kernels) stays within 1e-3 of the reference, or within
 //     1e-5 of the largest value it was computed from (float32 keeps 6e-8 of that; what cancels, such as
 //     a layer_norm's output and its bias, leaves it behind in a small result). The comparison stops at a
@@ -753,6 +755,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const Ref& r : slots)
     for (double x : r.v)
       if (!std::isfinite(x) || std::abs(x) > 1e4) return 0;
+
+  // the same program on the reference kernels
+  {
+    KernelsGuard reference_kernels(Kernels::reference);
+    std::vector<Tensor> leaves64, out64;
+    for (const Tensor& t : leaf_tensors) leaves64.push_back(t.detach().requires_grad_());
+    try {
+      out64 = run(program, leaves64);
+    } catch (const std::exception& e) {
+      fuzz::fail(fmt::format("a valid program threw on the reference kernels: {}", e.what()));
+    }
+    for (size_t i = size_t(program.first_leaves); i < out64.size(); ++i)
+      compare(out64[i], slots[i], 1e-9,
+              fmt::format("reference kernels {}", kNames[program.ops[i - size_t(program.first_leaves)].kind]));
+  }
 
   // the same program in float32: the training kernels
   std::vector<Tensor> leaves32;

@@ -1,0 +1,67 @@
+// reference/matmul.cpp — the matrix product as the textbook triple loop, and the two elementwise halves
+// of causal attention.
+#include "autograd/reference/kernels.h"
+#include "autograd/reference/strided.h"
+
+namespace autograd::reference {
+
+namespace {
+
+// C(i, j) = start_j + Σ_p A(i, p) · B(p, j) for each matrix of the batch: the i-j-p loop, one sum per
+// entry of C, its products added in the order of p. start_j is bias[j], or 0 without a bias.
+template <typename T> void product(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  const Shape batch = leading(out, 2);
+  for (int64_t n = 0; n < shape_numel(batch); ++n) {
+    const Matrix<const T> A = matrix<const T>(a, index_of(n, batch)), B = matrix<const T>(b, index_of(n, batch));
+    const Matrix<T> C = matrix<T>(out, index_of(n, batch));
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) {
+        T sum = bias.defined() ? at<T>(bias, {j}) : T(0);
+        for (int64_t p = 0; p < K; ++p)
+          sum = sum + A(i, p) * B(p, j);
+        C(i, j) = sum;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// out[..., i, j] = Σ_p a[..., i, p] · b[..., p, j]
+void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const Tensor no_bias;  // each sum starts at 0
+  dispatch_floating(a.dtype(), "matmul", [&](auto tag) { product<decltype(tag)>(a, b, no_bias, out); });
+}
+
+// out[i, j] = bias[j] + Σ_p a[i, p] · b[p, j]
+void addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out) {
+  dispatch_floating(a.dtype(), "addmm", [&](auto tag) { product<decltype(tag)>(a, b, bias, out); });
+}
+
+// dst[..., i, j] = src[..., i, j] / divisor where j ≤ i, `above` where j > i (causal scores: a key after the
+// query is masked out)
+void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above) {
+  const size_t row = dst.shape().size() - 2, col = row + 1;
+  dispatch_floating(dst.dtype(), "causal_scores", [&](auto tag) {
+    using T = decltype(tag);
+    for_each_index(dst.shape(), [&](const Shape& i) {
+      at<T>(dst, i) = i[col] <= i[row] ? at<T>(src, i) / T(divisor) : T(above);
+    });
+  });
+}
+
+// whether p[..., i, j] == 0 wherever j > i
+bool zero_above_diagonal(const Tensor& p) {
+  const size_t row = p.shape().size() - 2, col = row + 1;
+  bool zeros = true;
+  dispatch_floating(p.dtype(), "tril_matmul", [&](auto tag) {
+    using T = decltype(tag);
+    for_each_index(p.shape(), [&](const Shape& i) {
+      if (i[col] > i[row] && at<T>(p, i) != T(0)) zeros = false;
+    });
+  });
+  return zeros;
+}
+
+}  // namespace autograd::reference
