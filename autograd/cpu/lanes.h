@@ -2,8 +2,13 @@
 // floats for the AVX-512 kernels.
 #pragma once
 
+// These are always inlined into the AVX2 / AVX-512 functions that use them, so no vector ever crosses a
+// call boundary and GCC's warning about the ABI of such calls does not apply.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace autograd::cpu {
-namespace {  // internal linkage, so a vector return is no ABI promise (GCC's -Wpsabi note) across files
+namespace {  // internal linkage, as each kernel file's own copy had: GCC then inlines and allocates alike
 
 // One vector V (a GCC vector type: float __attribute__((vector_size(32))) and the like) from p, or to p,
 // at any alignment: a memcpy into or out of a plain variable, which the compiler turns into one unaligned
@@ -20,6 +25,8 @@ template <typename V, typename T> [[gnu::always_inline]] inline void store_vecto
 
 }  // namespace
 }  // namespace autograd::cpu
+
+#pragma GCC diagnostic pop
 
 // On AMD's AVX-512 cores a masked 512-bit load or store is much slower than a plain one when the data
 // streams from memory, even with every lane set. So whole vectors are read and written plainly, and only
