@@ -15,7 +15,9 @@
 #include "nn/gpt2.h"
 #include "nn/lora.h"
 #include "nn/perplexity.h"
+#include "nn/tokenizer/tokenizer.h"
 #include "test_process.h"
+#include "token_text.h"
 
 namespace {
 
@@ -38,6 +40,24 @@ std::string joined(const std::vector<int64_t>& ids) {
   std::ostringstream out;
   for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
   return out.str();
+}
+
+const std::string kTokenizerDir = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/tokenizer/gpt2";
+
+const tokenizer::Tokenizer& gpt2_tokenizer() {
+  static const tokenizer::Tokenizer tok = tokenizer::load_gpt2_tokenizer(kTokenizerDir);
+  return tok;
+}
+
+std::vector<int64_t> ids_in(const std::string& text) {
+  std::istringstream words(text);
+  std::vector<int64_t> ids;
+  for (int64_t id; words >> id;) ids.push_back(id);
+  return ids;
+}
+
+std::string decoded(const std::vector<int64_t>& ids) {
+  return gpt2_tokenizer().decode(std::vector<int32_t>(ids.begin(), ids.end()));
 }
 
 TEST(CliGpt2, GreedyIdsAreTheLibrarysAndTheSpeedIsReported) {
@@ -89,7 +109,7 @@ TEST(CliGpt2, TheContextsEndRefusesOrSlides) {
 
 TEST(CliGpt2, BadInputIsRefused) {
   const std::string g = "generate --checkpoint " + kModel;
-  expect_refused(scratchgrad(g + " --prompt hello"), "no GPT-2 tokenizer");
+  expect_refused(scratchgrad(g + " --prompt hello"), "needs its tokenizer to read --prompt TEXT: give --tokenizer-file");
   expect_refused(scratchgrad(g), "--prompt-ids");
   expect_refused(scratchgrad(g + " --prompt-ids '1 x'"), "'x' is not a token id");
   expect_refused(scratchgrad(g + " --prompt-ids '1 -3'"), "'-3' is not a token id");
@@ -105,6 +125,100 @@ std::string scratch_file(const std::string& name, const std::string& contents) {
   const std::filesystem::path p = testing_process::scratch(name);
   std::ofstream(p, std::ios::binary) << contents;
   return p.string();
+}
+
+// The fixture's vocabulary is GPT-2's first 50 ids: the one-byte tokens '!' .. 'R'. Single letters and
+// punctuation, never side by side with their own kind, encode to those ids and to no merge.
+const std::string kFixturePrompt = "A+B=C";
+
+TEST(CliGpt2Text, APromptIsEncodedWithGpt2sTokenizerAndTheTextStreamed) {
+  const std::vector<int32_t> want = gpt2_tokenizer().encode(kFixturePrompt);
+  ASSERT_EQ(want, (std::vector<int32_t>{32, 10, 33, 28, 34}));
+  const std::string common = " --temperature 0 --tokens 9 --numerics exact";
+  CliRun by_ids = scratchgrad("generate --checkpoint " + kModel + " --prompt-ids '32 10 33 28 34' --ids" + common);
+  CliRun ids = scratchgrad("generate --checkpoint " + kModel + " --tokenizer-file " + kTokenizerDir + " --prompt '" +
+                           kFixturePrompt + "' --ids" + common);
+  ASSERT_EQ(ids.status, 0) << ids.err;
+  EXPECT_EQ(ids.out, by_ids.out);  // --ids still prints ids
+  CliRun text = scratchgrad("generate --checkpoint " + kModel + " --tokenizer-file " + kTokenizerDir + " --prompt '" +
+                            kFixturePrompt + "'" + common);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_EQ(text.out, kFixturePrompt + decoded(ids_in(ids.out)) + "\n");
+  EXPECT_NE(text.err.find("9 tokens in "), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find(" tokens/s, prompt of 5, 1 thread)"), std::string::npos) << text.err;
+  // ids given, text out: the prompt's text first
+  CliRun from_ids = scratchgrad("generate --checkpoint " + kModel + " --tokenizer-file " + kTokenizerDir +
+                                " --prompt-ids '32 10 33 28 34'" + common);
+  EXPECT_EQ(from_ids.out, text.out);
+}
+
+TEST(CliGpt2Text, TokensOutsideTheModelsVocabularyAreRefused) {
+  const std::string g = "generate --checkpoint " + kModel + " --tokenizer-file " + kTokenizerDir;
+  // " world" is one GPT-2 token, 995: the fixture has 50 rows
+  expect_refused(scratchgrad(g + " --prompt 'A world'"),
+                 "token 995 (\" world\") at position 1 is outside the model's vocabulary of 50 (the tokenizer has 50257)");
+  expect_refused(scratchgrad(g + " --prompt ''"), "the prompt is empty");
+  expect_refused(scratchgrad(g + " --prompt A --prompt-ids 1"), "give the prompt once");
+  expect_refused(scratchgrad("generate --checkpoint " + kModel + " --tokenizer-file /nonexistent/gpt2 --prompt A"),
+                 "generate: --tokenizer-file");
+  const std::string text = scratch_file("eval_far.txt", "Hello world, this is GPT-2's vocabulary.");
+  expect_refused(scratchgrad("eval --checkpoint " + kModel + " --tokenizer-file " + kTokenizerDir + " --text " + text),
+                 "is outside the model's vocabulary of 50");
+}
+
+// A model with GPT-2's whole vocabulary (random weights, written here): sampled tokens include pieces of
+// multi-byte characters, and the streamed text is still exactly the decoded ids.
+TEST(CliGpt2Text, TheStreamedTextIsTheDecodedIdsOnAFullVocabulary) {
+  autograd::manual_seed(11);
+  nn::GPTModel model(nn::GPTConfig{.vocab_size = 50257, .context_length = 32, .emb_dim = 8, .n_heads = 2,
+                                   .n_layers = 1, .drop_rate = 0.0, .qkv_bias = true});
+  model.tie_weights();
+  const std::string path = testing_process::scratch("full_vocab_gpt2.safetensors").string();
+  nn::save_safetensors(path, nn::gpt2_state_dict(model), nn::gpt2_metadata(model));
+  const std::string prompt = "h\xc3\xa9llo \xf0\x9f\x98\x80 \xe4\xb8\x96\xe7\x95\x8c";  // "héllo 😀 世界"
+  const std::string g = "generate --checkpoint " + path + " --tokenizer-file " + kTokenizerDir + " --prompt '" + prompt +
+                        "' --temperature 1.5 --seed 3 --tokens 20 --stop-id -1";
+  CliRun ids = scratchgrad(g + " --ids"), text = scratchgrad(g);
+  ASSERT_EQ(ids.status, 0) << ids.err;
+  ASSERT_EQ(text.status, 0) << text.err;
+  ASSERT_EQ(ids_in(ids.out).size(), 20u) << ids.out;
+  EXPECT_EQ(text.out, prompt + decoded(ids_in(ids.out)) + "\n");
+}
+
+TEST(CliEvalText, Gpt2TextGivesTheLibrarysLossAndBitsPerByte) {
+  const std::string text = "A+B=C;D:E(F)G-H.I,J/K!L?M@N<O>P&Q%R";
+  const std::vector<int32_t> encoded = gpt2_tokenizer().encode(text);
+  const std::vector<int64_t> ids(encoded.begin(), encoded.end());
+  for (int64_t id : ids) ASSERT_LT(id, 50) << text;
+  const std::string file = scratch_file("eval_gpt2_text.txt", text);
+  CliRun r = scratchgrad("eval --checkpoint " + kModel + " --tokenizer-file " + kTokenizerDir + " --text " + file +
+                         " --stride 4 --numerics exact");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto model = nn::load_gpt2(kModel);
+  const nn::TextLoss loss = nn::sliding_window_loss([&](const autograd::Tensor& x) { return (*model)(x); }, ids, 16, 4);
+  EXPECT_NE(r.out.find(fmt::format("eval: {} tokens ({} bytes), context 16, stride 4\n", ids.size(), text.size())),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(fmt::format("mean loss {:.4f} nats, perplexity {:.3f}, bits per byte {:.4f}\n", loss.mean(),
+                                   loss.perplexity(), loss.bits_per_byte(int64_t(text.size())))),
+            std::string::npos)
+      << r.out;
+  expect_refused(scratchgrad("eval --checkpoint " + kModel + " --tokenizer-file " + kTokenizerDir + " --ids-file " + file),
+                 "--ids-file is ids already");
+}
+
+TEST(Utf8Stream, HoldsBackOnlyAnUnfinishedCharacter) {
+  cli::Utf8Stream s;
+  EXPECT_EQ(s.push("ab\xf0\x9f"), "ab");        // an emoji's first two bytes wait
+  EXPECT_EQ(s.push("\x98"), "");
+  EXPECT_EQ(s.push("\x80!"), "\xf0\x9f\x98\x80!");
+  EXPECT_EQ(s.push("\x80"), "\x80");            // a stray continuation byte can never be finished
+  EXPECT_EQ(s.push("\xe4"), "");
+  EXPECT_EQ(s.push("x"), "\xe4x");               // nor a lead byte followed by ASCII
+  EXPECT_EQ(s.push("\xff"), "\xff");            // nor a byte that starts nothing
+  EXPECT_EQ(s.push("\xe4\xb8"), "");
+  EXPECT_EQ(s.flush(), "\xe4\xb8");              // the end of the output: whatever is left
+  EXPECT_EQ(s.flush(), "");
 }
 
 TEST(CliEval, Gpt2IdsGiveTheLibrarysSlidingWindowLoss) {
@@ -138,7 +252,7 @@ TEST(CliEval, ACharacterModelGetsBitsPerByte) {
   expect_refused(scratchgrad("eval --checkpoint " + ck + " --text " + text + " --stride 9"), "--stride 9 is longer than the context of 8");
   expect_refused(scratchgrad("eval --checkpoint " + ck), "--text FILE");
   expect_refused(scratchgrad("eval --checkpoint " + ck + " --ids-file " + text), "--ids-file is for GPT-2");
-  expect_refused(scratchgrad("eval --checkpoint " + kModel + " --text " + text), "no GPT-2 tokenizer");
+  expect_refused(scratchgrad("eval --checkpoint " + kModel + " --text " + text), "give --tokenizer-file");
   expect_refused(scratchgrad("eval --checkpoint " + kModel + " --ids-file " + scratch_file("bad_ids.txt", "1 2 x")),
                  "--ids-file: 'x' is not a token id");
   expect_refused(scratchgrad("eval --checkpoint " + kModel + " --ids-file " + scratch_file("one_id.txt", "7")),

@@ -70,6 +70,14 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
                         "SCRATCHGRAD_KERNELS, else cpu");
   train_cmd->add_option("--eval-every", train.eval_every, "report every N steps")->capture_default_str();
   train_cmd->add_option("--sample", train.sample_tokens, "characters to generate at the end")->capture_default_str();
+  train_cmd->add_option("--tokenizer", train.tokenizer,
+                        "gpt: char (one id per character), bpe (a byte-level BPE learned from the training split) or "
+                        "gpt2 (GPT-2's, from --tokenizer-file); the checkpoint carries it")
+      ->capture_default_str();
+  train_cmd->add_option("--vocab-size", train.vocab_size, "--tokenizer bpe: tokens in the vocabulary (256 bytes + merges)")
+      ->capture_default_str();
+  train_cmd->add_option("--tokenizer-file", train.tokenizer_file,
+                        "--tokenizer gpt2: the folder of encoder.json and vocab.bpe, or a tokenizer.json");
   train_cmd->add_option("--save", train.save, "write a safetensors checkpoint here");
   train_cmd->add_option("--graph", train.graph, "write one step's autograd graph (Graphviz DOT) here");
   train_cmd->add_option("--plot", train.plot, "write the loss curve (SVG) here");
@@ -97,6 +105,9 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   gen_cmd->add_option("--top-p", gen.top_p, "sample only among the likeliest tokens whose probabilities sum to p")
       ->capture_default_str();
   gen_cmd->add_option("--prompt-ids", gen.prompt_ids, "GPT-2: the prompt as token ids, e.g. \"464 3290\"");
+  gen_cmd->add_option("--tokenizer-file", gen.tokenizer_file,
+                      "GPT-2: the folder of encoder.json and vocab.bpe (or a tokenizer.json), to read --prompt as "
+                      "text and print text");
   gen_cmd->add_flag("--ids", gen.print_ids, "GPT-2: print the generated token ids, space-separated");
   gen_cmd->add_option("--stop-id", gen.stop_id,
                       "GPT-2: stop after this token (default: <|endoftext|>, 50256, in GPT-2's vocabulary; -1: never)");
@@ -141,7 +152,9 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   EvalOptions& ev = c.eval;
   CLI::App* eval_cmd = app.add_subcommand("eval", "mean loss, perplexity and bits per byte of a checkpoint on a text");
   eval_cmd->add_option("--checkpoint", ev.checkpoint, "safetensors file (ours, or a GPT-2 model.safetensors)")->required();
-  eval_cmd->add_option("--text", ev.text_file, "UTF-8 text to score (character models)");
+  eval_cmd->add_option("--text", ev.text_file, "the text to score (GPT-2: with --tokenizer-file)");
+  eval_cmd->add_option("--tokenizer-file", ev.tokenizer_file,
+                       "GPT-2: the folder of encoder.json and vocab.bpe (or a tokenizer.json), to read --text");
   eval_cmd->add_option("--ids-file", ev.ids_file, "GPT-2: the text as token ids, whitespace-separated");
   eval_cmd->add_option("--stride", ev.stride, "windows start every S tokens (default: half the context)");
   eval_cmd->add_option("--heads", ev.heads, "GPT-2: attention heads, if the file does not say (default: width / 64)");

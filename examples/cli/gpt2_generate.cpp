@@ -2,9 +2,8 @@
 // one written by nn::gpt2_state_dict): the model configured from the file's shapes, a prefill of the prompt,
 // then one cached step per token, each id written as soon as it is chosen.
 //
-// Tokenizer integration point: GPT-2's byte-level BPE is not part of this command yet, so the prompt comes
-// as ids (--prompt-ids) and the output is ids. When the tokenizer lands, `prompt_tokens` encodes --prompt
-// with it and `write_token` writes each token's bytes instead of its id (keeping --ids for scripts).
+// The prompt comes as text (--prompt, encoded with --tokenizer-file's GPT-2 tokenizer) or as ids
+// (--prompt-ids); the output is text, decoded token by token, or with --ids (or no tokenizer) the ids.
 #include <chrono>
 #include <ostream>
 #include <sstream>
@@ -17,6 +16,7 @@
 #include "nn/gpt2.h"
 #include "nn/lora.h"
 #include "command_line.h"
+#include "token_text.h"
 #include "trainer.h"
 
 namespace cli {
@@ -26,11 +26,19 @@ namespace {
 // GPT-2's <|endoftext|>: the last id of its 50,257-token vocabulary.
 constexpr int64_t kGpt2Vocab = 50257, kEndOfText = 50256;
 
-std::vector<int64_t> prompt_tokens(const GenerateOptions& o) {
-  if (o.prompt)
-    throw UsageError("generate: this is a GPT-2 checkpoint and no GPT-2 tokenizer is available here yet; "
-                     "give the prompt as token ids with --prompt-ids");
-  if (o.prompt_ids.empty()) throw UsageError("generate: a GPT-2 checkpoint needs a prompt: --prompt-ids \"464 3290 ...\"");
+std::vector<int64_t> prompt_tokens(const GenerateOptions& o, const std::optional<tokenizer::Tokenizer>& tok,
+                                   int64_t model_vocab) {
+  if (o.prompt && !o.prompt_ids.empty()) throw UsageError("generate: give the prompt once: --prompt TEXT or --prompt-ids IDS");
+  if (o.prompt) {
+    if (!tok)
+      throw UsageError("generate: a GPT-2 checkpoint needs its tokenizer to read --prompt TEXT: give --tokenizer-file "
+                       "(the folder of encoder.json and vocab.bpe), or the prompt as token ids with --prompt-ids");
+    if (o.prompt->empty()) throw UsageError("generate: the prompt is empty");
+    return encode_for_model(*tok, *o.prompt, model_vocab, "generate: --prompt");
+  }
+  if (o.prompt_ids.empty())
+    throw UsageError("generate: a GPT-2 checkpoint needs a prompt: --prompt TEXT with --tokenizer-file DIR, or "
+                     "--prompt-ids \"464 3290 ...\"");
   return parse_token_ids(o.prompt_ids, "--prompt-ids");
 }
 
@@ -90,12 +98,35 @@ int run_generate_gpt2(const GenerateOptions& o, const std::string& path, nn::Che
   options.sampling = {.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p};
   options.stop_token = stop_token(o, *model);
   options.at_context_end = at_end;
-  const std::vector<int64_t> prompt = prompt_tokens(o);
+  std::optional<tokenizer::Tokenizer> tok;
+  if (!o.tokenizer_file.empty()) tok = load_gpt2_tokenizer_for("generate", o.tokenizer_file);
+  const std::vector<int64_t> prompt = prompt_tokens(o, tok, model->cfg.vocab_size);
+  const bool as_text = tok && !o.print_ids;
 
   autograd::Generator gen(o.seed);
   bool first = true;
+  Utf8Stream text;  // whole characters only: a token may end inside one
+  if (as_text) {  // the prompt first, as the text it stands for
+    if (o.prompt) {
+      out << *o.prompt << std::flush;
+    } else {
+      try {
+        out << text.push(tok->decode(std::vector<int32_t>(prompt.begin(), prompt.end()))) << std::flush;
+      } catch (const tokenizer::TokenizerError& e) {
+        throw UsageError(fmt::format("generate: --prompt-ids: {}", e.what()));
+      }
+    }
+  }
   auto write_token = [&](int64_t token, const autograd::Tensor&) {
-    out << (first ? "" : " ") << token << std::flush;  // streamed: each id as soon as it is chosen
+    if (as_text) {
+      if (token >= tok->vocab_size())
+        throw UsageError(fmt::format("generate: the model chose token {}, which --tokenizer-file's vocabulary of {} "
+                                     "does not have (pass --ids to see the ids)",
+                                     token, tok->vocab_size()));
+      out << text.push(tok->token_bytes(int32_t(token))) << std::flush;
+    } else {
+      out << (first ? "" : " ") << token << std::flush;  // streamed: each id as soon as it is chosen
+    }
     first = false;
   };
   const auto start = std::chrono::steady_clock::now();
@@ -106,6 +137,7 @@ int run_generate_gpt2(const GenerateOptions& o, const std::string& path, nn::Che
     throw UsageError(e.what());
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (as_text) out << text.flush();
   out << "\n" << std::flush;
   report << fmt::format("{} tokens in {:.2f} s ({:.1f} tokens/s, prompt of {}, {} thread{})\n", produced.size(), seconds,
                         seconds > 0 ? double(produced.size()) / seconds : 0.0, prompt.size(), o.threads,

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 
 #include "autograd/backend.h"
 #include "autograd/inspect/dot.h"
@@ -24,6 +25,8 @@
 #include "optim/optim.h"
 #include "guards.h"
 #include "ranks.h"
+#include "token_text.h"
+#include "train_tokenizer.h"
 
 namespace cli {
 
@@ -66,6 +69,12 @@ void check_train_options(const TrainOptions& o) {
   require(o.reduce_shards == 0 || o.batch % o.reduce_shards == 0,
           fmt::format("--reduce-shards {} must divide --batch {}", o.reduce_shards, o.batch));
   require(o.check_every >= 1, fmt::format("--check-every must be at least 1, got {}", o.check_every));
+  require(o.tokenizer == "char" || o.tokenizer == "bpe" || o.tokenizer == "gpt2",
+          fmt::format("--tokenizer must be char, bpe or gpt2, got '{}'", o.tokenizer));
+  require(o.tokenizer == "char" || o.model == "gpt",
+          fmt::format("--tokenizer {} trains --model gpt (the workshop's model reads characters)", o.tokenizer));
+  require(o.tokenizer == "gpt2" || o.tokenizer_file.empty() || !o.resume.empty(),
+          "--tokenizer-file is for --tokenizer gpt2 (GPT-2's files)");
   require(o.model != "gpt" || o.warmup < o.steps,
           fmt::format("--warmup {} must be below --steps {} (the cosine decay needs steps after it)", o.warmup, o.steps));
 }
@@ -112,7 +121,22 @@ struct Corpus {
   TokenizedText text;
   int64_t train_size = 0;  // ids [0, train_size) are trained on, the rest is held out
   std::string source;      // the text file's absolute path; empty: the built-in text
+  RunTokenizer tokenizer;  // char: text.vocab's characters; bpe, gpt2: text.ids are its tokens
+  int64_t held_out_bytes = 0;  // bpe, gpt2: the held-out part's size, for bits per byte
   const Vocabulary& vocab() const { return text.vocab; }
+  int64_t vocab_size() const { return tokenizer.is_char() ? text.vocab.size() : tokenizer.bpe->vocab_size(); }
+  std::vector<int64_t> head_ids(int64_t T) const {  // the sample's prompt
+    if (tokenizer.is_char()) return text.vocab.encode(head(T));
+    return {text.ids.begin(), text.ids.begin() + std::min<ptrdiff_t>(ptrdiff_t(text.ids.size()), ptrdiff_t(T))};
+  }
+  std::string decode(const std::vector<int64_t>& ids) const {
+    return tokenizer.is_char() ? encode_utf8(text.vocab.decode(ids)) : tokenizer.decode(ids);
+  }
+  // bpe, gpt2: held-out nats per token to bits per byte (0 for char: its progress line stays as it was)
+  double bits_per_byte_factor() const {
+    if (tokenizer.is_char() || !held_out_bytes) return 0;
+    return double(val().size()) / double(held_out_bytes) / std::log(2.0);
+  }
   int64_t characters() const { return int64_t(text.ids.size()); }
   std::span<const uint16_t> train() const { return {text.ids.data(), size_t(train_size)}; }
   std::span<const uint16_t> val() const { return std::span<const uint16_t>(text.ids).subspan(size_t(train_size)); }
@@ -124,7 +148,31 @@ struct Corpus {
   }
 };
 
+// --tokenizer bpe or gpt2: the text's bytes as that tokenizer's ids (a bpe learned from the training part
+// only); a resumed run reads its text with the tokenizer its checkpoint carries.
+Corpus load_token_corpus(const TrainOptions& o) {
+  require(o.model == "gpt", fmt::format("--tokenizer {} trains --model gpt (the workshop's model reads characters)", o.tokenizer));
+  Corpus c;
+  const std::string text = o.text_file.empty() ? std::string(kWorkshopText) : read_text_file(o.text_file);
+  const std::string where = o.text_file.empty() ? "the built-in text" : o.text_file;
+  require(!text.empty(), fmt::format("{} is empty", where));
+  c.text = tokenize_text(text, where);  // its size and hash, which a resume compares
+  if (!o.text_file.empty()) c.source = absolute_path(o.text_file);
+  std::optional<RunTokenizer> known;
+  if (!o.resume.empty()) known = tokenizer_of_checkpoint(nn::load_safetensors(o.resume).metadata, o.resume, o.tokenizer_file);
+  TokenText tokens = tokenize_for_run(text, o.tokenizer, o.vocab_size, o.tokenizer_file, known, o.context + 2);
+  require(int64_t(tokens.ids.size()) >= o.context + 2,
+          fmt::format("{} is {} tokens; --context {} needs at least {}", where, tokens.ids.size(), o.context, o.context + 2));
+  c.text.ids = std::move(tokens.ids);
+  c.text.vocab = Vocabulary(std::u32string());
+  c.train_size = tokens.train_tokens;
+  c.held_out_bytes = tokens.held_out_bytes;
+  c.tokenizer = std::move(tokens.tokenizer);
+  return c;
+}
+
 Corpus load_corpus(const TrainOptions& o) {
+  if (o.tokenizer != "char") return load_token_corpus(o);
   Corpus c;
   if (o.text_file.empty()) {
     c.text = tokenize_text(kWorkshopText, "the built-in text");
@@ -268,6 +316,17 @@ std::map<std::string, std::string> gpt_metadata(const nn::GPTConfig& c, const Vo
           {"sample_prompt", encode_utf8(sample_prompt)}};
 }
 
+// A GPT run's metadata: a char run's as before; a bpe or gpt2 run's carries its tokenizer and the sample's
+// prompt as ids.
+std::map<std::string, std::string> gpt_metadata(const nn::GPTConfig& c, const Corpus& corpus, int64_t T, int64_t steps) {
+  if (corpus.tokenizer.is_char()) return gpt_metadata(c, corpus.vocab(), corpus.head(T), steps);
+  auto m = gpt_metadata(c, Vocabulary(std::u32string()), std::u32string(), steps);
+  m.merge(corpus.tokenizer.metadata());
+  const std::vector<int64_t> head = corpus.head_ids(T);
+  m["sample_ids"] = fmt::format("{}", fmt::join(head, " "));
+  return m;
+}
+
 // ---- a run's state, for --save-every and --resume: the model's tensors, the optimizer's ("optimizer."
 // + its state_dict), and in the metadata the step reached, the schedule's position, the generator's state
 // and every training option, so that a resumed run draws the same batches and ends as the uninterrupted one.
@@ -320,22 +379,28 @@ struct LoadedModel {
   Vocabulary vocab{std::u32string()};
   std::u32string sample_prompt;
   nn::Checkpoint checkpoint;
+  RunTokenizer tokenizer;             // bpe, gpt2: what the model reads and writes
+  std::vector<int64_t> sample_ids;    // bpe, gpt2: the sample's prompt
+  int64_t vocab_size() const { return tokenizer.is_char() ? vocab.size() : tokenizer.bpe->vocab_size(); }
 };
 
-LoadedModel load_model(const std::string& path) {
+LoadedModel load_model(const std::string& path, const std::string& gpt2_tokenizer_file = "") {
   nn::Checkpoint ck = nn::load_safetensors(path);
   auto format = ck.metadata.find("format");
   const bool gpt = format != ck.metadata.end() && format->second == "scratchgrad-gpt";
   if (format == ck.metadata.end() || (format->second != "scratchgrad-char-model" && !gpt))
     throw nn::CheckpointError(fmt::format("{}: not a scratchgrad checkpoint (metadata 'format' missing)", path));
+  const RunTokenizer tok = gpt ? tokenizer_of_checkpoint(ck.metadata, path, gpt2_tokenizer_file) : RunTokenizer();
   std::u32string chars;
-  try {
-    chars = decode_utf8(ck.metadata.count("vocab") ? ck.metadata["vocab"] : "");
-  } catch (const UsageError&) {
-    throw nn::CheckpointError(fmt::format("{}: vocabulary is not valid UTF-8", path));
+  if (tok.is_char()) {
+    try {
+      chars = decode_utf8(ck.metadata.count("vocab") ? ck.metadata["vocab"] : "");
+    } catch (const UsageError&) {
+      throw nn::CheckpointError(fmt::format("{}: vocabulary is not valid UTF-8", path));
+    }
+    if (chars.empty()) throw nn::CheckpointError(fmt::format("{}: metadata has an empty vocabulary", path));
+    check_distinct_characters(chars, path);
   }
-  if (chars.empty()) throw nn::CheckpointError(fmt::format("{}: metadata has an empty vocabulary", path));
-  check_distinct_characters(chars, path);
   check_finite_parameters(without_optimizer(ck.tensors), path);
   const int64_t dim = metadata_int(ck, path, "dim"), context = metadata_int(ck, path, "context"),
                 heads = metadata_int(ck, path, "heads");
@@ -343,7 +408,7 @@ LoadedModel load_model(const std::string& path) {
     throw nn::CheckpointError(fmt::format("{}: dim {} is not divisible by heads {}", path, dim, heads));
   // The sizes the metadata gives must be those of tensors the file holds, before a model that big is built
   // (a lying "dim" would otherwise ask the allocator for terabytes: found by tests/fuzz/fuzz_checkpoint.cpp).
-  const int64_t vocab = int64_t(chars.size());
+  const int64_t vocab = tok.is_char() ? int64_t(chars.size()) : tok.bpe->vocab_size();
   const int64_t layers = gpt ? metadata_int(ck, path, "layers") : 0;
   auto expect_shape = [&](const std::string& name, const Shape& want) {
     for (const auto& [n, t] : ck.tensors)
@@ -370,7 +435,7 @@ LoadedModel load_model(const std::string& path) {
   LoadedModel m;
   try {
     if (gpt) {
-      nn::GPTConfig config{.vocab_size = int64_t(chars.size()), .context_length = context, .emb_dim = dim,
+      nn::GPTConfig config{.vocab_size = vocab, .context_length = context, .emb_dim = dim,
                            .n_heads = heads, .n_layers = layers, .drop_rate = 0.0,
                            .qkv_bias = ck.metadata["qkv_bias"] == "1"};
       m.gpt = std::make_unique<nn::GPTModel>(config);
@@ -389,6 +454,15 @@ LoadedModel load_model(const std::string& path) {
   } catch (const UsageError&) {
   }
   m.vocab = Vocabulary(chars);
+  m.tokenizer = tok;
+  if (!tok.is_char()) {
+    try {
+      m.sample_ids = parse_token_ids(ck.metadata.count("sample_ids") ? ck.metadata["sample_ids"] : "", "sample_ids");
+    } catch (const UsageError&) {  // no sample prompt: generate then needs --prompt
+    }
+    for (int64_t id : m.sample_ids)
+      if (id >= vocab) m.sample_ids.clear();
+  }
   m.checkpoint = std::move(ck);
   return m;
 }
@@ -525,6 +599,7 @@ struct Progress {
   bool live = false;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::vector<double> curve, val_steps, val_curve;
+  double bits_per_byte_factor = 0;  // bpe, gpt2 runs: the held-out loss in bits per byte too
 
   void report(int64_t step, double loss, const std::function<double()>& held_out) {
     curve.push_back(loss);
@@ -543,6 +618,7 @@ struct Progress {
     const double remaining = elapsed / double(step + 1) * double(o.steps - step - 1);
     std::string line = fmt::format("step {:>3} | loss {:.3f}", step, loss);
     if (held_out) line += fmt::format(" | held-out {:.3f}", val);
+    if (held_out && bits_per_byte_factor) line += fmt::format(" ({:.3f} bits/byte)", val * bits_per_byte_factor);
     line += fmt::format(" | {:.0f} tok/s | {} elapsed | {} left", tokens_per_s, format_duration(elapsed),
                         format_duration(remaining));
     if (live) out << "\r\033[K" << line << (due ? "\n" : "") << std::flush;
@@ -566,13 +642,16 @@ void finish(const Model& model, const Corpus& corpus, int64_t T, int64_t V, Devi
             const nn::NamedTensors& optimizer_state = {}) {
   const TrainOptions& o = progress.o;
   std::ostream& out = progress.out;
-  out << fmt::format("final loss {:.3f}", last_loss)
-      << (corpus.has_val() ? fmt::format(", held-out {:.3f}", held_out_loss(model, corpus.val(), T, V, device)) : "")
-      << "\n";
+  out << fmt::format("final loss {:.3f}", last_loss);
+  if (corpus.has_val()) {
+    const double val = held_out_loss(model, corpus.val(), T, V, device);
+    out << fmt::format(", held-out {:.3f}", val);
+    if (const double factor = corpus.bits_per_byte_factor()) out << fmt::format(" ({:.3f} bits per byte)", val * factor);
+  }
+  out << "\n";
   Generator unused;
-  const std::u32string prompt = corpus.head(T);
-  std::vector<int64_t> ids = continue_text(model, T, corpus.vocab().encode(prompt), o.sample_tokens, 0.0, 0, unused, device);
-  out << "generated: " << encode_utf8(corpus.vocab().decode(ids)) << "\n";
+  std::vector<int64_t> ids = continue_text(model, T, corpus.head_ids(T), o.sample_tokens, 0.0, 0, unused, device);
+  out << "generated: " << corpus.decode(ids) << "\n";
   if (!o.save.empty()) {
     nn::NamedTensors tensors = model.state_dict();  // and the optimizer's, so that the run can be extended
     for (const auto& [name, t] : optimizer_state) tensors.emplace_back(kOptimizerPrefix + name, t);
@@ -652,7 +731,7 @@ optim::AdamW gpt_optimizer(const nn::GPTModel& model, const TrainOptions& o) {
 
 int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks& ranks, std::ostream& out) {
   manual_seed(o.seed);
-  nn::GPTConfig config{.vocab_size = corpus.vocab().size(), .context_length = o.context, .emb_dim = o.dim,
+  nn::GPTConfig config{.vocab_size = corpus.vocab_size(), .context_length = o.context, .emb_dim = o.dim,
                        .n_heads = o.heads, .n_layers = o.layers, .drop_rate = o.dropout, .qkv_bias = false};
   nn::GPTModel model(config);
   model.to(device);
@@ -660,12 +739,17 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
   optim::LambdaLR schedule(opt, optim::warmup_cosine(o.warmup, o.steps, 0.1));
   const int64_t V = config.vocab_size, T = o.context;
 
-  out << fmt::format("training a GPT on {} characters ({} distinct{}), {} parameters, {} blocks D {} T {} B {}{} heads {}, "
+  const std::string text_size = corpus.tokenizer.is_char()
+                                    ? fmt::format("{} characters ({} distinct", corpus.characters(), V)
+                                    : fmt::format("{} tokens ({} tokenizer, vocabulary {}", corpus.characters(),
+                                                  corpus.tokenizer.kind, V);
+  out << fmt::format("training a GPT on {}{}), {} parameters, {} blocks D {} T {} B {}{} heads {}, "
                      "{} steps on {}\n",
-                     corpus.characters(), V, corpus.has_val() ? fmt::format(", {} held out", corpus.val().size()) : "",
+                     text_size, corpus.has_val() ? fmt::format(", {} held out", corpus.val().size()) : "",
                      model.num_parameters(), o.layers, o.dim, T, o.batch,
                      o.accumulate > 1 ? fmt::format("×{}", o.accumulate) : "", o.heads, o.steps, device.str());
   Progress progress{o, out, o.batch * o.accumulate * T, &out == &std::cout && isatty(STDOUT_FILENO)};
+  progress.bits_per_byte_factor = corpus.bits_per_byte_factor();
   std::function<double()> held_out;
   if (corpus.has_val())
     held_out = [&] {
@@ -701,7 +785,7 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
   auto save = [&](int64_t steps_done) {
     nn::NamedTensors tensors = model.state_dict();
     for (auto& [name, t] : opt.state_dict()) tensors.emplace_back(kOptimizerPrefix + name, t);
-    auto metadata = gpt_metadata(config, corpus.vocab(), corpus.head(T), steps_done);
+    auto metadata = gpt_metadata(config, corpus, T, steps_done);
     metadata.merge(run_metadata(o, corpus, steps_done, schedule.last_epoch()));
     nn::save_safetensors(o.save, tensors, metadata);  // a temporary file renamed into place
   };
@@ -743,8 +827,7 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
   report_data_parallel(ranks, o, step_seconds, o.steps - first_step - 1, out);
   stop_if_not_finite(parameters_sum(model), "sum of the parameters", o.steps, o, saved_at);
   model.eval();
-  const std::u32string prompt = corpus.head(T);
-  auto metadata = gpt_metadata(config, corpus.vocab(), prompt, o.steps);
+  auto metadata = gpt_metadata(config, corpus, T, o.steps);
   metadata.merge(run_metadata(o, corpus, o.steps, schedule.last_epoch()));
   if (ranks.is_root())
     finish(model, corpus, T, V, device, progress, last_loss, metadata,
@@ -811,6 +894,7 @@ TrainOptions resumed_options(TrainOptions o) {
     o.reduce_shards = whole("run.reduce_shards", 0);
     if (!o.check_every_set) o.check_every = whole("run.check_every", 1);
   }
+  o.tokenizer = m.count("tokenizer") ? m.at("tokenizer") : "char";
   // the run goes on in the numerics it started in, unless asked otherwise (older checkpoints: the default)
   if (o.numerics.empty() && m.count("run.numerics")) o.numerics = m.at("run.numerics");
   return o;
@@ -834,6 +918,7 @@ void check_resumed_text(const TrainOptions& o, Corpus& corpus) {
                                  m.count("run.text_bytes") ? m.at("run.text_bytes") : "?", m.at("run.text_hash"),
                                  m.count("run.text") && !m.at("run.text").empty() ? ", " + m.at("run.text")
                                                                                    : ", the built-in text"));
+  if (!corpus.tokenizer.is_char()) return;  // read with the checkpoint's own tokenizer: the same ids
   std::u32string saved;
   try {
     saved = decode_utf8(m.count("vocab") ? m.at("vocab") : "");
@@ -907,10 +992,10 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
   Corpus corpus = load_corpus(o);
   require(o.resume.empty() || o.model == "gpt", "--resume continues a GPT run");
   if (!o.resume.empty()) check_resumed_text(o, corpus);
-  check_fits_in_memory(training_bytes(o, corpus.vocab().size()),
+  check_fits_in_memory(training_bytes(o, corpus.vocab_size()),
                        fmt::format("{}--dim {} --context {} --batch {} on a vocabulary of {}",
                                    o.model == "gpt" ? fmt::format("a GPT of --layers {} ", o.layers) : "a model of ",
-                                   o.dim, o.context, o.batch, corpus.vocab().size()));
+                                   o.dim, o.context, o.batch, corpus.vocab_size()));
   if (ranks.size() > 1)
     out << fmt::format("data parallel: {} ranks, each {} of the {} windows of every batch{}\n", ranks.size(),
                        o.batch / ranks.size(), o.batch, o.deterministic_reduce ? ", deterministic reduce" : "");
@@ -918,6 +1003,34 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
 }
 
 // ---------------------------------------------------------------- generate and info
+
+namespace {
+
+// `generate` on a GPT trained with --tokenizer bpe or gpt2: the prompt encoded with the checkpoint's
+// tokenizer, the continuation streamed as whole characters (token_text.h), or the ids with --ids.
+int generate_with_tokenizer(const GenerateOptions& o, LoadedModel& m, std::ostream& out) {
+  const tokenizer::Tokenizer& tok = *m.tokenizer.bpe;
+  std::vector<int64_t> ids = o.prompt ? encode_for_model(tok, *o.prompt, m.vocab_size(), "generate: --prompt") : m.sample_ids;
+  require(!ids.empty(), "the prompt is empty (pass --prompt TEXT)");
+  Generator gen(o.seed);
+  const int64_t T = m.gpt->cfg.context_length;
+  if (o.print_ids) {
+    for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
+    out << std::flush;
+    continue_text(*m.gpt, T, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(),
+                  [&](int64_t id) { out << " " << id << std::flush; });
+    out << "\n";
+    return 0;
+  }
+  Utf8Stream text;
+  out << text.push(m.tokenizer.decode(ids)) << std::flush;
+  continue_text(*m.gpt, T, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(),
+                [&](int64_t id) { out << text.push(tok.token_bytes(int32_t(id))) << std::flush; });
+  out << text.flush() << "\n";
+  return 0;
+}
+
+}  // namespace
 
 int run_generate(const GenerateOptions& o, std::ostream& out) {
   use_kernels(o.kernels);  // first, as in run_train
@@ -930,8 +1043,9 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
     nn::Checkpoint ck = nn::load_safetensors(o.checkpoint);
     if (nn::is_gpt2_checkpoint(ck)) return run_generate_gpt2(o, o.checkpoint, std::move(ck), out, std::cerr);
   }
-  LoadedModel m = load_model(o.checkpoint);
+  LoadedModel m = load_model(o.checkpoint, o.tokenizer_file);
   use_numerics_for(m.gpt ? "gpt" : "mini", o.numerics);
+  if (!m.tokenizer.is_char()) return generate_with_tokenizer(o, m, out);
   std::u32string prompt = o.prompt ? decode_utf8(*o.prompt) : m.sample_prompt;
   require(!prompt.empty(), "the prompt is empty (pass --prompt TEXT)");
   std::vector<int64_t> ids = m.vocab.encode(prompt);
@@ -966,9 +1080,16 @@ int run_info(const std::string& path, std::ostream& out) {
     out << fmt::format("model: character self-attention, vocab {} dim {} context {} heads {}, trained {} steps\n",
                        c.vocab, c.dim, c.context, c.heads, m.checkpoint.metadata["steps"]);
   }
-  std::string shown;
-  for (char32_t ch : m.vocab.chars()) shown += (shown.empty() ? "" : " ") + printable(ch);
-  out << "vocabulary: " << shown << "\n";
+  if (m.tokenizer.is_char()) {
+    std::string shown;
+    for (char32_t ch : m.vocab.chars()) shown += (shown.empty() ? "" : " ") + printable(ch);
+    out << "vocabulary: " << shown << "\n";
+  } else {
+    const tokenizer::Tokenizer& tok = *m.tokenizer.bpe;
+    out << fmt::format("tokenizer: {}, {} tokens ({} merges{}{})\n", m.tokenizer.kind, tok.vocab_size(), tok.merges().size(),
+                       tok.specials().empty() ? "" : fmt::format(", {} special", tok.specials().size()),
+                       m.tokenizer.kind == "gpt2" ? ", from " + m.tokenizer.gpt2_path : "");
+  }
   out << fmt::format("parameters: {}\n", m.gpt ? m.gpt->num_parameters() : m.model->num_parameters());
   for (const auto& [name, t] : m.checkpoint.tensors)
     out << fmt::format("  {:<16} {:<10} {}\n", name, shape_to_string(t.shape()), dtype_name(t.dtype()));
@@ -990,11 +1111,21 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
   std::unique_ptr<nn::GPTModel> gpt2;
   LoadedModel m;
   if (nn::is_gpt2_checkpoint(ck)) {
-    require(o.text_file.empty(), "eval: no GPT-2 tokenizer is available here yet; give the text as token ids with --ids-file");
+    require(o.text_file.empty() || !o.tokenizer_file.empty(),
+            "eval: a GPT-2 checkpoint reads --text with GPT-2's tokenizer: give --tokenizer-file (the folder of "
+            "encoder.json and vocab.bpe), or the text as token ids with --ids-file");
+    require(o.ids_file.empty() || o.tokenizer_file.empty(), "eval: --tokenizer-file reads --text; --ids-file is ids already");
     use_numerics_for("gpt", o.numerics);
     require(o.heads >= 0, fmt::format("--heads must be positive, got {}", o.heads));
     gpt2 = nn::gpt2_from_checkpoint(std::move(ck), o.checkpoint, o.heads);
-    ids = parse_token_ids(read_text_file(o.ids_file), "--ids-file");
+    if (!o.text_file.empty()) {
+      const std::string text = read_text_file(o.text_file);
+      bytes = int64_t(text.size());
+      ids = encode_for_model(load_gpt2_tokenizer_for("eval", o.tokenizer_file), text, gpt2->cfg.vocab_size,
+                             "eval: --text " + o.text_file);
+    } else {
+      ids = parse_token_ids(read_text_file(o.ids_file), "--ids-file");
+    }
     for (size_t i = 0; i < ids.size(); ++i)
       require(ids[i] < gpt2->cfg.vocab_size, fmt::format("--ids-file: token {} at position {} is outside the vocabulary of {}",
                                                          ids[i], i, gpt2->cfg.vocab_size));
@@ -1002,11 +1133,12 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
     logits_of = [&](const Tensor& x) { return (*gpt2)(x); };
   } else {
     require(o.ids_file.empty(), "eval: --ids-file is for GPT-2 checkpoints; give a character model --text FILE");
-    m = load_model(o.checkpoint);
+    m = load_model(o.checkpoint, o.tokenizer_file);
     use_numerics_for(m.gpt ? "gpt" : "mini", o.numerics);
     const std::string text = read_text_file(o.text_file);
     bytes = int64_t(text.size());
-    ids = m.vocab.encode(decode_utf8(text));
+    ids = m.tokenizer.is_char() ? m.vocab.encode(decode_utf8(text))
+                                : encode_for_model(*m.tokenizer.bpe, text, m.vocab_size(), "eval: --text " + o.text_file);
     context = m.gpt ? m.gpt->cfg.context_length : m.model->config.context;
     logits_of = [&](const Tensor& x) { return m.gpt ? (*m.gpt)(x) : (*m.model)(x); };
   }

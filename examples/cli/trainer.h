@@ -58,6 +58,10 @@ struct TrainOptions {
   int64_t reduce_shards = 0;          // --deterministic-reduce: micro-shards per batch (0: one per window)
   int64_t check_every = 100;          // compare the ranks' parameter checksums every N steps, and at the end
   bool overlap = true;                // start each gradient bucket's allreduce during backward
+  // --model gpt: what the text is read with (train_tokenizer.h); the checkpoint carries it
+  std::string tokenizer = "char";  // char, bpe or gpt2
+  int64_t vocab_size = 512;        // bpe: 256 bytes + merges
+  std::string tokenizer_file;      // gpt2: GPT-2's files (a resumed gpt2 run: where they are now)
 };
 
 // A GPT preset sized for a laptop: "tiny" (2 blocks, D 48, H 4, T 32, B 16, 1000 steps) or "small" (3 blocks,
@@ -77,7 +81,9 @@ struct GenerateOptions {
   std::string kernels;   // as TrainOptions::kernels
   // GPT-2 checkpoints (Hugging Face's model.safetensors), generated with the key/value cache:
   double top_p = 1.0;           // sample among the likeliest tokens whose probabilities sum to this
-  std::string prompt_ids;       // the prompt as token ids, "464 3290 ..." (no GPT-2 tokenizer yet)
+  std::string prompt_ids;       // the prompt as token ids, "464 3290 ..."
+  // (tokenizer_file also locates GPT-2's files for a checkpoint trained with --tokenizer gpt2)
+  std::string tokenizer_file;   // GPT-2's tokenizer (encoder.json + vocab.bpe's folder): --prompt as text, text out
   bool print_ids = false;       // print the generated ids, space-separated
   int64_t stop_id = -2;         // stop after this token; -1: never; -2: <|endoftext|> (50256) for GPT-2's vocabulary
   std::string context_full = "refuse";  // at the context's end: refuse or slide
@@ -87,8 +93,9 @@ struct GenerateOptions {
 
 struct EvalOptions {
   std::string checkpoint;
-  std::string text_file;  // character models: the text to score
-  std::string ids_file;   // GPT-2 checkpoints (no tokenizer yet): the text as token ids, whitespace-separated
+  std::string text_file;  // the text to score (a GPT-2 checkpoint also needs tokenizer_file)
+  std::string ids_file;   // GPT-2 checkpoints: the text as token ids, whitespace-separated
+  std::string tokenizer_file;  // GPT-2 checkpoints: GPT-2's tokenizer, to read text_file
   int64_t stride = 0;     // windows start every `stride` tokens; 0: half the context
   int64_t heads = 0;      // GPT-2: the head count, when the file does not say it
   int threads = 1;
