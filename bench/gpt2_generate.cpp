@@ -17,10 +17,12 @@
 //   RESULT load_ms=<median> tokens_per_s=<steps/s> ms_per_token=<median step> prefill_ms=<ms> threads=<n>
 //          weights_mb=<float32 weights> rss_mb=<peak RSS> numerics=<fast|exact> read_gb_s=<bandwidth>
 //          bound_ms_per_token=<weights / bandwidth> of_bound=<bound / median step>
+//          cpu_ms_per_token=<median step in the process's CPU time, all threads>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +40,14 @@ struct Options {
   int64_t prompt = 16, tokens = 64, threads = 1, loads = 3, layers = 12;
   std::string numerics = "fast";
 };
+
+// The process's CPU time in ms (all its threads): on a machine shared with other jobs a step's wall time
+// includes the time other processes ran; this counts only ours.
+double cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) / 1e6;
+}
 
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -135,16 +145,20 @@ int main(int argc, char** argv) {
   options.sampling.temperature = 0;
   options.max_new_tokens = o.tokens;
   Generator gen(0);
-  std::vector<double> step_ms;
+  std::vector<double> step_ms, step_cpu_ms;
+  double last_cpu = cpu_ms();
   auto last = std::chrono::steady_clock::now();
   const auto start = last;
   nn::generate(*model, prompt, options, gen, [&](int64_t, const Tensor&) {
     step_ms.push_back(ms_since(last));
+    step_cpu_ms.push_back(cpu_ms() - last_cpu);
     last = std::chrono::steady_clock::now();
+    last_cpu = cpu_ms();
   });
   const double total_ms = ms_since(start);
   const double prefill_ms = step_ms.front();  // the first token comes from the prefill
   step_ms.erase(step_ms.begin());
+  step_cpu_ms.erase(step_cpu_ms.begin());
   const bench::Times steps = bench::summarize(step_ms);
   const double tokens_per_s = double(step_ms.size()) / ((total_ms - prefill_ms) / 1e3);
   std::printf("generated %lld tokens after a prompt of %lld: prefill %.1f ms, then median %.2f ms a token (min %.2f, max %.2f)\n",
@@ -155,8 +169,8 @@ int main(int argc, char** argv) {
   std::printf("bandwidth bound: %.1f MB of weights a token / %.2f GB/s = %.2f ms a token; the median step is at %.0f%% of it\n",
               weights_mb, gb_s, bound_ms, 100 * bound_ms / steps.median);
   std::printf("RESULT load_ms=%.1f tokens_per_s=%.2f ms_per_token=%.2f prefill_ms=%.1f threads=%lld weights_mb=%.1f rss_mb=%.1f "
-              "numerics=%s read_gb_s=%.2f bound_ms_per_token=%.2f of_bound=%.2f\n",
+              "numerics=%s read_gb_s=%.2f bound_ms_per_token=%.2f of_bound=%.2f cpu_ms_per_token=%.2f\n",
               bench::summarize(load_ms).median, tokens_per_s, steps.median, prefill_ms, (long long)o.threads, weights_mb,
-              rss_mb, o.numerics.c_str(), gb_s, bound_ms, bound_ms / steps.median);
+              rss_mb, o.numerics.c_str(), gb_s, bound_ms, bound_ms / steps.median, bench::summarize(step_cpu_ms).median);
   return 0;
 }
