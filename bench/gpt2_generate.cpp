@@ -3,19 +3,28 @@
 // bench/torch/gpt2_generate.py (the same model and cache in PyTorch).
 //
 //   build/bin/bench_gpt2_generate [--file /tmp/gpt2_124M_random.safetensors] [--prompt 16] [--tokens 64]
-//                                 [--threads 1] [--loads 3] [--layers 12]
+//                                 [--threads 1] [--loads 3] [--layers 12] [--numerics fast]
 //
 // The file is made here once (random weights, N(0, 0.02) as GPT-2 is initialised, in Hugging Face's
 // layout through nn::gpt2_state_dict) and reused when it exists: nothing is downloaded. Loading is timed
 // --loads times (the file is then in the page cache: this measures parsing and copying, not the disk).
 // Generation is greedy from a prompt of --prompt ids: a prefill, then --tokens cached steps, timed as a
-// whole (the prefill included) and per step. The last line is machine-readable:
+// whole (the prefill included) and per step, in --numerics (fast, as `scratchgrad` runs a GPT, or exact).
+// A cached step reads every weight once (the embedding's position rows aside), so it cannot beat the
+// weights' bytes over the memory's read bandwidth: the bench measures that bandwidth by reading the loaded
+// parameters themselves on --threads threads (a sum of their words, best of 5 passes) and prints the
+// bound beside the step. The last line is machine-readable:
 //   RESULT load_ms=<median> tokens_per_s=<steps/s> ms_per_token=<median step> prefill_ms=<ms> threads=<n>
-//          weights_mb=<float32 weights> rss_mb=<peak RSS>
+//          weights_mb=<float32 weights> rss_mb=<peak RSS> numerics=<fast|exact> read_gb_s=<bandwidth>
+//          bound_ms_per_token=<weights / bandwidth> of_bound=<bound / median step>
+//          cpu_ms_per_token=<median step in the process's CPU time, all threads>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <cstring>
+#include <ctime>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/common.h"
@@ -29,7 +38,16 @@ namespace {
 struct Options {
   std::string file = "/tmp/gpt2_124M_random.safetensors";
   int64_t prompt = 16, tokens = 64, threads = 1, loads = 3, layers = 12;
+  std::string numerics = "fast";
 };
+
+// The process's CPU time in ms (all its threads): on a machine shared with other jobs a step's wall time
+// includes the time other processes ran; this counts only ours.
+double cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) / 1e6;
+}
 
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -49,6 +67,39 @@ void make_file(const Options& o) {
   nn::save_safetensors(o.file, nn::gpt2_state_dict(model), nn::gpt2_metadata(model));
 }
 
+// Read bandwidth in GB/s: the parameters' bytes read as 64-bit words on `threads` threads (each thread a
+// contiguous share of every tensor), best of 5 passes. Eight sums per thread keep the loads independent,
+// so the loop waits on memory, not on an addition chain; the total is printed so the reads cannot be dropped.
+double read_bandwidth_gb_s(const std::vector<Tensor>& params, int64_t threads) {
+  double best_s = 1e30;
+  uint64_t total = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    std::vector<uint64_t> sums(size_t(threads), 0);
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> workers;
+    for (int64_t t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] {
+        uint64_t s[8] = {};
+        for (const Tensor& p : params) {
+          const int64_t words = p.numel() * 4 / 8;
+          const auto* w = static_cast<const uint64_t*>(p.raw_data());
+          const int64_t i0 = words * t / threads / 8 * 8, i1 = t + 1 == threads ? words : words * (t + 1) / threads / 8 * 8;
+          for (int64_t i = i0; i + 8 <= i1; i += 8)
+            for (int l = 0; l < 8; ++l) s[l] += w[i + l];
+        }
+        for (uint64_t x : s) sums[size_t(t)] += x;
+      });
+    for (auto& w : workers) w.join();
+    best_s = std::min(best_s, ms_since(start) / 1e3);
+    for (uint64_t x : sums) total += x;
+  }
+  double bytes = 0;
+  for (const Tensor& p : params) bytes += double(p.numel() * 4 / 8 * 8);
+  std::printf("read bandwidth: %.2f GB/s on %lld thread(s), best of 5 passes over the parameters (checksum %llu)\n",
+              bytes / best_s / 1e9, (long long)threads, (unsigned long long)(total & 0xffff));
+  return bytes / best_s / 1e9;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,7 +107,7 @@ int main(int argc, char** argv) {
   bench::parse_flags(argc, argv,
                      {.ints = {{"--prompt", &o.prompt}, {"--tokens", &o.tokens}, {"--threads", &o.threads},
                                {"--loads", &o.loads}, {"--layers", &o.layers}},
-                      .strings = {{"--file", &o.file}},
+                      .strings = {{"--file", &o.file}, {"--numerics", &o.numerics}},
                       .switches = {}},
                      [](const std::string& problem) {
                        std::fprintf(stderr, "bench_gpt2_generate: %s\n", problem.c_str());
@@ -67,6 +118,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   set_num_threads(int(o.threads));
+  try {
+    set_numerics(parse_numerics(o.numerics, "--numerics"));
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "bench_gpt2_generate: %s\n", e.what());
+    return 2;
+  }
   if (!std::filesystem::exists(o.file)) make_file(o);
 
   std::vector<double> load_ms;
@@ -88,22 +145,32 @@ int main(int argc, char** argv) {
   options.sampling.temperature = 0;
   options.max_new_tokens = o.tokens;
   Generator gen(0);
-  std::vector<double> step_ms;
+  std::vector<double> step_ms, step_cpu_ms;
+  double last_cpu = cpu_ms();
   auto last = std::chrono::steady_clock::now();
   const auto start = last;
   nn::generate(*model, prompt, options, gen, [&](int64_t, const Tensor&) {
     step_ms.push_back(ms_since(last));
+    step_cpu_ms.push_back(cpu_ms() - last_cpu);
     last = std::chrono::steady_clock::now();
+    last_cpu = cpu_ms();
   });
   const double total_ms = ms_since(start);
   const double prefill_ms = step_ms.front();  // the first token comes from the prefill
   step_ms.erase(step_ms.begin());
+  step_cpu_ms.erase(step_cpu_ms.begin());
   const bench::Times steps = bench::summarize(step_ms);
   const double tokens_per_s = double(step_ms.size()) / ((total_ms - prefill_ms) / 1e3);
   std::printf("generated %lld tokens after a prompt of %lld: prefill %.1f ms, then median %.2f ms a token (min %.2f, max %.2f)\n",
               (long long)o.tokens, (long long)o.prompt, prefill_ms, steps.median, steps.min, steps.max);
-  std::printf("RESULT load_ms=%.1f tokens_per_s=%.2f ms_per_token=%.2f prefill_ms=%.1f threads=%lld weights_mb=%.1f rss_mb=%.1f\n",
+  const double rss_mb = bench::peak_rss_mb();  // before the bandwidth pass, which allocates nothing anyway
+  const double gb_s = read_bandwidth_gb_s(model->parameters(), o.threads);
+  const double bound_ms = weights_mb / 1e3 / gb_s * 1e3;
+  std::printf("bandwidth bound: %.1f MB of weights a token / %.2f GB/s = %.2f ms a token; the median step is at %.0f%% of it\n",
+              weights_mb, gb_s, bound_ms, 100 * bound_ms / steps.median);
+  std::printf("RESULT load_ms=%.1f tokens_per_s=%.2f ms_per_token=%.2f prefill_ms=%.1f threads=%lld weights_mb=%.1f rss_mb=%.1f "
+              "numerics=%s read_gb_s=%.2f bound_ms_per_token=%.2f of_bound=%.2f cpu_ms_per_token=%.2f\n",
               bench::summarize(load_ms).median, tokens_per_s, steps.median, prefill_ms, (long long)o.threads, weights_mb,
-              bench::peak_rss_mb());
+              rss_mb, o.numerics.c_str(), gb_s, bound_ms, bound_ms / steps.median, bench::summarize(step_cpu_ms).median);
   return 0;
 }

@@ -86,7 +86,8 @@ std::string flash_attention(std::initializer_list<Numerics> numerics) {
 }
 
 // The GPT's elementwise kernels (cpu/gelu.cpp, cpu/normalization.cpp): GELU forward and backward,
-// layer_norm forward and backward, rows whose length is and is not a whole number of vectors.
+// layer_norm forward and backward, rows whose length is and is not a whole number of vectors; and its
+// one-row products.
 std::string gpt_kernels(Numerics numerics) {
   std::ostringstream out;
   NumericsGuard guard(numerics);
@@ -97,6 +98,15 @@ std::string gpt_kernels(Numerics numerics) {
     y.backward(randn(y.shape()));
     for (const Tensor& t : {h.detach(), y.detach(), x.grad(), w.grad(), b.grad()}) {
       for (float v : t.contiguous().to_vector<float>()) out << std::bit_cast<uint32_t>(v) << ' ';
+      out << '\n';
+    }
+  }
+  // products with one row of A (a generation step with a KV cache; in fast numerics cpu/matmul_fast.cpp's
+  // gemv): a Linear's transposed weight with a bias, and a row-major B, with partial vectors and blocks
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{100, 300}, {1100, 37}}) {
+    const Tensor x = randn({1, k}), w = randn({n, k}), b = randn({n});
+    for (const Tensor& t : {linear(x, w, b), matmul(x, w.t().contiguous())}) {
+      for (float v : t.to_vector<float>()) out << std::bit_cast<uint32_t>(v) << ' ';
       out << '\n';
     }
   }

@@ -194,6 +194,41 @@ TEST(FastNumerics, TransposedOperandsChangeNoBit) {
   }
 }
 
+// A product with one row of A (each token of a cached generation) skips the packing and reads B in place
+// (cpu/matmul_fast.cpp's gemv), adding every entry's terms in the general kernel's order: a row alone has
+// the bits it has among other rows. B transposed (a Linear's weight), row-major, and strided both ways (read
+// one value at a time); k and n that leave partial vectors and blocks (k 300 = 256 + 44, n 100 = 6·16 + 4);
+// addmm's bias; 1 and 2 threads (2304 x 768, split over columns); float and double; and an empty sum.
+TEST(FastNumerics, OneRowProductsHaveTheBitsOfTheGeneralKernel) {
+  NumericsGuard fast(Numerics::fast);
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    uint32_t seed = 40;
+    for (auto [n, k] : {std::array<int64_t, 2>{49, 7}, {100, 300}, {64, 17}, {1100, 513}, {77, 0}}) {
+      const std::string shape = fmt::format("{} n {} k {}", dtype_name(dtype), n, k);
+      const Tensor rows = randish({5, k}, seed++, -1, 1, dtype), row = rows.slice(0, 2, 3);
+      const Tensor w = randish({n, k}, seed++, -1, 1, dtype), bias = randish({n}, seed++, -1, 1, dtype);
+      const Tensor wide = randish({2 * k, 2 * n}, seed++, -1, 1, dtype);
+      for (const auto& [b, layout] : {std::pair{w.t(), "transposed"}, {w.t().contiguous(), "row-major"},
+                                      {wide.slice(0, 0, 2 * k, 2).slice(1, 1, 2 * n, 2), "strided"}}) {
+        testing_helpers::expect_same_float_bits(matmul(row, b), matmul(rows, b).slice(0, 2, 3), shape + " " + layout);
+        testing_helpers::expect_same_float_bits(linear(row, b.t(), bias), linear(rows, b.t(), bias).slice(0, 2, 3),
+                                                shape + " " + layout + ", linear with bias");
+        if (k > 0) expect_within_product_bound(row, b, shape + " " + layout + ", against exact");
+      }
+    }
+  }
+  const int before = get_num_threads();
+  const Tensor x = randish({1, 768}, 50, -1, 1, DType::Float32), w = randish({2304, 768}, 51, -1, 1, DType::Float32);
+  set_num_threads(1);
+  const Tensor one = linear(x, w);
+  set_num_threads(2);
+  const Tensor two = linear(x, w);
+  set_num_threads(before);
+  testing_helpers::expect_same_float_bits(two, one, "one row, 2 threads against 1");
+  testing_helpers::expect_same_float_bits(one, linear(x.expand({3, 768}).contiguous(), w).slice(0, 1, 2),
+                                          "one row against three");
+}
+
 // In fast numerics causal_scores scales each tile's rows inside the product, as soon as they are
 // complete (a multiply when 1/s is exact, a division otherwise); the bits must be those of the dense
 // ops, with every entry written (the buffers start as NaN), on one thread and two, in float and double.

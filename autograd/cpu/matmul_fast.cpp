@@ -213,11 +213,67 @@ template <typename T> Buffers<T>& buffers() {
   return mine;
 }
 
+// row[l * stride] for lanes l < nr, zero past them: a row of B's edge columns, or one term past the last
+// whole VL. (A function, not a lambda in gemv: a lambda's body would not be compiled for gemv's target.)
+template <typename V, typename T>
+[[gnu::always_inline]] inline V gathered_row(const T* row, int64_t stride, int64_t nr) {
+  V v{};
+  for (int64_t l = 0; l < nr; ++l) v[l] = row[l * stride];
+  return v;
+}
+
+// One row of A (x·W for each token of a generation with a KV cache): the general path above would pack all
+// of B for that single row and run a 12-row tile of which one row is used. This reads B once, in place.
+// Order of the additions: exactly gemm's — each entry one fused multiply-add chain over p, in blocks of
+// kKc (the first block stored, or added to the start row or C; later blocks added to C) — so a row's bits
+// do not depend on whether it came alone (a cached step) or among others (the prompt), and since no sum
+// ever crosses lanes they do not depend on the vector width (AVX-512, AVX2) nor on the threads, which
+// split the columns (batched_matmul). Lanes are columns: VL columns of C at a time, one accumulator.
+template <typename T, int VB>
+[[gnu::always_inline]] inline void gemv(int64_t n, int64_t k, const T* a, int64_t acs, const T* b, int64_t brs,
+                                        int64_t bcs, T* c, int64_t ccs, const ProductOptions& options) {
+  using V = typename Vec<T, VB>::type;
+  constexpr int64_t VL = VB / int64_t(sizeof(T));
+  const T* start = static_cast<const T*>(options.start_row);
+  for (int64_t j0 = 0; j0 < n; j0 += VL) {
+    const int64_t nr = std::min(VL, n - j0);
+    const T* bj = b + j0 * bcs;
+    for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+      const int64_t p_end = std::min(k, p0 + kKc);
+      V acc{};
+      int64_t p = p0;
+      if (brs == 1 && nr == VL) {
+        // B transposed (x @ Wᵀ, a Linear's weight): each column runs along memory. VL columns by VL terms
+        // are read as VL vectors (VL streams, each a whole cache line on AVX-512) and transposed in
+        // registers, so each row of the block becomes one vector of VL columns.
+        for (; p + VL <= p_end; p += VL) {
+          V rows[VL];
+#pragma GCC unroll 16
+          for (int64_t r = 0; r < VL; ++r) rows[r] = load_vector<V>(bj + r * bcs + p);
+          transpose_rows<V, VL>(rows);
+#pragma GCC unroll 16
+          for (int64_t r = 0; r < VL; ++r) acc = acc + rows[r] * a[(p + r) * acs];
+        }
+      } else if (bcs == 1 && nr == VL) {  // B row-major: VL columns of row p are one vector
+        for (; p < p_end; ++p) acc = acc + load_vector<V>(bj + p * brs) * a[p * acs];
+      }
+      for (; p < p_end; ++p) acc = acc + gathered_row<V>(bj + p * brs, bcs, nr) * a[p * acs];
+      for (int64_t l = 0; l < nr; ++l) {  // write back as micro_kernel does
+        T& out = c[(j0 + l) * ccs];
+        const bool first = p0 == 0;
+        out = first && !options.add_to_c ? acc[l] : acc[l] + (first && start ? start[j0 + l] : out);
+      }
+    }
+  }
+}
+
 // C (m x n) = A (m x k) · B (k x n), any strides, for one item.
 template <typename T, int VB>
 [[gnu::always_inline]] inline void gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs,
                                         const T* b, int64_t brs, int64_t bcs, T* c, int64_t crs, int64_t ccs,
                                         const ProductOptions& options) {
+  if (m == 1 && options.structure == MatmulStructure::dense && !options.scale_below)
+    return gemv<T, VB>(n, k, a, acs, b, brs, bcs, c, ccs, options);
   constexpr int64_t NR = kNr<T, VB>, MR = kMr<VB>;
   Buffers<T>& buf = buffers<T>();
   const int64_t n_panels = (n + NR - 1) / NR;

@@ -6,6 +6,7 @@ float32 on the CPU. Random weights (N(0, 0.02)), made here; nothing is downloade
 
 The last line matches the C++ one's names:
   RESULT tokens_per_s=<cached steps/s> ms_per_token=<median step> prefill_ms=<ms> threads=<n> rss_mb=<peak RSS>
+         cpu_ms_per_token=<median step in the process's CPU time, all threads>
 """
 import argparse
 import math
@@ -68,9 +69,10 @@ def main():
     w = make_weights(a.layers)
     cache = [(torch.zeros(1, H, T, D // H), torch.zeros(1, H, T, D // H)) for _ in range(a.layers)]
     ids = torch.tensor([[(i * 7919) % V for i in range(a.prompt)]])
-    step_ms = []
+    step_ms, step_cpu_ms = [], []  # wall time, and the process's CPU time (all threads: the machine may be shared)
     with torch.no_grad():
         start = last = time.perf_counter()
+        last_cpu = time.process_time()
         past = 0
         for n in range(a.tokens):
             logits = forward_cached(w, ids, cache, past)
@@ -78,13 +80,16 @@ def main():
             ids = logits.argmax().view(1, 1)
             now = time.perf_counter()
             step_ms.append((now - last) * 1e3)
-            last = now
+            step_cpu_ms.append((time.process_time() - last_cpu) * 1e3)
+            last, last_cpu = now, time.process_time()
         total_ms = (time.perf_counter() - start) * 1e3
     prefill = step_ms.pop(0)
+    step_cpu_ms.pop(0)
     tokens_per_s = len(step_ms) / ((total_ms - prefill) / 1e3)
     print(f"torch {torch.__version__}: prefill {prefill:.1f} ms, then median {statistics.median(step_ms):.2f} ms a token")
     print(f"RESULT tokens_per_s={tokens_per_s:.2f} ms_per_token={statistics.median(step_ms):.2f} prefill_ms={prefill:.1f} "
-          f"threads={a.threads} rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}")
+          f"threads={a.threads} rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} "
+          f"cpu_ms_per_token={statistics.median(step_cpu_ms):.2f}")
 
 
 if __name__ == "__main__":
