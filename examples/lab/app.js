@@ -7,8 +7,15 @@ let engine = null;
 
 // One call into the engine. An answer {"error": ...} (bad input: the engine's exception text) is shown
 // in the panel's message box and returns null; the rest of the page stays alive.
+// The header's switch: every call runs on the CPU kernels, or on the reference kernels (the plain loops of
+// autograd/reference/, what a learner steps into in gdb).
+function kernels() {
+  const box = $('reference-kernels');
+  return box && box.checked ? 'reference' : 'cpu';
+}
+
 function call(fn, request, errorBox) {
-  const answer = JSON.parse(engine.call(fn, JSON.stringify(request || {})));
+  const answer = JSON.parse(engine.call(fn, JSON.stringify({ ...(request || {}), kernels: kernels() })));
   if (errorBox) {
     errorBox.hidden = !answer.error;
     errorBox.textContent = answer.error || '';

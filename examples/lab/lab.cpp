@@ -552,6 +552,11 @@ std::string call(const std::string& function, const std::string& request_json) {
     if (it == functions().end()) throw std::invalid_argument(fmt::format("lab: no function named \"{}\"", function));
     const json request = request_json.empty() ? json::object() : json::parse(request_json);
     NumericsGuard exact(Numerics::exact);  // the page shows PyTorch's numbers, as the seed programs print them
+    // "kernels": "reference" runs the call on the plain loops of autograd/reference/ (the page's switch)
+    KernelsGuard kernels(parse_kernels(request.is_object() && request.contains("kernels")
+                                           ? request["kernels"].get<std::string>()
+                                           : std::string("cpu"),
+                                       "lab: kernels"));
     set_printoptions(4);  // the page prints as the program does: 4 decimals
     json answer = it->second(request);
     reset_printoptions();

@@ -162,3 +162,21 @@ test('float repr: shortest round-trip digits, as Python prints them', () => {
   const some = values.slice(0, 400);  // (a command line holds a few hundred)
   assert.equal(wasm('float_repr', { values: some }), native('float_repr', { values: some }));
 });
+
+// The page's switch: the same panels on the reference kernels (autograd/reference/) agree with the CPU
+// kernels to float rounding; a kernels value the engine does not know is an error answer, not a crash.
+test('the reference kernels switch gives the same attention weights and gradients to rounding', () => {
+  for (const [fn, request] of [['attention', { source: 'act2', mask: true, temperature: 0.5 }],
+                               ['backward', { loss: 'mean_squares', mask: true, token: 3 }]]) {
+    const cpu = JSON.parse(wasm(fn, { ...request, kernels: 'cpu' }));
+    const reference = JSON.parse(wasm(fn, { ...request, kernels: 'reference' }));
+    assert.equal(cpu.error, undefined);
+    assert.equal(reference.error, undefined);
+    // the numeric fields only (the printed strings round to 4 decimals, where an ulp can move a digit)
+    const numbers = (x) => typeof x === 'number' ? [x] : x && typeof x === 'object' ? Object.values(x).flatMap(numbers) : [];
+    const a = numbers(cpu), b = numbers(reference);
+    assert.equal(a.length, b.length);
+    a.forEach((v, i) => assert.ok(Math.abs(v - b[i]) <= 1e-5 * (1 + Math.abs(v)), `${fn}: ${v} vs ${b[i]} at ${i}`));
+  }
+  assert.match(JSON.parse(wasm('attention', { kernels: 'gpu' })).error, /kernels/);
+});
