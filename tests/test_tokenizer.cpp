@@ -186,7 +186,8 @@ TEST(TokenizerTrain, ReportsEachMergeWithItsCount) {
 TEST(TokenizerTrain, EveryByteStringRoundTrips) {
   std::string binary;
   for (int i = 0; i < 2000; ++i) binary += char((i * 37 + i / 7) % 256);
-  binary += std::string("\0\0\xff\xfe invalid \xc3( utf-8 \xed\xa0\x80", 30);
+  static const char kOddBytes[] = "\0\0\xff\xfe invalid \xc3( utf-8 \xed\xa0\x80";  // NULs, invalid UTF-8
+  binary += std::string(kOddBytes, sizeof kOddBytes - 1);
   const std::string text = some_text() + binary + some_text();
   for (SplitPattern p : {SplitPattern::none, SplitPattern::gpt2, SplitPattern::gpt4}) {
     TrainOptions o;
