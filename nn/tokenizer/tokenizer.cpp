@@ -244,8 +244,19 @@ class LineReader {
     return false;
   }
 
+  // The message quotes the file's line, which may hold any byte: control characters (a '\r' would break
+  // the one-line message) are written as \xNN.
   [[noreturn]] void fail(const std::string& why) const {
-    throw TokenizerError(source_ + ":" + std::to_string(number_) + ": " + why);
+    std::string message = source_ + ":" + std::to_string(number_) + ": ";
+    for (unsigned char c : why) {
+      if (c < 0x20 || c == 0x7f) {
+        static const char hex[] = "0123456789abcdef";
+        message += {'\\', 'x', hex[c >> 4], hex[c & 15]};
+      } else {
+        message += char(c);
+      }
+    }
+    throw TokenizerError(message);
   }
 
   // The line `<keyword> <fields...>`: the fields after the keyword, or an error.
