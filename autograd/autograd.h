@@ -4,7 +4,7 @@
 // ...); the names a program uses are brought into autograd:: here, so `using namespace autograd;` is
 // all a program needs.
 #pragma once
-#include "autograd/cpu/runtime.h"
+#include "autograd/cpu/runtime/runtime.h"
 #include "autograd/device.h"
 #include "autograd/dtype.h"
 #include "autograd/inspect/anomaly.h"

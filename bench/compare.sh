@@ -26,7 +26,7 @@
 # (torch.set_num_threads / torch::set_num_threads alone do not reach BLIS).
 #
 # scratchgrad runs with your environment otherwise: SCRATCHGRAD_MATMUL=blis, for one, makes its large products
-# use BLIS's optimised kernels (autograd/cpu/matmul.cpp); the header says which. Environment knobs:
+# use BLIS's optimised kernels (autograd/cpu/kernels/matmul.cpp); the header says which. Environment knobs:
 #   BUILD        build directory (default build)
 #   PYTHON       default /usr/bin/python3 (Debian's PyTorch)
 #   CMAKE_FLAGS  extra flags for a first configure

@@ -198,7 +198,7 @@ __global__ void scatter_rows_kernel(int64_t n, int64_t sg, int64_t rs, int64_t c
 
 // ---------------------------------------------------------------- Adam / AdamW
 
-// The CPU loop (autograd/cpu/adam.cpp) in one thread per element, with the same operations in the same
+// The CPU loop (autograd/cpu/kernels/adam.cpp) in one thread per element, with the same operations in the same
 // order: explicit round-to-nearest multiplies and adds stop nvcc from fusing a*b+c where the CPU rounds
 // twice, and fma() stands where the CPU calls std::fma — so both devices compute the same numbers.
 template <typename F> struct AdamScalars {

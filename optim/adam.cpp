@@ -1,5 +1,5 @@
 // adam.cpp — Adam and AdamW. The arithmetic of one step is a single fused loop per parameter on its
-// device (autograd/cpu/adam.cpp on the CPU); this file keeps the bookkeeping: steps and state.
+// device (autograd/cpu/kernels/adam.cpp on the CPU); this file keeps the bookkeeping: steps and state.
 #include <stdexcept>
 
 #include <fmt/format.h>

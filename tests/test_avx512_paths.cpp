@@ -85,7 +85,7 @@ std::string flash_attention(std::initializer_list<Numerics> numerics) {
   return out.str();
 }
 
-// The GPT's elementwise kernels (cpu/gelu.cpp, cpu/normalization.cpp): GELU forward and backward,
+// The GPT's elementwise kernels (cpu/kernels/gelu.cpp, cpu/kernels/normalization.cpp): GELU forward and backward,
 // layer_norm forward and backward, rows whose length is and is not a whole number of vectors; and its
 // one-row products.
 std::string gpt_kernels(Numerics numerics) {
@@ -101,7 +101,7 @@ std::string gpt_kernels(Numerics numerics) {
       out << '\n';
     }
   }
-  // products with one row of A (a generation step with a KV cache; in fast numerics cpu/matmul_fast.cpp's
+  // products with one row of A (a generation step with a KV cache; in fast numerics cpu/kernels/matmul_fast.cpp's
   // gemv): a Linear's transposed weight with a bias, and a row-major B, with partial vectors and blocks
   for (auto [n, k] : {std::pair<int64_t, int64_t>{100, 300}, {1100, 37}}) {
     const Tensor x = randn({1, k}), w = randn({n, k}), b = randn({n});

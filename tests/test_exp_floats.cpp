@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/cpu/exp_floats.h"
+#include "autograd/cpu/libm/exp_floats.h"
 
 using autograd::cpu::exp_floats;
 

@@ -1,5 +1,5 @@
 // test_fast_numerics.cpp — the two numerics (autograd/numerics.h): the switch itself, and the fast
-// products (cpu/matmul_fast.cpp) against the exact ones.
+// products (cpu/kernels/matmul_fast.cpp) against the exact ones.
 //
 // Fast numerics may differ from exact in the last bits, so they are held to the error bound of a sum of
 // products instead of to bits: |fast − exact| ≤ 2·k·u·Σ_p |a_ip·b_pj| for each entry (u the unit
@@ -17,7 +17,7 @@
 
 #include <fmt/format.h>
 
-#include "autograd/cpu/runtime.h"
+#include "autograd/cpu/runtime/runtime.h"
 #include "nn/nn.h"
 #include "tests/test_helpers.h"
 
@@ -93,7 +93,7 @@ TEST(Numerics, SetGuardAndParse) {
 // a0·b0 + a1·b1 with a0·b0 = 1 + 2⁻¹¹ (rounded) and a1·b1 = −(1 + 2⁻¹¹ + 2⁻²⁴) (exactly, in real
 // numbers). Rounding the second product first (exact) gives 0; one fused multiply-add keeps −2⁻²⁴.
 // Every entry of a [40, 70] product meets it, in every tile of the micro-kernel. Products at most 48
-// columns wide keep the exact kernels in fast numerics too (cpu/matmul.cpp says why), so those round twice.
+// columns wide keep the exact kernels in fast numerics too (cpu/kernels/matmul.cpp says why), so those round twice.
 TEST(FastNumerics, ProductsUseFusedMultiplyAdds) {
   const float e = std::ldexp(1.0f, -12);
   const Tensor a = from_vector(std::vector<float>{1 + e, -(1 + e)}, {1, 2}).expand({40, 2}).contiguous();
@@ -195,7 +195,7 @@ TEST(FastNumerics, TransposedOperandsChangeNoBit) {
 }
 
 // A product with one row of A (each token of a cached generation) skips the packing and reads B in place
-// (cpu/matmul_fast.cpp's gemv), adding every entry's terms in the general kernel's order: a row alone has
+// (cpu/kernels/matmul_fast.cpp's gemv), adding every entry's terms in the general kernel's order: a row alone has
 // the bits it has among other rows. B transposed (a Linear's weight), row-major, and strided both ways (read
 // one value at a time); k and n that leave partial vectors and blocks (k 300 = 256 + 44, n 100 = 6·16 + 4);
 // addmm's bias; 1 and 2 threads (2304 x 768, split over columns); float and double; and an empty sum.
@@ -298,7 +298,7 @@ TEST(FastNumerics, GptStepAgreesWithExact) {
 
 }  // namespace
 
-// ---------------------------------------------------------------- GELU (cpu/gelu.cpp's fast numerics)
+// ---------------------------------------------------------------- GELU (cpu/kernels/gelu.cpp's fast numerics)
 
 namespace gelu_fast {
 
@@ -370,7 +370,7 @@ TEST(FastNumerics, GeluKernelAndLoopGiveTheSameBits) {
   }
 }
 
-// ---------------------------------------------------------------- layer_norm (cpu/normalization.cpp)
+// ---------------------------------------------------------------- layer_norm (cpu/kernels/normalization.cpp)
 
 // Fast layer_norm (16-lane sums, a two-pass variance) against exact, forward and every gradient, on rows
 // of whole vectors and not, with and without an affine part, on a non-contiguous input too.

@@ -16,7 +16,7 @@ using testing_helpers::expect_same_float_bits;
 using testing_helpers::randish;
 using testing_helpers::spaced_copy;
 
-// A bias gradient: sum over the rows of a contiguous [R, C] (cpu/cpu_backend.cpp, cascade_sum).
+// A bias gradient: sum over the rows of a contiguous [R, C] (cpu/kernels/sums.cpp, cascade_sum).
 TEST(FastPaths, SumOverRowsOfAContiguousMatrix) {
   for (int64_t rows : {2, 3, 16, 17, 128, 300, 5000})
     for (int64_t cols : {2, 7, 8, 24, 33, 64, 100}) {
@@ -53,7 +53,7 @@ TEST(FastPaths, GradientOfATransposedRightOperand) {
 }
 
 // addmm hands its bias to the exact kernel as a start row instead of copying it down the output first
-// (cpu/matmul.cpp, ProductOptions::start_row). The other route — the copy, then adding the product onto
+// (cpu/kernels/matmul.cpp, ProductOptions::start_row). The other route — the copy, then adding the product onto
 // it (add_to_out) — must give the same bits, on one thread and on two, and for K <= 256 (one block)
 // both are chain + bias, i.e. matmul(x, wᵀ) + b.
 TEST(FastPaths, LinearBiasAsAStartRow) {
@@ -84,7 +84,7 @@ TEST(FastPaths, LinearBiasAsAStartRow) {
 }
 
 // masked_fill on contiguous floats selects 16 values at a time with AVX-512, 8 with AVX2
-// (cpu/select_floats.cpp): the same bits
+// (cpu/kernels/select_floats.cpp): the same bits
 // as the one-at-a-time loop a non-contiguous input takes, for every run length and mask pattern.
 TEST(FastPaths, MaskedFillSelectsTheSameBits) {
   for (int64_t n : {1, 5, 8, 15, 16, 17, 33, 64, 100}) {

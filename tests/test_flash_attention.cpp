@@ -1,5 +1,5 @@
 // test_flash_attention.cpp — scaled_dot_product_attention (autograd/ops/flash_attention.cpp, the CPU
-// kernel in autograd/cpu/flash_attention.cpp): FlashAttention's online softmax and recomputing backward
+// kernel in autograd/cpu/kernels/flash_attention.cpp): FlashAttention's online softmax and recomputing backward
 // against the composed ops (causal_scores/softmax/tril_matmul and the dense masked composition) and
 // against PyTorch (fixtures/attention/sdpa.txt, tests/reference/make_attention_fixtures.py), in both
 // numerics, float64 and float32; gradcheck; the same bits on any number of threads; what the node keeps
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "autograd/cpu/buffer_cache.h"
+#include "autograd/cpu/runtime/buffer_cache.h"
 #include "autograd/inspect/gradcheck.h"
 #include "nn/nn.h"
 #include "test_helpers.h"

@@ -108,7 +108,7 @@ PrintOptions parse_options(const std::string& s) {
 }
 
 // strtod reads float.hex() output ("0x1.8p+1", "inf", "-inf", "nan") exactly.
-// The engine turns on flush-to-zero / denormals-are-zero for the whole process (see cpu/matmul.cpp), which
+// The engine turns on flush-to-zero / denormals-are-zero for the whole process (see cpu/kernels/matmul.cpp), which
 // would make strtod return 0 for subnormal fixtures like 5e-324; parse them with the flags off.
 double parse_double(const std::string& tok) {
   const unsigned int saved_csr = _mm_getcsr();

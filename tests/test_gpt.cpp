@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "autograd/cpu/kernels.h"
-#include "autograd/cpu/runtime.h"
+#include "autograd/cpu/runtime/runtime.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "tests/gpt_fixtures.h"

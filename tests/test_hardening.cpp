@@ -18,7 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "autograd/autograd.h"
-#include "autograd/cpu/buffer_cache.h"
+#include "autograd/cpu/runtime/buffer_cache.h"
 #include "guards.h"
 #include "nn/safetensors.h"
 #include "test_helpers.h"

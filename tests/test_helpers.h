@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
-#include "autograd/cpu/buffer_cache.h"
+#include "autograd/cpu/runtime/buffer_cache.h"
 
 #ifndef SCRATCHGRAD_SOURCE_DIR
 #define SCRATCHGRAD_SOURCE_DIR "/work/main"

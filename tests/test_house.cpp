@@ -172,7 +172,7 @@ TEST(Docs, AReferencedLineMustHoldTheSymbolItsSentenceNames) {
   EXPECT_FALSE(holds("`log` calls `sqrt` at ops.cpp:10.", 10));
 }
 
-// A path the docs mention: `cpu/loops.h`, autograd/engine.cpp, matmul.cpp:99, README.md ... It resolves when
+// A path the docs mention: `cpu/kernels/loops.h`, autograd/engine.cpp, matmul.cpp:99, README.md ... It resolves when
 // a project file is that path, or ends with "/" + that path (a path given from inside a folder, or a bare
 // file name). With a line, some such file must have that many lines, and the line must hold the symbol the
 // sentence names (the rule above symbol_before). PyTorch's own paths are not ours.

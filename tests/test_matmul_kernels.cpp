@@ -1,6 +1,6 @@
 // test_matmul_kernels.cpp — the product's fast paths against the order they promise.
 //
-// cpu/matmul.cpp has several ways to compute a product (narrow rows a few at a time, register tiles with
+// cpu/kernels/matmul.cpp has several ways to compute a product (narrow rows a few at a time, register tiles with
 // packed panels, AVX2 / AVX-512 / baseline builds, transposed operands used in place or copied) and all
 // of them must add every output entry in one order: a chain acc = acc + a·b over each block of 256
 // values of p (the product rounded, then the sum), the first block's chain stored, each later block's

@@ -98,7 +98,7 @@ template <typename Op, typename Want> void check_backward_formula(int64_t n, Op 
 }
 }  // namespace
 
-// softmax's backward on float rows (a copy per row length up to 16, cpu/softmax.cpp): dx = (g − Σ g·y) · y,
+// softmax's backward on float rows (a copy per row length up to 16, cpu/kernels/softmax.cpp): dx = (g − Σ g·y) · y,
 // each g·y rounded, Σ in the vector-lane order, computed here one value at a time.
 TEST(SoftmaxRows, SoftmaxBackwardMatchesTheFormula) {
   for (int64_t n : {1, 5, 8, 13, 16, 17, 21, 100})

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/cpu/tanh_floats.h"
+#include "autograd/cpu/libm/tanh_floats.h"
 #include "tests/test_helpers.h"
 
 using autograd::cpu::tanh_floats;

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "autograd/autograd.h"
-#include "autograd/cpu/loops.h"
+#include "autograd/cpu/kernels/loops.h"
 #include "optim/optim.h"
 
 using namespace autograd;

@@ -2,7 +2,7 @@
 // (kernels.h lists them by file).
 #include <cstring>
 
-#include "autograd/cpu/buffer_cache.h"
+#include "autograd/cpu/runtime/buffer_cache.h"
 #include "autograd/cpu/kernels.h"
 
 namespace autograd::cpu {

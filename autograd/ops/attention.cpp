@@ -10,7 +10,7 @@
 //                                                  softmax of causal scores is)
 //
 // Why the same bits: every entry of a product is one chain acc = acc + a·b in order of the inner index
-// (cpu/matmul.cpp). The skipped terms are products with an exact zero at the end of a chain (past the
+// (cpu/kernels/matmul.cpp). The skipped terms are products with an exact zero at the end of a chain (past the
 // diagonal) or at its start (before it), and acc + (±0) == acc for every acc the chain can hold. The
 // kernels keep the chain's 256-deep blocks where they were, so nothing else moves. (With an inf or NaN
 // in v or q, the dense product's 0·inf would be NaN where ours is not.)

@@ -6,7 +6,7 @@
 // to 1/√d, and causal masks key j for query row i when j > i (PyTorch 2's is_causal: the mask aligned to
 // the top left, so with T == S it is the usual causal attention). Written as the composition, the [T, S]
 // scores and probabilities would be made and kept for backward: O(T²) memory per head. The CPU kernel
-// (cpu/flash_attention.cpp, algorithm in docs/autograd.md) walks the keys in blocks with an online softmax
+// (cpu/kernels/flash_attention.cpp, algorithm in docs/autograd.md) walks the keys in blocks with an online softmax
 // and keeps, for backward, only q, k, v, the output and one number per query row, lse = log Σⱼ exp(sᵢⱼ);
 // the backward recomputes the probabilities block by block from them. One node,
 // ScaledDotProductAttentionBackward, stands for the whole composition.

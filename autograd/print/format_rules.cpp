@@ -297,7 +297,7 @@ void check_sizes(const PrintData& data, int64_t numel) {
                                             python_tuple(data.shape), numel, have));
 }
 
-// The engine flushes denormals to zero for speed (FTZ/DAZ, see autograd/cpu/matmul.cpp). With DAZ on,
+// The engine flushes denormals to zero for speed (FTZ/DAZ, see autograd/cpu/kernels/matmul.cpp). With DAZ on,
 // the CPU reads a subnormal like 5e-324 as 0 in every comparison and in std::to_chars, so printing
 // would show 0.0. Printing switches the flags off for its own duration.
 class ExactSubnormals {

@@ -18,7 +18,7 @@
 // t.add_(other, alpha), t.sqrt(), t / s, t + s.
 //
 // Check it:  make exercise N=13     Explained in: docs/nn.md ("How an optimizer step works"),
-//                                   autograd/cpu/adam.cpp, docs/parity.md
+//                                   autograd/cpu/kernels/adam.cpp, docs/parity.md
 #include <cmath>
 
 #include "exercises.h"

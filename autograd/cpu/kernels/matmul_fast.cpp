@@ -1,4 +1,4 @@
-// cpu/matmul_fast.cpp — matrix products with fused multiply-adds: Numerics::fast (see numerics.h).
+// cpu/kernels/matmul_fast.cpp — matrix products with fused multiply-adds: Numerics::fast (see numerics.h).
 //
 // The textbook blocked product (Goto's algorithm, the way BLIS lays it out):
 //
@@ -29,9 +29,9 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/cpu/lanes.h"
-#include "autograd/cpu/matmul_plan.h"
-#include "autograd/cpu/runtime.h"
+#include "autograd/cpu/kernels/lanes.h"
+#include "autograd/cpu/kernels/matmul_plan.h"
+#include "autograd/cpu/runtime/runtime.h"
 
 // The vector helpers below are always inlined into the AVX2 / AVX-512 functions that use them, so no
 // vector ever crosses a call boundary and GCC's warning about the ABI of such calls does not apply.

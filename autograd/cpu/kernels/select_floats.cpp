@@ -1,5 +1,5 @@
 // select_floats.cpp — see select_floats.h.
-#include "autograd/cpu/select_floats.h"
+#include "autograd/cpu/kernels/select_floats.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12's AVX-512 headers (see exp_floats.cpp)
@@ -8,8 +8,8 @@
 #endif
 
 #include "autograd/cpu/kernels.h"
-#include "autograd/cpu/lanes.h"
-#include "autograd/cpu/runtime.h"
+#include "autograd/cpu/kernels/lanes.h"
+#include "autograd/cpu/runtime/runtime.h"
 
 namespace autograd::cpu {
 

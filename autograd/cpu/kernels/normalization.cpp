@@ -1,4 +1,4 @@
-// cpu/normalization.cpp — layer_norm (forward and its fused backward), var/std and the 2-norm, each
+// cpu/kernels/normalization.cpp — layer_norm (forward and its fused backward), var/std and the 2-norm, each
 // adding and multiplying in the order of PyTorch 1.13's portable (ATEN_CPU_CAPABILITY=default) kernels,
 // so that float32 results have PyTorch's bits. Each function states its order; in short,
 // PyTorch's Vectorized<T> is kVecLanes plain lanes, and every operation below rounds once (no FMA).
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "autograd/cpu/kernels.h"
-#include "autograd/cpu/loops.h"
-#include "autograd/cpu/runtime.h"
+#include "autograd/cpu/kernels/loops.h"
+#include "autograd/cpu/runtime/runtime.h"
 #include "autograd/numerics.h"
 
 namespace autograd::cpu {

@@ -1,4 +1,4 @@
-// cpu/adam.cpp — the Adam/AdamW update as one loop per parameter.
+// cpu/kernels/adam.cpp — the Adam/AdamW update as one loop per parameter.
 //
 // PyTorch 1.13 (single-tensor Adam) runs this as a chain of tensor ops, each rounding to float:
 //   g  = grad (+ wd·θ)                       m  = β1·m + (1−β1)·g        v = β2·v + (1−β2)·g·g
@@ -13,8 +13,8 @@
 
 #include "autograd/backend.h"
 #include "autograd/cpu/kernels.h"
-#include "autograd/cpu/loops.h"
-#include "autograd/cpu/runtime.h"
+#include "autograd/cpu/kernels/loops.h"
+#include "autograd/cpu/runtime/runtime.h"
 
 namespace autograd::cpu {
 

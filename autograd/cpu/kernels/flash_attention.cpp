@@ -1,4 +1,4 @@
-// cpu/flash_attention.cpp — scaled dot-product attention without the [T, S] matrix of scores
+// cpu/kernels/flash_attention.cpp — scaled dot-product attention without the [T, S] matrix of scores
 // (FlashAttention-2), forward and backward. ops/flash_attention.cpp is the op; docs/autograd.md explains
 // the algorithm ("Attention in O(T·d) memory").
 //
@@ -10,17 +10,17 @@
 // exp(score − lse) from q, k and lse. Neither ever holds more than a 64 × 64 block of scores.
 // Memory beyond the inputs and outputs: lse [T], D [T] in backward, and a few blocks of scratch per thread.
 //
-// The kernels' body is cpu/flash_attention_kernels.h, compiled here for exact numerics (every multiply
+// The kernels' body is cpu/kernels/flash_attention_kernels.h, compiled here for exact numerics (every multiply
 // and add rounded on its own) and in flash_attention_fast.cpp for fast numerics (fused multiply-adds).
 // This file holds the entry points: which build runs, the batch items and the threads.
-#include "autograd/cpu/flash_attention_kernels.h"
+#include "autograd/cpu/kernels/flash_attention_kernels.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "autograd/cpu/kernels.h"
-#include "autograd/cpu/runtime.h"
+#include "autograd/cpu/runtime/runtime.h"
 #include "autograd/numerics.h"
 
 namespace autograd::cpu {

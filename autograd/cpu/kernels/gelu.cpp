@@ -1,4 +1,4 @@
-// cpu/gelu.cpp — GELU and its derivative, element by element with PyTorch 1.13's float formulas
+// cpu/kernels/gelu.cpp — GELU and its derivative, element by element with PyTorch 1.13's float formulas
 // (aten/src/ATen/native/cpu/Activation.cpp): the constants rounded once to T, every operation rounded,
 // and glibc's tanhf/erff/expf (std::tanh/erf/exp on a float) for the transcendental parts. Contiguous
 // tensors take the tanh form a block at a time, the block's tanhs 16 at a time (tanh_floats, same bits).
@@ -17,10 +17,10 @@
 
 #include "autograd/compat.h"
 #include "autograd/cpu/kernels.h"
-#include "autograd/cpu/lanes.h"
-#include "autograd/cpu/loops.h"
-#include "autograd/cpu/runtime.h"
-#include "autograd/cpu/tanh_floats.h"
+#include "autograd/cpu/kernels/lanes.h"
+#include "autograd/cpu/kernels/loops.h"
+#include "autograd/cpu/runtime/runtime.h"
+#include "autograd/cpu/libm/tanh_floats.h"
 #include "autograd/numerics.h"
 
 namespace autograd::cpu {

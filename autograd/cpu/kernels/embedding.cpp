@@ -1,9 +1,9 @@
-// cpu/embedding.cpp — rows picked by index (an embedding's lookup), added back by index (its backward),
+// cpu/kernels/embedding.cpp — rows picked by index (an embedding's lookup), added back by index (its backward),
 // and the range check of the indices.
 #include <cstdint>
 
 #include "autograd/cpu/kernels.h"
-#include "autograd/cpu/loops.h"
+#include "autograd/cpu/kernels/loops.h"
 
 namespace autograd::cpu {
 

@@ -1,4 +1,4 @@
-// cpu/flash_attention_kernels.h — the body of the FlashAttention kernels (cpu/flash_attention.cpp has the
+// cpu/kernels/flash_attention_kernels.h — the body of the FlashAttention kernels (cpu/kernels/flash_attention.cpp has the
 // entry points, the threads and the algorithm's description), in one place for the two files that compile
 // it: flash_attention.cpp (every product and every sum rounded on its own, Numerics::exact) and
 // flash_attention_fast.cpp (each a·b + c one fused multiply-add, one rounding, in its AVX2+FMA and AVX-512
@@ -16,8 +16,8 @@
 #include <limits>
 #include <vector>
 
-#include "autograd/cpu/exp_floats.h"
-#include "autograd/cpu/lanes.h"
+#include "autograd/cpu/libm/exp_floats.h"
+#include "autograd/cpu/kernels/lanes.h"
 
 // The vector helpers below are always inlined into the functions compiled for each target, so no vector
 // crosses a call boundary and GCC's warning about the ABI of such calls does not apply.

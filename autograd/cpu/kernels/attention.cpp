@@ -1,11 +1,11 @@
-// cpu/attention.cpp — the elementwise halves of causal attention (ops/attention.cpp): scaling the scores
+// cpu/kernels/attention.cpp — the elementwise halves of causal attention (ops/attention.cpp): scaling the scores
 // on and below the diagonal while filling above it, and checking that a matrix is zero above it.
 #include <algorithm>
 #include <atomic>
 
 #include "autograd/cpu/kernels.h"
-#include "autograd/cpu/loops.h"
-#include "autograd/cpu/matmul_plan.h"
+#include "autograd/cpu/kernels/loops.h"
+#include "autograd/cpu/kernels/matmul_plan.h"
 
 namespace autograd::cpu {
 

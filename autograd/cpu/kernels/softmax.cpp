@@ -1,4 +1,4 @@
-// cpu/softmax.cpp — softmax and log_softmax over one dim, forward and backward, in PyTorch's order.
+// cpu/kernels/softmax.cpp — softmax and log_softmax over one dim, forward and backward, in PyTorch's order.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -17,8 +17,8 @@
 #endif
 
 #include "autograd/cpu/kernels.h"
-#include "autograd/cpu/loops.h"
-#include "autograd/cpu/exp_floats.h"
+#include "autograd/cpu/kernels/loops.h"
+#include "autograd/cpu/libm/exp_floats.h"
 
 namespace autograd::cpu {
 

@@ -19,7 +19,7 @@
 // Because the bits depend on the library (glibc 2.41 replaced tanhf with a correctly rounded one),
 // tanh_floats checks itself once against std::tanh on a spread of inputs and falls back to calling
 // std::tanh per element if they disagree: a different C library can cost speed, never bits.
-#include "autograd/cpu/tanh_floats.h"
+#include "autograd/cpu/libm/tanh_floats.h"
 
 #include <algorithm>
 #include <bit>
@@ -38,8 +38,8 @@
 #define SCRATCHGRAD_HAVE_AVX512_TANH 1
 #endif
 
-#include "autograd/cpu/lanes.h"
-#include "autograd/cpu/runtime.h"
+#include "autograd/cpu/kernels/lanes.h"
+#include "autograd/cpu/runtime/runtime.h"
 
 namespace autograd::cpu {
 

@@ -1,4 +1,4 @@
-// cpu/loops.h — walking K same-shaped strided operands with as few, as long inner loops as possible.
+// cpu/kernels/loops.h — walking K same-shaped strided operands with as few, as long inner loops as possible.
 //
 // Elementwise kernels see tensors of one shape but arbitrary strides (views, broadcast stride 0). We
 // first "coalesce": drop size-1 dims and merge neighbouring dims that are laid out back to back in every
@@ -15,7 +15,7 @@
 #include <type_traits>
 
 #include "autograd/dtype.h"
-#include "autograd/cpu/runtime.h"
+#include "autograd/cpu/runtime/runtime.h"
 #include "autograd/tensor.h"
 
 namespace autograd::cpu {

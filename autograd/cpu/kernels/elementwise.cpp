@@ -1,4 +1,4 @@
-// cpu/elementwise.cpp — copies, fills, and the elementwise maps (unary, binary, where).
+// cpu/kernels/elementwise.cpp — copies, fills, and the elementwise maps (unary, binary, where).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "autograd/cpu/kernels.h"
-#include "autograd/cpu/loops.h"
-#include "autograd/cpu/select_floats.h"
+#include "autograd/cpu/kernels/loops.h"
+#include "autograd/cpu/kernels/select_floats.h"
 
 namespace autograd::cpu {
 

@@ -1,5 +1,5 @@
-// cpu/buffer_cache.cpp — size-classed free lists over aligned_alloc (see buffer_cache.h).
-#include "autograd/cpu/buffer_cache.h"
+// cpu/runtime/buffer_cache.cpp — size-classed free lists over aligned_alloc (see buffer_cache.h).
+#include "autograd/cpu/runtime/buffer_cache.h"
 
 #include <atomic>
 #include <cstring>

@@ -1,4 +1,4 @@
-// cpu/runtime.h — process-wide CPU settings: threads, FTZ/DAZ, BLIS start-up, CPU features.
+// cpu/runtime/runtime.h — process-wide CPU settings: threads, FTZ/DAZ, BLIS start-up, CPU features.
 #pragma once
 
 namespace autograd::cpu {

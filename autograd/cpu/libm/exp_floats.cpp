@@ -21,7 +21,7 @@
 // Because the bits depend on the library build, exp_floats checks itself once against std::exp on a
 // spread of inputs (including the two known to tell the FMA and plain builds apart) and falls back to
 // calling std::exp per element if they disagree, so a different C library can cost speed, never bits.
-#include "autograd/cpu/exp_floats.h"
+#include "autograd/cpu/libm/exp_floats.h"
 
 #include <algorithm>
 #include <bit>
@@ -38,8 +38,8 @@
 #endif
 
 #include "autograd/cpu/kernels.h"
-#include "autograd/cpu/lanes.h"
-#include "autograd/cpu/runtime.h"
+#include "autograd/cpu/kernels/lanes.h"
+#include "autograd/cpu/runtime/runtime.h"
 
 namespace autograd::cpu {
 

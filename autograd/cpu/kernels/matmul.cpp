@@ -1,4 +1,4 @@
-// cpu/matmul.cpp — matrix products, added up in the order PyTorch 1.13's CPU matmul adds them.
+// cpu/kernels/matmul.cpp — matrix products, added up in the order PyTorch 1.13's CPU matmul adds them.
 //
 // PyTorch hands float/double products to the BLAS it was built with; Debian's build uses BLIS 0.9,
 // and on this project's machines BLIS runs its portable reference ("generic") kernels. Their order,
@@ -34,10 +34,10 @@
 #include <vector>
 
 #include "autograd/cpu/kernels.h"
-#include "autograd/cpu/lanes.h"
-#include "autograd/cpu/loops.h"
-#include "autograd/cpu/matmul_plan.h"
-#include "autograd/cpu/runtime.h"
+#include "autograd/cpu/kernels/lanes.h"
+#include "autograd/cpu/kernels/loops.h"
+#include "autograd/cpu/kernels/matmul_plan.h"
+#include "autograd/cpu/runtime/runtime.h"
 #include "autograd/numerics.h"
 
 namespace autograd::cpu {

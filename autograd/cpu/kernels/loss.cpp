@@ -1,10 +1,10 @@
-// cpu/loss.cpp — the negative log-likelihood loss, forward and backward, in PyTorch's order; and the
+// cpu/kernels/loss.cpp — the negative log-likelihood loss, forward and backward, in PyTorch's order; and the
 // row-wise gather and scatter it is made of on devices without a kernel of their own.
 #include <algorithm>
 #include <cstdint>
 
 #include "autograd/cpu/kernels.h"
-#include "autograd/cpu/loops.h"
+#include "autograd/cpu/kernels/loops.h"
 
 namespace autograd::cpu {
 

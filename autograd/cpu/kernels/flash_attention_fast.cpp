@@ -1,10 +1,10 @@
-// cpu/flash_attention_fast.cpp — the FlashAttention kernels for Numerics::fast: the body of
-// cpu/flash_attention_kernels.h built with fused = true, so that each a·b + c of its products and running
+// cpu/kernels/flash_attention_fast.cpp — the FlashAttention kernels for Numerics::fast: the body of
+// cpu/kernels/flash_attention_kernels.h built with fused = true, so that each a·b + c of its products and running
 // sums is one fused multiply-add (one rounding instead of two) in the AVX2+FMA and AVX-512 builds below. Every sum keeps exact's order; results agree with exact to a few
 // float roundings. On a CPU without FMA there is no fast build, and fast numerics run the exact kernels.
-#include "autograd/cpu/flash_attention_kernels.h"
+#include "autograd/cpu/kernels/flash_attention_kernels.h"
 
-#include "autograd/cpu/runtime.h"
+#include "autograd/cpu/runtime/runtime.h"
 
 namespace autograd::cpu::flash {
 

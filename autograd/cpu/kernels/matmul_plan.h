@@ -1,4 +1,4 @@
-// cpu/matmul_plan.h — what the exact kernels (matmul.cpp) and the fast ones (matmul_fast.cpp) share:
+// cpu/kernels/matmul_plan.h — what the exact kernels (matmul.cpp) and the fast ones (matmul_fast.cpp) share:
 // how one call is told what to compute, which terms of a structured product can be skipped, and how A's
 // rows reach the register tiles (copies only: no arithmetic here, so both files' instruction choices
 // leave these alone).

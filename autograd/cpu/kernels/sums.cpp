@@ -1,4 +1,4 @@
-// cpu/sums.cpp — sums over dims in PyTorch's cascade order, and max over a dim.
+// cpu/kernels/sums.cpp — sums over dims in PyTorch's cascade order, and max over a dim.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -17,8 +17,8 @@
 #endif
 
 #include "autograd/cpu/kernels.h"
-#include "autograd/cpu/lanes.h"
-#include "autograd/cpu/loops.h"
+#include "autograd/cpu/kernels/lanes.h"
+#include "autograd/cpu/kernels/loops.h"
 
 namespace autograd::cpu {
 

@@ -1,6 +1,6 @@
-// cpu/runtime.cpp — the process-wide CPU settings: FTZ/DAZ, BLIS start-up and its kernel family, the
+// cpu/runtime/runtime.cpp — the process-wide CPU settings: FTZ/DAZ, BLIS start-up and its kernel family, the
 // thread count, and the CPU feature checks the kernels branch on (see runtime.h).
-#include "autograd/cpu/runtime.h"
+#include "autograd/cpu/runtime/runtime.h"
 
 // BLIS and x86's FTZ/DAZ are optional: the WebAssembly build (examples/lab/) has neither, and needs
 // neither for the exact kernels.

@@ -1,4 +1,4 @@
-// cpu/buffer_cache.h — reuse of freed CPU tensor buffers.
+// cpu/runtime/buffer_cache.h — reuse of freed CPU tensor buffers.
 //
 // A training step allocates the same tensor sizes every iteration. Blocks of 1-100 KB are too big for
 // malloc's per-thread cache, so each malloc/free pair walks its bins (and sometimes consolidates them),
