@@ -249,6 +249,7 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
   } catch (const std::bad_alloc&) {
     return fail(err, "error", "out of memory (choose smaller --dim, --layers, --batch or --context)", 2, false);
   } catch (const std::exception& e) {
+    if (const std::string stopped = stopped_rank_error(e); !stopped.empty()) return fail(err, "error", stopped, 1, true);
     return fail(err, "internal error", e.what(), 1, true);
   }
 }

@@ -6,6 +6,7 @@
 // one of the two files, so the trainer needs no #ifdef.
 #pragma once
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,9 @@ class Ranks {
 // For main(): a run across several ranks that fails on one of them must end them all (the others would
 // wait forever in their next collective): aborts the MPI job with `status`. Otherwise returns `status`.
 int end_run(int status);
+// For main(): the error line for a failure that means another rank stopped (a collective waited past
+// dist::timeout()), with where the last checkpoint is; "" when `e` is any other failure.
+std::string stopped_rank_error(const std::exception& e);
 // This process's rank: 0 alone or before MPI started.
 int process_rank();
 // "" for one process; " (rank 1 of 2)" under mpirun, to tell the ranks' error lines apart.

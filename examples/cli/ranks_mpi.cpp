@@ -11,6 +11,7 @@
 #include "nn/dist/data_parallel.h"
 #include "nn/dist/distributed.h"
 #include "ranks.h"
+#include "trainer.h"
 
 namespace cli {
 
@@ -19,6 +20,7 @@ namespace {
 // What a rank prints if mpirun stops it (SIGTERM) because another rank died: prepared beforehand, since a
 // signal handler may only write() what already exists.
 char stopped_message[1024] = "";
+std::string last_checkpoint_note = "no checkpoint had been written";
 
 void on_sigterm(int) {
   const ssize_t ignored = write(STDERR_FILENO, stopped_message, std::strlen(stopped_message));
@@ -27,6 +29,7 @@ void on_sigterm(int) {
 }
 
 void prepare_stopped_message(const std::string& checkpoint_note) {
+  last_checkpoint_note = checkpoint_note;
   std::snprintf(stopped_message, sizeof(stopped_message),
                 "scratchgrad: error%s: the job was stopped from outside (did another rank die?); %s\n",
                 rank_label().c_str(), checkpoint_note.c_str());
@@ -42,6 +45,11 @@ struct Ranks::State {
 Ranks::Ranks() : state_(std::make_unique<State>()) {
   if (!dist::launched_by_mpirun()) return;
   dist::init();
+  try {
+    (void)dist::timeout();  // a bad SCRATCHGRAD_DIST_TIMEOUT is refused now, not at the first collective
+  } catch (const std::invalid_argument& e) {
+    throw UsageErrorOnEveryRank(e.what());
+  }
   state_->mpi = true;
   prepare_stopped_message("no checkpoint had been written");
   signal(SIGTERM, on_sigterm);
@@ -114,6 +122,11 @@ int end_run(int status) {
     dist::abort(status);
   }
   return status;
+}
+
+std::string stopped_rank_error(const std::exception& e) {
+  if (!dynamic_cast<const dist::Timeout*>(&e)) return "";
+  return fmt::format("{}; {}", e.what(), last_checkpoint_note);
 }
 
 int process_rank() { return dist::rank(); }

@@ -42,6 +42,7 @@ std::vector<size_t> Ranks::bucket_sizes() const { return {}; }
 double Ranks::sync_seconds() const { return 0; }
 
 int end_run(int status) { return status; }
+std::string stopped_rank_error(const std::exception&) { return ""; }
 int process_rank() { return 0; }
 std::string rank_label() { return ""; }
 

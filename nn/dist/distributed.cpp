@@ -4,9 +4,11 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -21,6 +23,54 @@ void check_mpi(int code, const char* call) {
   int length = 0;
   MPI_Error_string(code, text, &length);
   throw Error(fmt::format("{}: MPI failed on rank {} of {}: {}", call, rank(), world_size(), std::string(text, length)));
+}
+
+// How long one collective waits for the other ranks. A rank that is stopped (SIGSTOP, a debugger) or hung
+// would otherwise hold every other rank in its next collective forever; MPI itself never gives up.
+double g_timeout_seconds = -1;  // read from SCRATCHGRAD_DIST_TIMEOUT on first use
+// After one collective has timed out the job is over: later waits (a pending Work's destructor while the
+// first Timeout unwinds) give up at once instead of each waiting out the limit again.
+bool g_timed_out = false;
+
+double default_timeout() {
+  const char* text = std::getenv("SCRATCHGRAD_DIST_TIMEOUT");
+  if (!text || !*text) return kDefaultTimeoutSeconds;
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  if (*end != '\0' || !(seconds > 0))
+    throw std::invalid_argument(fmt::format("SCRATCHGRAD_DIST_TIMEOUT={}: give a number of seconds above 0", text));
+  return seconds;
+}
+
+// Waits until `request` completes, or throws dist::Timeout. MPI can only poll a request it cannot cancel:
+// MPI_Test in a loop, back to back for the first 10 ms (a collective's rounds move on only inside MPI
+// calls, so polling keeps them fast), then every 100 µs so that a long wait costs no core.
+void wait_for(MPI_Request* request, const char* call) {
+  using clock = std::chrono::steady_clock;
+  const clock::time_point start = clock::now();
+  const double limit = timeout();
+  for (;;) {
+    int done = 0;
+    check_mpi(MPI_Test(request, &done, MPI_STATUS_IGNORE), call);
+    if (done) return;
+    const double waited = std::chrono::duration<double>(clock::now() - start).count();
+    if (waited > limit || g_timed_out) {
+      g_timed_out = true;
+      throw Timeout(fmt::format(
+          "{}: rank {} of {} waited {:.3g} s for the other ranks and gives up: a rank has stopped, hung or fallen far "
+          "behind (the limit is {:g} s: SCRATCHGRAD_DIST_TIMEOUT=<seconds>, or dist::set_timeout)",
+          call, rank(), world_size(), waited, limit));
+    }
+    if (waited > 0.01) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+// Starts a non-blocking MPI call (`start` fills the request) and waits for it with the deadline.
+template <typename Start>
+void run_with_deadline(const char* call, Start start) {
+  MPI_Request request;
+  check_mpi(start(&request), call);
+  wait_for(&request, call);
 }
 
 void require_init(const char* call) {
@@ -65,7 +115,7 @@ void check_tensor(const char* call, const Tensor& t) {
 void check_ranks_agree(const char* call, const Tensor& t) {
   const int64_t dtype = int64_t(t.dtype());
   int64_t mine[4] = {t.numel(), -t.numel(), dtype, -dtype}, all[4];
-  check_mpi(MPI_Allreduce(mine, all, 4, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD), call);
+  run_with_deadline(call, [&](MPI_Request* r) { return MPI_Iallreduce(mine, all, 4, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD, r); });
   if (all[0] != -all[1] || all[2] != -all[3])
     throw std::invalid_argument(fmt::format(
         "{}: the ranks passed different tensors (sizes {} to {} elements, or different dtypes); rank {} passed "
@@ -80,6 +130,17 @@ void finalize_at_exit() {
 }
 
 }  // namespace
+
+void set_timeout(double seconds) {
+  if (!(seconds > 0))
+    throw std::invalid_argument(fmt::format("dist::set_timeout: {} s; give a number of seconds above 0", seconds));
+  g_timeout_seconds = seconds;
+}
+
+double timeout() {
+  if (g_timeout_seconds < 0) g_timeout_seconds = default_timeout();
+  return g_timeout_seconds;
+}
 
 bool launched_by_mpirun() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
@@ -121,9 +182,10 @@ void all_reduce(Tensor& t, ReduceOp op) {
   require_init("dist::all_reduce");
   check_tensor("dist::all_reduce", t);
   check_ranks_agree("dist::all_reduce", t);
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, t.raw_data(), int(t.numel()), mpi_type("dist::all_reduce", t), mpi_op(op),
-                          MPI_COMM_WORLD),
-            "dist::all_reduce");
+  run_with_deadline("dist::all_reduce", [&](MPI_Request* r) {
+    return MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), int(t.numel()), mpi_type("dist::all_reduce", t), mpi_op(op),
+                          MPI_COMM_WORLD, r);
+  });
   t.impl().storage->bump_version();  // written in place, as any in-place op
 }
 
@@ -133,14 +195,15 @@ void broadcast(Tensor& t, int root) {
   if (root < 0 || root >= world_size())
     throw std::invalid_argument(fmt::format("dist::broadcast: root {} is not a rank (0 … {})", root, world_size() - 1));
   check_ranks_agree("dist::broadcast", t);
-  check_mpi(MPI_Bcast(t.raw_data(), int(t.numel()), mpi_type("dist::broadcast", t), root, MPI_COMM_WORLD),
-            "dist::broadcast");
+  run_with_deadline("dist::broadcast", [&](MPI_Request* r) {
+    return MPI_Ibcast(t.raw_data(), int(t.numel()), mpi_type("dist::broadcast", t), root, MPI_COMM_WORLD, r);
+  });
   t.impl().storage->bump_version();
 }
 
 void barrier() {
   require_init("dist::barrier");
-  check_mpi(MPI_Barrier(MPI_COMM_WORLD), "dist::barrier");
+  run_with_deadline("dist::barrier", [](MPI_Request* r) { return MPI_Ibarrier(MPI_COMM_WORLD, r); });
 }
 
 Tensor all_gather(const Tensor& t) {
@@ -151,8 +214,9 @@ Tensor all_gather(const Tensor& t) {
   shape.insert(shape.begin(), world_size());
   Tensor out = autograd::empty(shape, t.dtype());
   const MPI_Datatype type = mpi_type("dist::all_gather", t);
-  check_mpi(MPI_Allgather(t.raw_data(), int(t.numel()), type, out.raw_data(), int(t.numel()), type, MPI_COMM_WORLD),
-            "dist::all_gather");
+  run_with_deadline("dist::all_gather", [&](MPI_Request* r) {
+    return MPI_Iallgather(t.raw_data(), int(t.numel()), type, out.raw_data(), int(t.numel()), type, MPI_COMM_WORLD, r);
+  });
   return out;
 }
 
@@ -173,22 +237,31 @@ Work& Work::operator=(Work&& other) noexcept {
 }
 
 Work::~Work() {
-  if (pending()) {
-    MPI_Request* request = static_cast<MPI_Request*>(request_);
-    MPI_Wait(request, MPI_STATUS_IGNORE);
-    delete request;
+  if (!pending()) return;
+  try {
+    wait();
+  } catch (const std::exception&) {
+    // A destructor cannot throw. wait() has left the request and the tensor held (MPI may still write into it):
+    // the job cannot go on, and whoever unwinds past here ends it (dist::abort).
   }
 }
 
 void Work::wait() {
   if (!pending()) return;
   MPI_Request* request = static_cast<MPI_Request*>(request_);
+  try {
+    wait_for(request, "dist::Work::wait");
+  } catch (...) {
+    // The reduction is still running and MPI cannot cancel it: keep its request and memory alive for good
+    // (leaked on purpose) rather than let MPI write into freed memory before the job ends.
+    request_ = nullptr;
+    new Tensor(std::move(tensor_));
+    throw;
+  }
   request_ = nullptr;
-  const int code = MPI_Wait(request, MPI_STATUS_IGNORE);
   delete request;
   tensor_.impl().storage->bump_version();
   tensor_ = Tensor();
-  check_mpi(code, "dist::Work::wait");
 }
 
 bool Work::test() {
@@ -240,11 +313,12 @@ Tensor sum_in_rank_order(const std::vector<Tensor>& parts) {
     first = 1;
   } else {  // the sum of every earlier rank's parts
     running = autograd::empty(parts[0].shape(), parts[0].dtype());
-    check_mpi(MPI_Recv(running.raw_data(), count, type, me - 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), call);
+    run_with_deadline(call, [&](MPI_Request* r) { return MPI_Irecv(running.raw_data(), count, type, me - 1, 0, MPI_COMM_WORLD, r); });
   }
   for (size_t i = first; i < parts.size(); ++i) running.add_(parts[i]);
-  if (me + 1 < n) check_mpi(MPI_Send(running.raw_data(), count, type, me + 1, 0, MPI_COMM_WORLD), call);
-  check_mpi(MPI_Bcast(running.raw_data(), count, type, n - 1, MPI_COMM_WORLD), call);
+  if (me + 1 < n)
+    run_with_deadline(call, [&](MPI_Request* r) { return MPI_Isend(running.raw_data(), count, type, me + 1, 0, MPI_COMM_WORLD, r); });
+  run_with_deadline(call, [&](MPI_Request* r) { return MPI_Ibcast(running.raw_data(), count, type, n - 1, MPI_COMM_WORLD, r); });
   return running;
 }
 

@@ -23,6 +23,20 @@ struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A collective waited longer than timeout() for the other ranks. MPI cannot cancel it, so the job can only
+// end (dist::abort); the tensor it was writing stays allocated until then.
+struct Timeout : Error {
+  using Error::Error;
+};
+
+// How long each collective waits for the other ranks before it throws Timeout: a rank that is stopped or hung
+// would otherwise hold the others forever. 30 minutes unless SCRATCHGRAD_DIST_TIMEOUT (seconds) or
+// set_timeout says otherwise (the default of torch.distributed's process groups); it must cover the longest
+// work one rank does alone between two collectives, such as writing a checkpoint.
+inline constexpr double kDefaultTimeoutSeconds = 1800;
+void set_timeout(double seconds);
+double timeout();
+
 // Whether this process was started by mpirun (it sets OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK).
 bool launched_by_mpirun();
 // Starts MPI (once; later calls do nothing) and makes MPI errors return, so they become dist::Error.

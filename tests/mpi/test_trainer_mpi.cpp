@@ -205,4 +205,44 @@ TEST(MpiTrainer, AKilledRankEndsTheJobAndItsCheckpointResumesOnAnyRankCount) {
   EXPECT_LT(difference, 1e-4);
 }
 
+// SIGSTOP on rank 1: rank 0 waits at most SCRATCHGRAD_DIST_TIMEOUT seconds in its next collective, says so,
+// names the last checkpoint, and the job ends (the default, 30 minutes, would make this test too slow).
+TEST(MpiTrainer, AStoppedRankEndsTheJobAfterTheStatedTimeout) {
+  const fs::path ck = scratch("stopped.safetensors"), out = scratch("stopped.out"), err = scratch("stopped.err");
+  const fs::path status_file = scratch("stopped.status");
+  fs::remove(ck);
+  fs::remove(status_file);
+  const std::string tag = "SCRATCHGRAD_TEST_JOB=stopped" + std::to_string(::getpid());
+  const std::string job = std::string(SCRATCHGRAD_MPIRUN) + " -x " + tag + " -x SCRATCHGRAD_DIST_TIMEOUT=2 " + kBin +
+                          " train " + gpt_run(100000) + " --save-every 10 --save " + ck.string();
+  const std::string script = job + " >" + out.string() + " 2>" + err.string() + "; echo $? >" + status_file.string();
+  ASSERT_EQ(std::system(("sh -c '" + script + "' &").c_str()), 0);
+  for (int i = 0; i < 6000 && !fs::exists(ck); ++i) ::usleep(10000);
+  ASSERT_TRUE(fs::exists(ck)) << slurp(err);
+  pid_t victim = 0;
+  for (int i = 0; i < 100 && !victim; ++i, ::usleep(10000)) victim = rank_pid(tag, 1);
+  ASSERT_NE(victim, 0);
+  ASSERT_EQ(::kill(victim, SIGSTOP), 0);
+  for (int i = 0; i < 3000 && slurp(status_file).empty(); ++i) ::usleep(10000);  // 2 s, and the abort
+  const bool ended = !slurp(status_file).empty();
+  if (!ended) ::kill(victim, SIGKILL);  // do not leave the job behind
+  ASSERT_TRUE(ended) << "the job did not end within 30 s of stopping rank 1:\n" << slurp(out) << slurp(err);
+  EXPECT_NE(std::stoi(slurp(status_file)), 0);
+  const std::string said = slurp(out) + slurp(err);
+  EXPECT_NE(said.find("rank 0 of 2 waited"), std::string::npos) << said;
+  EXPECT_NE(said.find("the limit is 2 s: SCRATCHGRAD_DIST_TIMEOUT"), std::string::npos) << said;
+  EXPECT_NE(said.find("the last checkpoint, after step"), std::string::npos) << said;
+  EXPECT_EQ(shell(kBin + " info --checkpoint " + ck.string()).status, 0);
+}
+
+// A timeout that is not a number of seconds is refused before training, on every rank.
+TEST(MpiTrainer, ABadTimeoutIsRefused) {
+  Shell bad = shell("SCRATCHGRAD_DIST_TIMEOUT=soon " + std::string(SCRATCHGRAD_MPIRUN) + " -x SCRATCHGRAD_DIST_TIMEOUT " +
+                    kBin + " train " + gpt_run(20));
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE((bad.out + bad.err).find("SCRATCHGRAD_DIST_TIMEOUT=soon: give a number of seconds above 0"),
+            std::string::npos)
+      << bad.out << bad.err;
+}
+
 }  // namespace
