@@ -350,7 +350,8 @@ TEST(Parity, LossOfAll301StepsFinalParametersAndGeneration) {
 // then, as the model fits the phrase, the difference grows about tenfold every 15 steps (the minibatch
 // losses jump by 0.1 from step to step there), and the two runs end on different minima of the same
 // phrase: step 300's loss is 0.111 on the reference kernels and 0.131 in PyTorch (so the 1e-3 the issue
-// asked of the final loss cannot hold for any kernels but PyTorch's own). Both generate the same text.
+// asked of the final loss cannot hold for any kernels but PyTorch's own: see the next test). Both generate
+// the same text.
 TEST(Parity, TheReferenceKernelsTrainTheSeedModelToTheSameText) {
   KernelsGuard reference(Kernels::reference);
   Workshop w;
@@ -369,6 +370,32 @@ TEST(Parity, TheReferenceKernelsTrainTheSeedModelToTheSameText) {
     idx = cat({idx, logits.select(1, -1).argmax(-1, /*keepdim=*/true)}, 1);
   }
   EXPECT_TRUE(equal(idx[0], recorded_ints("generated")));
+}
+
+// Why no kernels but PyTorch's own can end within 1e-3 of its final loss: the run is that sensitive to one
+// rounding. The exact kernels (PyTorch's bits), started from weights that differ from PyTorch's in one
+// element by one ulp (a single rounding's worth), end as far from 0.131 as the reference kernels do.
+TEST(Parity, OneUlpInOneStartingWeightMovesTheFinalLossByMoreThan1e3) {
+  const Recorded& losses = recorded("losses");
+  const double pytorch_final = losses.floats[300];
+  int moved = 0;
+  std::string finals;
+  for (int element = 0; element < 4; ++element) {
+    Workshop w;
+    {
+      NoGradGuard no_grad;
+      Tensor weight = w.model->parameters()[0];
+      float* value = static_cast<float*>(weight.raw_data()) + element;
+      *value = std::nextafter(*value, 1.0f);
+    }
+    float loss = 0;
+    for (int step = 0; step < 301; ++step) loss = w.train_step().item<float>();
+    finals += fmt::format(" {:.4f}", loss);
+    if (std::abs(loss - pytorch_final) > 1e-3) ++moved;
+  }
+  std::cout << "final loss after a one-ulp change to one of the first 4 weights:" << finals << " (PyTorch "
+            << pytorch_final << ")\n";
+  EXPECT_GE(moved, 3) << finals;
 }
 
 // ---------------------------------------------------------------- single ops on other shapes
