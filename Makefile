@@ -9,6 +9,9 @@ CMAKE_FLAGS ?=
 # same machine compiles only what changed. The base folder makes entries shareable between clones in
 # different places (paths inside the checkout are hashed relative to it).
 export CCACHE_BASEDIR := $(CURDIR)
+# With -g (the debug, sanitizer and fuzz builds) ccache also hashes the folder it compiles in, unless told
+# not to: without this, a clone elsewhere would miss the cache for those builds.
+export CCACHE_NOHASHDIR := 1
 # (Asked when the recipe runs: `deps` may have just installed it.)
 LAUNCHER = $$(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 # `make fuzz`: each libFuzzer target in tests/fuzz/ runs FUZZ_SECONDS on a copy of its corpus (clang build

@@ -9,7 +9,10 @@ build_dir="${1:-$source_dir/build-wasm}"
 export NODE_PATH="${NODE_PATH:-/usr/share/nodejs}"
 command -v em++ >/dev/null || { echo "build.sh: em++ not found (apt-get install emscripten)" >&2; exit 2; }
 if [ ! -f "$build_dir/CMakeCache.txt" ]; then
-  emcmake cmake -S "$source_dir/examples/lab" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  # ccache (when installed) keeps the compiled objects, as for the native builds: em++ takes seconds to start.
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  emcmake cmake -S "$source_dir/examples/lab" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 fi
 cmake --build "$build_dir" -j "$(nproc 2>/dev/null || echo 2)"
 echo "built $build_dir/lab/index.html"
