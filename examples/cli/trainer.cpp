@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "autograd/backend.h"
+#include "autograd/cpu/runtime/buffer_cache.h"
 #include "autograd/inspect/dot.h"
 #include "plot/svg.h"
 #include "nn/nn.h"
@@ -1163,6 +1164,9 @@ RunModel finetune_model(TrainOptions& o) {
   } else {
     for (Tensor& p : model.parameters()) p.requires_grad_(true);  // (a base that was a LoRA run had them frozen)
   }
+  // The file's tensors, freed as they were copied into the model, sit in the CPU buffer cache (which keeps
+  // freed blocks for reuse): as much again as the weights, in sizes a training step does not ask for.
+  autograd::cpu::release_cached_buffers();
   return run;
 }
 
