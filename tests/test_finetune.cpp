@@ -204,6 +204,7 @@ TEST(FineTune, ALoraRunResumesToTheSameBits) {
   CliRun resumed = scratchgrad("train --resume " + ck.string() + " --save " + ck.string());
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("LoRA rank 2"), std::string::npos) << resumed.out;
+  EXPECT_LT(std::stoi(resumed.out.substr(resumed.out.find("at step ") + 8)), 30) << resumed.out;
   const auto want = tensors_of(whole_ck.string()), got = tensors_of(ck.string());
   ASSERT_EQ(got.size(), want.size());
   for (const auto& [name, t] : want) {
@@ -269,6 +270,10 @@ TEST(FineTune, ConflictingFlagsAreRefused) {
   expect_refused(scratchgrad("train --init " + kSmallVocabularyModel + " --tokenizer-file " + kTokenizerDir + " --text " +
                              corpus()),
                  "has a vocabulary of 50 tokens and the gpt2 tokenizer 50257");
+  // llm.c's .bin of the same weights is read as GPT-2's, and refused for the same reason
+  const std::string bin = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/gpt2/tiny_gpt2_llmc.bin";
+  expect_refused(scratchgrad("train --init " + bin + " --tokenizer-file " + kTokenizerDir + " --text " + corpus()),
+                 "tiny_gpt2_llmc.bin has a vocabulary of 50 tokens");
   expect_refused(scratchgrad("train --init " + corpus() + " --text " + corpus()), corpus());
   expect_refused(scratchgrad("train --init /nonexistent/model.safetensors --text " + corpus()), "/nonexistent/model.safetensors");
 }
