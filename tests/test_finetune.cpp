@@ -10,9 +10,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 
+#include "autograd/autograd.h"
 #include "nn/gpt2.h"
 #include "nn/lora.h"
 #include "nn/safetensors.h"
@@ -155,11 +157,13 @@ TEST(FineTune, LoraTrainsOnlyItsAdaptersAndSavesThemAlone) {
   nn::Checkpoint saved = nn::load_safetensors(ck.string());
   EXPECT_EQ(saved.metadata.at("format"), "scratchgrad-lora");
   EXPECT_EQ(saved.metadata.at("base"), fs::absolute(base_model()).lexically_normal().string());
-  int64_t adapters = 0;
+  int64_t adapters = 0, adapter_tensors = 0, first_moments = 0;
   for (const auto& [name, t] : saved.tensors) {
     EXPECT_TRUE(name.find(".lora.") != std::string::npos || name.starts_with("optimizer.")) << name;
-    if (name.find(".lora.") != std::string::npos) adapters += t.numel();
+    if (name.find(".lora.") != std::string::npos) adapters += t.numel(), ++adapter_tensors;
+    if (name.ends_with(".exp_avg")) ++first_moments;
   }
+  EXPECT_EQ(first_moments, adapter_tensors) << "Adam's state is the adapters' alone";
   // per block: 4 attention layers 16→16 (A [4, 16], B [16, 4]) and 16→64, 64→16 (A [4, in], B [out, 4])
   EXPECT_EQ(adapters, 2 * (4 * (64 + 64) + (4 * 16 + 64 * 4) + (4 * 64 + 16 * 4)));
 
@@ -276,6 +280,33 @@ TEST(FineTune, ConflictingFlagsAreRefused) {
                  "tiny_gpt2_llmc.bin has a vocabulary of 50 tokens");
   expect_refused(scratchgrad("train --init " + corpus() + " --text " + corpus()), corpus());
   expect_refused(scratchgrad("train --init /nonexistent/model.safetensors --text " + corpus()), "/nonexistent/model.safetensors");
+}
+
+// A frozen weight (a LoRA run's base) gets no gradient, and skipping its products leaves the input's
+// gradient exactly as it was: linear with and without a bias, linear_after_gelu (the feed-forward's
+// contraction) and a plain matmul.
+TEST(FrozenWeights, GetNoGradientAndLeaveTheInputsGradientAsItWas) {
+  using autograd::Tensor;
+  autograd::manual_seed(5);
+  const Tensor x0 = autograd::randn({2, 3, 8}), w0 = autograd::randn({5, 8}), b0 = autograd::randn({5});
+  using Op = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
+  const std::vector<std::pair<std::string, Op>> ops = {
+      {"linear", [](const Tensor& x, const Tensor& w, const Tensor& b) { return autograd::linear(x, w, b); }},
+      {"linear without bias", [](const Tensor& x, const Tensor& w, const Tensor&) { return autograd::linear(x, w); }},
+      {"linear_after_gelu",
+       [](const Tensor& x, const Tensor& w, const Tensor& b) { return autograd::linear_after_gelu(x, w, b, "tanh"); }},
+      {"matmul", [](const Tensor& x, const Tensor& w, const Tensor&) { return autograd::matmul(x, w.t()); }}};
+  for (const auto& [name, op] : ops) {
+    auto input_gradient = [&](bool frozen) {
+      Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(!frozen), b = b0.clone().requires_grad_(!frozen);
+      (op(x, w, b) * op(x, w, b)).sum().backward();
+      EXPECT_EQ(w.grad().defined(), !frozen) << name;
+      const bool uses_bias = name == "linear" || name == "linear_after_gelu";
+      EXPECT_EQ(b.grad().defined(), !frozen && uses_bias) << name;
+      return x.grad().to_vector<float>();
+    };
+    EXPECT_EQ(input_gradient(true), input_gradient(false)) << name;
+  }
 }
 
 }  // namespace
