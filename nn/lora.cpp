@@ -31,6 +31,7 @@ std::vector<Linear*> targeted_layers(const GPTModel& model, const std::vector<st
 }
 
 constexpr const char* kFormat = "scratchgrad-lora";
+constexpr const char* kRunStatePrefix = "optimizer.";  // a training run's optimizer state, beside the adapters
 
 }  // namespace
 
@@ -60,15 +61,33 @@ NamedTensors lora_parameters(const Module& model) {
   return out;
 }
 
-void save_lora(const std::string& path, const GPTModel& model, const LoraConfig& config, const std::string& base_path) {
-  const NamedTensors adapters = lora_parameters(model);
-  if (adapters.empty()) throw std::invalid_argument("save_lora: the model has no adapters");
-  save_safetensors(path, adapters,
-                   {{"format", kFormat},
-                    {"base", base_path},
-                    {"rank", std::to_string(config.rank)},
-                    {"alpha", fmt::format("{:.17g}", config.alpha)},
-                    {"targets", fmt::format("{}", fmt::join(config.targets, ","))}});
+LoraAdapters::LoraAdapters(const GPTModel& model) {
+  const char* attn[] = {"W_query", "W_key", "W_value", "out_proj"};
+  for (size_t i = 0; i < model.trf_blocks->size(); ++i) {
+    const TransformerBlock& block = (*model.trf_blocks)[i];
+    const Linear* layers[] = {block.att->W_query.get(), block.att->W_key.get(), block.att->W_value.get(),
+                              block.att->out_proj.get(), block.ff->expand.get(), block.ff->contract.get()};
+    for (size_t k = 0; k < 6; ++k) {
+      if (!layers[k]->lora) continue;
+      const std::string path = k < 4 ? fmt::format("trf_blocks.{}.att.{}", i, attn[k])
+                                     : fmt::format("trf_blocks.{}.ff.layers.{}", i, k == 4 ? 0 : 2);
+      register_module(path + ".lora", layers[k]->lora);
+    }
+  }
+}
+
+void save_lora(const std::string& path, const GPTModel& model, const LoraConfig& config, const std::string& base_path,
+               const std::map<std::string, std::string>& run_metadata, const NamedTensors& run_tensors) {
+  NamedTensors tensors = lora_parameters(model);
+  if (tensors.empty()) throw std::invalid_argument("save_lora: the model has no adapters");
+  tensors.insert(tensors.end(), run_tensors.begin(), run_tensors.end());
+  std::map<std::string, std::string> metadata = run_metadata;
+  metadata["format"] = kFormat;
+  metadata["base"] = base_path;
+  metadata["rank"] = std::to_string(config.rank);
+  metadata["alpha"] = fmt::format("{:.17g}", config.alpha);
+  metadata["targets"] = fmt::format("{}", fmt::join(config.targets, ","));
+  save_safetensors(path, tensors, metadata);
 }
 
 LoraCheckpoint load_lora(const std::string& path) {
@@ -95,7 +114,9 @@ void apply_lora(GPTModel& model, const LoraCheckpoint& adapters, const std::stri
   } catch (const std::invalid_argument& e) {
     throw CheckpointError(fmt::format("{}: {}", path, e.what()));
   }
-  std::map<std::string, Tensor> given(adapters.checkpoint.tensors.begin(), adapters.checkpoint.tensors.end());
+  std::map<std::string, Tensor> given;
+  for (const auto& [name, t] : adapters.checkpoint.tensors)
+    if (!name.starts_with(kRunStatePrefix)) given.emplace(name, t);
   NoGradGuard no_grad;
   for (auto& [name, target] : lora_parameters(model)) {
     auto it = given.find(name);

@@ -5,6 +5,7 @@
 // "mlp" = each block's feed-forward expand and contract (c_fc and mlp.c_proj). The embeddings, the
 // LayerNorms and the tied head are never adapted.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,19 @@ NamedTensors add_lora(GPTModel& model, const LoraConfig& config);
 // The adapters' parameters of a model that has them (empty if none).
 NamedTensors lora_parameters(const Module& model);
 
+// The adapters of a model as a Module of their own, each LoRA under its layer's path (its parameters are
+// named as lora_parameters names them): what an optimizer, gradient clipping or data parallelism is given
+// when only the adapters train. It shares the model's tensors, and lives no longer than the model.
+class LoraAdapters : public Module {
+ public:
+  explicit LoraAdapters(const GPTModel& model);
+};
+
 // Writes the adapters alone, with metadata "format" = "scratchgrad-lora", "base" = base_path (the file the
-// frozen weights came from), rank, alpha and targets.
-void save_lora(const std::string& path, const GPTModel& model, const LoraConfig& config, const std::string& base_path);
+// frozen weights came from), rank, alpha and targets. A training run adds its own metadata and tensors
+// (its optimizer's state, under names that start with "optimizer."), which apply_lora leaves alone.
+void save_lora(const std::string& path, const GPTModel& model, const LoraConfig& config, const std::string& base_path,
+               const std::map<std::string, std::string>& run_metadata = {}, const NamedTensors& run_tensors = {});
 
 struct LoraCheckpoint {
   LoraConfig config;
@@ -43,7 +54,8 @@ struct LoraCheckpoint {
 LoraCheckpoint load_lora(const std::string& path);
 
 // Adds the checkpoint's adapters to `model` (built from the base file) and loads their values: every adapter
-// of the configuration must be in the file with its shape, and nothing else (CheckpointError naming it).
+// of the configuration must be in the file with its shape, and nothing else but a training run's
+// "optimizer." tensors (CheckpointError naming it).
 void apply_lora(GPTModel& model, const LoraCheckpoint& adapters, const std::string& path);
 
 // Merges every adapter into its weight (W += (α/r)·B·A) and removes it: a plain GPTModel again.

@@ -65,9 +65,11 @@ static Tensor batched_product(const Tensor& a, const Tensor& b, const char* name
                                out);
   }
   if (!needs_grad({a, b})) return out;
-  Tensor recorded = record(name, out, {a, b}, {a, b}, [a, b](const Tensor& g) {
+  // a frozen operand (a LoRA run's base weight) needs no gradient: its product is not computed at all
+  const bool grad_a = a.requires_grad(), grad_b = b.requires_grad();
+  Tensor recorded = record(name, out, {a, b}, {a, b}, [a, b, grad_a, grad_b](const Tensor& g) {
     // C = A·B  ⇒  dA = dC·Bᵀ,  dB = Aᵀ·dC   (summed over batch dims that were broadcast)
-    return Grads{matmul(g, b.mT()).sum_to(a.shape()), gradient_of_b(a, b, g)};
+    return Grads{grad_a ? matmul(g, b.mT()).sum_to(a.shape()) : Tensor(), grad_b ? gradient_of_b(a, b, g) : Tensor()};
   });
   if (std::string_view(name) == "BmmBackward0") recorded.grad_fn()->outermost_name = "UnsafeViewBackward0";
   return recorded;
@@ -132,9 +134,12 @@ static Tensor addmm(const Tensor& bias, const Tensor& x2d, const Tensor& w) {
     out = bias + matmul(x2d, w);
   }
   if (!needs_grad({bias, x2d, w})) return out;
-  return record("AddmmBackward0", out, {bias, x2d, w}, {x2d, w}, [x2d, w, bshape = bias.shape()](const Tensor& g) {
+  const bool grad_bias = bias.requires_grad(), grad_x = x2d.requires_grad(), grad_w = w.requires_grad();  // frozen: none
+  return record("AddmmBackward0", out, {bias, x2d, w}, {x2d, w},
+                [x2d, w, bshape = bias.shape(), grad_bias, grad_x, grad_w](const Tensor& g) {
     // out = b + X·W  ⇒  db = Σ_rows g,  dX = g·Wᵀ,  dW = Xᵀ·g
-    return Grads{g.sum_to(bshape), matmul(g, w.mT()), linear_weight_gradient(x2d, g)};
+    return Grads{grad_bias ? g.sum_to(bshape) : Tensor(), grad_x ? matmul(g, w.mT()) : Tensor(),
+                 grad_w ? linear_weight_gradient(x2d, g) : Tensor()};
   });
 }
 
@@ -178,21 +183,22 @@ Tensor linear_after_gelu(const Tensor& h, const Tensor& weight, const Tensor& bi
   const Tensor hd = h.detach(), wd = weight.detach();
   const Shape bias_shape = bias.defined() ? bias.shape() : Shape{};
   const bool has_bias = bias.defined();
+  const bool grad_weight = weight.requires_grad(), grad_bias = has_bias && bias.requires_grad();  // frozen: none
   const Numerics numerics_then = numerics();
   return record("LinearAfterGeluBackward", out, {h, weight, bias}, {h, weight},
-                [hd, wd, has_bias, bias_shape, approximate, tanh, numerics_then](const Tensor& g) {
+                [hd, wd, grad_weight, grad_bias, bias_shape, approximate, tanh, numerics_then](const Tensor& g) {
     NumericsGuard same_numerics(numerics_then);
     // the steps of AddmmBackward0 / MmBackward0 and GeluBackward0, on gelu(h) recomputed
     const int64_t rows = hd.numel() / hd.size(-1);
     const Tensor g2d = g.reshape({rows, g.size(-1)});
     Tensor dw;
-    {  // gelu(h) lives only as long as the weight's gradient needs it
+    if (grad_weight) {  // gelu(h) lives only as long as the weight's gradient needs it
       const Tensor x2d = gelu(hd, approximate).reshape({rows, hd.size(-1)});
       dw = linear_weight_gradient(x2d, g2d);
     }
     Tensor dh = matmul(g2d, wd).reshape(hd.shape());  // the gradient of gelu(h) (the product is h · weightᵀ)...
     backend(hd.device()).gelu_backward(dh, hd, tanh, dh);  // ...made h's in place (elementwise)
-    return Grads{dh, dw.t(), has_bias ? g2d.sum_to(bias_shape) : Tensor()};
+    return Grads{dh, grad_weight ? dw.t() : Tensor(), grad_bias ? g2d.sum_to(bias_shape) : Tensor()};
   });
 }
 

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "autograd/memory/out_of_memory.h"
+#include "finetune.h"
 #include "guards.h"
 #include "nn/safetensors.h"
 #include "ranks.h"
@@ -78,6 +79,19 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
       ->capture_default_str();
   train_cmd->add_option("--tokenizer-file", train.tokenizer_file,
                         "--tokenizer gpt2: the folder of encoder.json and vocab.bpe, or a tokenizer.json");
+  train_cmd->add_option("--init", train.init,
+                        "fine-tune: start from these weights (GPT-2's model.safetensors, llm.c's .bin, or a checkpoint "
+                        "of --model gpt); their shapes set the model, so --dim, --layers, --heads, --preset are refused; "
+                        "defaults B 4, 200 steps, lr 1e-4 (1e-3 with LoRA), --context min(64, the model's), the file's "
+                        "tokenizer (GPT-2: --tokenizer gpt2 with --tokenizer-file)");
+  train_cmd->add_option("--lora-rank", train.lora_rank,
+                        "--init: train only LoRA adapters of this rank (the weights frozen); --save then writes the "
+                        "adapters, the optimizer's state and the base file's path (scratchgrad merge adds them in)");
+  train_cmd->add_option("--lora-alpha", train.lora_alpha, "--lora-rank: the adapters' update is scaled by alpha / rank")
+      ->capture_default_str();
+  train_cmd->add_option("--lora-targets", train.lora_targets,
+                        "--lora-rank: the layers adapted: attn (q, k, v and the output projection), mlp, or attn,mlp")
+      ->capture_default_str();
   train_cmd->add_option("--save", train.save, "write a safetensors checkpoint here");
   train_cmd->add_option("--graph", train.graph, "write one step's autograd graph (Graphviz DOT) here");
   train_cmd->add_option("--plot", train.plot, "write the loss curve (SVG) here");
@@ -121,7 +135,8 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   // Whole numbers past int64 are refused rather than clamped to its largest value.
   const CLI::Validator whole_number([](std::string& text) { return integer_problem(text); }, "", "int64");
   for (const char* flag : {"--layers", "--warmup", "--accumulate", "--save-every", "--steps", "--batch", "--context",
-                           "--dim", "--heads", "--threads", "--eval-every", "--sample", "--reduce-shards", "--check-every"})
+                           "--dim", "--heads", "--threads", "--eval-every", "--sample", "--reduce-shards", "--check-every",
+                           "--lora-rank"})
     train_cmd->get_option(flag)->check(whole_number);
   for (const char* flag : {"--tokens", "--top-k"}) gen_cmd->get_option(flag)->check(whole_number);
   const CLI::Validator seed([](std::string& text) { return seed_problem(text); }, "", "uint64");
@@ -187,9 +202,18 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
     c.kind = Command::Kind::train;
     auto given = [&](const char* flag) { return train_cmd->get_option(flag)->count() > 0; };
     train.steps_set = given("--steps"), train.check_every_set = given("--check-every");
-    if (!train.resume.empty()) check_resume_flags(given);
-    else if (train.allow_other_text) throw UsageError("--allow-other-text is for --resume");
-    if (train.resume.empty() && (train.model == "gpt" || !preset.empty())) {
+    if (!train.resume.empty()) {
+      check_resume_flags(given);
+      for (const char* flag : {"--init", "--lora-rank", "--lora-alpha", "--lora-targets"})
+        if (given(flag))
+          throw UsageError(fmt::format("{} cannot change a resumed run: its base weights and adapters come from the "
+                                       "checkpoint",
+                                       flag));
+    } else if (train.allow_other_text) {
+      throw UsageError("--allow-other-text is for --resume");
+    }
+    if (train.resume.empty()) apply_finetune_options(train, given);
+    if (train.resume.empty() && train.init.empty() && (train.model == "gpt" || !preset.empty())) {
       if (train.model != "gpt") throw UsageError("--preset is for --model gpt");
       apply_gpt_preset(train, preset.empty() ? "small" : preset,
                        [&](const char* flag) { return train_cmd->get_option(flag)->count() > 0; });

@@ -16,13 +16,16 @@
 #include <fmt/ranges.h>
 
 #include "autograd/backend.h"
+#include "autograd/cpu/runtime/buffer_cache.h"
 #include "autograd/inspect/dot.h"
 #include "plot/svg.h"
 #include "nn/nn.h"
 #include "nn/gpt2.h"
+#include "nn/lora.h"
 #include "nn/perplexity.h"
 #include "nn/safetensors.h"
 #include "optim/optim.h"
+#include "finetune.h"
 #include "guards.h"
 #include "ranks.h"
 #include "token_text.h"
@@ -69,11 +72,11 @@ void check_train_options(const TrainOptions& o) {
   require(o.reduce_shards == 0 || o.batch % o.reduce_shards == 0,
           fmt::format("--reduce-shards {} must divide --batch {}", o.reduce_shards, o.batch));
   require(o.check_every >= 1, fmt::format("--check-every must be at least 1, got {}", o.check_every));
-  require(o.tokenizer == "char" || o.tokenizer == "bpe" || o.tokenizer == "gpt2",
+  require(o.tokenizer == "char" || o.tokenizer == "bpe" || o.tokenizer == "gpt2" || (o.tokenizer.empty() && !o.init.empty()),
           fmt::format("--tokenizer must be char, bpe or gpt2, got '{}'", o.tokenizer));
   require(o.tokenizer == "char" || o.model == "gpt",
           fmt::format("--tokenizer {} trains --model gpt (the workshop's model reads characters)", o.tokenizer));
-  require(o.tokenizer == "gpt2" || o.tokenizer_file.empty() || !o.resume.empty(),
+  require(o.tokenizer == "gpt2" || o.tokenizer_file.empty() || !o.resume.empty() || !o.init.empty(),
           "--tokenizer-file is for --tokenizer gpt2 (GPT-2's files)");
   require(o.model != "gpt" || o.warmup < o.steps,
           fmt::format("--warmup {} must be below --steps {} (the cosine decay needs steps after it)", o.warmup, o.steps));
@@ -150,7 +153,7 @@ struct Corpus {
 
 // --tokenizer bpe or gpt2: the text's bytes as that tokenizer's ids (a bpe learned from the training part
 // only); a resumed run reads its text with the tokenizer its checkpoint carries.
-Corpus load_token_corpus(const TrainOptions& o) {
+Corpus load_token_corpus(const TrainOptions& o, const std::optional<RunTokenizer>& base_tokenizer) {
   require(o.model == "gpt", fmt::format("--tokenizer {} trains --model gpt (the workshop's model reads characters)", o.tokenizer));
   Corpus c;
   const std::string text = o.text_file.empty() ? std::string(kWorkshopText) : read_text_file(o.text_file);
@@ -160,6 +163,7 @@ Corpus load_token_corpus(const TrainOptions& o) {
   if (!o.text_file.empty()) c.source = absolute_path(o.text_file);
   std::optional<RunTokenizer> known;
   if (!o.resume.empty()) known = tokenizer_of_checkpoint(nn::load_safetensors(o.resume).metadata, o.resume, o.tokenizer_file);
+  else if (base_tokenizer) known = base_tokenizer;  // a fine-tune of our own GPT reads as it did
   TokenText tokens = tokenize_for_run(text, o.tokenizer, o.vocab_size, o.tokenizer_file, known, o.context + 2);
   require(int64_t(tokens.ids.size()) >= o.context + 2,
           fmt::format("{} is {} tokens; --context {} needs at least {}", where, tokens.ids.size(), o.context, o.context + 2));
@@ -171,8 +175,9 @@ Corpus load_token_corpus(const TrainOptions& o) {
   return c;
 }
 
-Corpus load_corpus(const TrainOptions& o) {
-  if (o.tokenizer != "char") return load_token_corpus(o);
+// `base_tokenizer`: a fine-tune of a checkpoint of ours, whose tokenizer the text is read with.
+Corpus load_corpus(const TrainOptions& o, const std::optional<RunTokenizer>& base_tokenizer = std::nullopt) {
+  if (o.tokenizer != "char") return load_token_corpus(o, base_tokenizer);
   Corpus c;
   if (o.text_file.empty()) {
     c.text = tokenize_text(kWorkshopText, "the built-in text");
@@ -216,8 +221,22 @@ double held_out_loss(const Model& model, std::span<const uint16_t> val, int64_t 
     xs.insert(xs.end(), val.begin() + j, val.begin() + j + T);
     ys.insert(ys.end(), val.begin() + j + 1, val.begin() + j + T + 1);
   }
-  Tensor logits = model(from_vector(xs, {windows, T}).to(device));
-  return cross_entropy(logits.view({-1, V}), from_vector(ys, {windows * T}).to(device)).item();
+  // GPT-2's 50,257-wide logits for 64 windows would take hundreds of MB: such a model is scored a few
+  // windows at a time (a small model in one piece, as before)
+  const int64_t per_piece = std::clamp<int64_t>((int64_t(1) << 22) / std::max<int64_t>(T * V, 1), 1, windows);
+  if (per_piece == windows) {
+    Tensor logits = model(from_vector(xs, {windows, T}).to(device));
+    return cross_entropy(logits.view({-1, V}), from_vector(ys, {windows * T}).to(device)).item();
+  }
+  double total = 0;
+  for (int64_t first = 0; first < windows; first += per_piece) {
+    const int64_t n = std::min(per_piece, windows - first);
+    const std::vector<int64_t> x(xs.begin() + first * T, xs.begin() + (first + n) * T);
+    const std::vector<int64_t> y(ys.begin() + first * T, ys.begin() + (first + n) * T);
+    Tensor logits = model(from_vector(x, {n, T}).to(device));
+    total += cross_entropy(logits.view({-1, V}), from_vector(y, {n * T}).to(device)).item() * double(n);
+  }
+  return total / double(windows);
 }
 
 // The next token drawn from softmax(logits / temperature) among the top_k likeliest (0: all). The largest
@@ -303,24 +322,38 @@ int64_t metadata_int(const nn::Checkpoint& ck, const std::string& path, const st
   throw nn::CheckpointError(fmt::format("{}: metadata '{}' is not a positive integer: '{}'", path, key, it->second));
 }
 
+// A GPT's output head is tied to its token embedding (GPT-2's is): one matrix, saved once.
+bool head_is_tied(const nn::GPTModel& model) { return &model.out_head->weight.impl() == &model.tok_emb->weight.impl(); }
+
+// The model's tensors for a checkpoint: a tied head is written once, as tok_emb.weight ("tied_head" = 1).
+nn::NamedTensors gpt_state(const nn::GPTModel& model) {
+  nn::NamedTensors out = model.state_dict();
+  if (head_is_tied(model)) std::erase_if(out, [](const auto& entry) { return entry.first == "out_head.weight"; });
+  return out;
+}
+
 std::map<std::string, std::string> gpt_metadata(const nn::GPTConfig& c, const Vocabulary& vocab,
-                                                const std::u32string& sample_prompt, int64_t steps) {
-  return {{"format", "scratchgrad-gpt"},
-          {"vocab", encode_utf8(vocab.chars())},
-          {"layers", std::to_string(c.n_layers)},
-          {"dim", std::to_string(c.emb_dim)},
-          {"context", std::to_string(c.context_length)},
-          {"heads", std::to_string(c.n_heads)},
-          {"qkv_bias", c.qkv_bias ? "1" : "0"},
-          {"steps", std::to_string(steps)},
-          {"sample_prompt", encode_utf8(sample_prompt)}};
+                                                const std::u32string& sample_prompt, int64_t steps,
+                                                bool tied_head = false) {
+  std::map<std::string, std::string> m{{"format", "scratchgrad-gpt"},
+                                       {"vocab", encode_utf8(vocab.chars())},
+                                       {"layers", std::to_string(c.n_layers)},
+                                       {"dim", std::to_string(c.emb_dim)},
+                                       {"context", std::to_string(c.context_length)},
+                                       {"heads", std::to_string(c.n_heads)},
+                                       {"qkv_bias", c.qkv_bias ? "1" : "0"},
+                                       {"steps", std::to_string(steps)},
+                                       {"sample_prompt", encode_utf8(sample_prompt)}};
+  if (tied_head) m["tied_head"] = "1";
+  return m;
 }
 
 // A GPT run's metadata: a char run's as before; a bpe or gpt2 run's carries its tokenizer and the sample's
 // prompt as ids.
-std::map<std::string, std::string> gpt_metadata(const nn::GPTConfig& c, const Corpus& corpus, int64_t T, int64_t steps) {
-  if (corpus.tokenizer.is_char()) return gpt_metadata(c, corpus.vocab(), corpus.head(T), steps);
-  auto m = gpt_metadata(c, Vocabulary(std::u32string()), std::u32string(), steps);
+std::map<std::string, std::string> gpt_metadata(const nn::GPTModel& model, const Corpus& corpus, int64_t T, int64_t steps) {
+  const nn::GPTConfig& c = model.cfg;
+  if (corpus.tokenizer.is_char()) return gpt_metadata(c, corpus.vocab(), corpus.head(T), steps, head_is_tied(model));
+  auto m = gpt_metadata(c, Vocabulary(std::u32string()), std::u32string(), steps, head_is_tied(model));
   m.merge(corpus.tokenizer.metadata());
   const std::vector<int64_t> head = corpus.head_ids(T);
   m["sample_ids"] = fmt::format("{}", fmt::join(head, " "));
@@ -353,6 +386,7 @@ std::vector<uint8_t> bytes_of(const std::string& hex, const std::string& path) {
 std::map<std::string, std::string> run_metadata(const TrainOptions& o, const Corpus& corpus, int64_t steps_done,
                                                 int64_t schedule_epoch) {
   return {{"run.text", corpus.source},          {"run.steps", std::to_string(o.steps)},
+          {"run.context", std::to_string(o.context)},
           {"run.text_hash", corpus.text.hash},  {"run.text_bytes", std::to_string(corpus.text.bytes)},
           {"run.batch", std::to_string(o.batch)}, {"run.lr", fmt::format("{:.17g}", o.lr)},
           {"run.seed", std::to_string(o.seed)}, {"run.eval_every", std::to_string(o.eval_every)},
@@ -384,9 +418,30 @@ struct LoadedModel {
   int64_t vocab_size() const { return tokenizer.is_char() ? vocab.size() : tokenizer.bpe->vocab_size(); }
 };
 
+// The prompt of the sample a run printed: its characters, or (bpe, gpt2) its ids.
+void read_sample_prompt(LoadedModel& m, nn::Checkpoint& ck) {
+  try {
+    m.sample_prompt = decode_utf8(ck.metadata.count("sample_prompt") ? ck.metadata["sample_prompt"] : "");
+  } catch (const UsageError&) {
+  }
+  if (!m.tokenizer.is_char()) {
+    try {
+      m.sample_ids = parse_token_ids(ck.metadata.count("sample_ids") ? ck.metadata["sample_ids"] : "", "sample_ids");
+    } catch (const UsageError&) {  // no sample prompt: generate then needs --prompt
+    }
+    for (int64_t id : m.sample_ids)
+      if (id >= m.vocab_size()) m.sample_ids.clear();
+  }
+}
+
+LoadedModel load_lora_run(const std::string& path, nn::Checkpoint&& ck, const std::string& gpt2_tokenizer_file);
+
+// A checkpoint of `train` (either model), or of a LoRA fine-tune (its base with its adapters on).
 LoadedModel load_model(const std::string& path, const std::string& gpt2_tokenizer_file = "") {
   nn::Checkpoint ck = nn::load_safetensors(path);
   auto format = ck.metadata.find("format");
+  if (format != ck.metadata.end() && format->second == "scratchgrad-lora")
+    return load_lora_run(path, std::move(ck), gpt2_tokenizer_file);
   const bool gpt = format != ck.metadata.end() && format->second == "scratchgrad-gpt";
   if (format == ck.metadata.end() || (format->second != "scratchgrad-char-model" && !gpt))
     throw nn::CheckpointError(fmt::format("{}: not a scratchgrad checkpoint (metadata 'format' missing)", path));
@@ -439,7 +494,13 @@ LoadedModel load_model(const std::string& path, const std::string& gpt2_tokenize
                            .n_heads = heads, .n_layers = layers, .drop_rate = 0.0,
                            .qkv_bias = ck.metadata["qkv_bias"] == "1"};
       m.gpt = std::make_unique<nn::GPTModel>(config);
-      m.gpt->load_state_dict(without_optimizer(ck.tensors));
+      nn::NamedTensors state = without_optimizer(ck.tensors);
+      if (ck.metadata["tied_head"] == "1") {  // the head is the embedding: one tensor, saved once
+        m.gpt->tie_weights();
+        for (const auto& [name, t] : ck.tensors)
+          if (name == "tok_emb.weight") state.emplace_back("out_head.weight", t);
+      }
+      m.gpt->load_state_dict(state);
       m.gpt->eval();
     } else {
       m.model = std::make_unique<nn::MiniSelfAttention>(nn::CharModelConfig{int64_t(chars.size()), dim, context, heads});
@@ -449,20 +510,36 @@ LoadedModel load_model(const std::string& path, const std::string& gpt2_tokenize
   } catch (const std::invalid_argument& e) {
     throw nn::CheckpointError(fmt::format("{}: {}", path, e.what()));
   }
-  try {
-    m.sample_prompt = decode_utf8(ck.metadata.count("sample_prompt") ? ck.metadata["sample_prompt"] : "");
-  } catch (const UsageError&) {
-  }
   m.vocab = Vocabulary(chars);
   m.tokenizer = tok;
-  if (!tok.is_char()) {
+  read_sample_prompt(m, ck);
+  m.checkpoint = std::move(ck);
+  return m;
+}
+
+// A LoRA fine-tune's checkpoint: the base file it names, loaded, with its adapters on; the run's tokenizer
+// and sample prompt as its metadata records them.
+LoadedModel load_lora_run(const std::string& path, nn::Checkpoint&& ck, const std::string& gpt2_tokenizer_file) {
+  const nn::LoraCheckpoint adapters = nn::load_lora(path);
+  std::unique_ptr<nn::GPTModel> model = load_gpt2_weights(adapters.base_path);
+  if (!model) model = std::move(load_model(adapters.base_path, gpt2_tokenizer_file).gpt);
+  if (!model) throw nn::CheckpointError(fmt::format("{}: its base {} is not a GPT", path, adapters.base_path));
+  nn::apply_lora(*model, adapters, path);
+  model->eval();
+  LoadedModel m;
+  m.tokenizer = tokenizer_of_checkpoint(ck.metadata, path, gpt2_tokenizer_file);
+  if (m.tokenizer.is_char()) {
     try {
-      m.sample_ids = parse_token_ids(ck.metadata.count("sample_ids") ? ck.metadata["sample_ids"] : "", "sample_ids");
-    } catch (const UsageError&) {  // no sample prompt: generate then needs --prompt
+      m.vocab = Vocabulary(decode_utf8(ck.metadata.count("vocab") ? ck.metadata["vocab"] : ""));
+    } catch (const UsageError&) {
+      throw nn::CheckpointError(fmt::format("{}: vocabulary is not valid UTF-8", path));
     }
-    for (int64_t id : m.sample_ids)
-      if (id >= vocab) m.sample_ids.clear();
   }
+  if (m.vocab_size() != model->cfg.vocab_size)
+    throw nn::CheckpointError(fmt::format("{}: the run's tokenizer has {} tokens, its base {} a vocabulary of {}", path,
+                                          m.vocab_size(), adapters.base_path, model->cfg.vocab_size));
+  m.gpt = std::move(model);
+  read_sample_prompt(m, ck);
   m.checkpoint = std::move(ck);
   return m;
 }
@@ -635,11 +712,11 @@ struct Progress {
   }
 };
 
-// The end of a run, for either model: final losses, a greedy sample, the checkpoint, the pictures.
+// The end of a run, for either model: final losses, a greedy sample, the checkpoint (`save`, if given),
+// the pictures.
 template <typename Model>
 void finish(const Model& model, const Corpus& corpus, int64_t T, int64_t V, Device device, Progress& progress,
-            double last_loss, const std::map<std::string, std::string>& metadata, const std::string& plot_title,
-            const nn::NamedTensors& optimizer_state = {}) {
+            double last_loss, const std::function<void()>& save, const std::string& plot_title) {
   const TrainOptions& o = progress.o;
   std::ostream& out = progress.out;
   out << fmt::format("final loss {:.3f}", last_loss);
@@ -652,10 +729,8 @@ void finish(const Model& model, const Corpus& corpus, int64_t T, int64_t V, Devi
   Generator unused;
   std::vector<int64_t> ids = continue_text(model, T, corpus.head_ids(T), o.sample_tokens, 0.0, 0, unused, device);
   out << "generated: " << corpus.decode(ids) << "\n";
-  if (!o.save.empty()) {
-    nn::NamedTensors tensors = model.state_dict();  // and the optimizer's, so that the run can be extended
-    for (const auto& [name, t] : optimizer_state) tensors.emplace_back(kOptimizerPrefix + name, t);
-    nn::save_safetensors(o.save, tensors, metadata);
+  if (save) {
+    save();
     out << "saved " << o.save << "\n";
   }
   if (!o.graph.empty()) out << "wrote the graph of step 0 to " << o.graph << " (dot -Tsvg " << o.graph << " -o graph.svg)\n";
@@ -709,7 +784,9 @@ int train_mini(const TrainOptions& o, const Corpus& corpus, Device device, Ranks
   stop_if_not_finite(parameters_sum(model), "sum of the parameters", o.steps, o, 0);
   const std::u32string prompt = corpus.head(T);
   if (ranks.is_root())
-    finish(model, corpus, T, V, device, progress, last_loss, model_metadata(config, corpus.vocab(), prompt, o.steps),
+    finish(model, corpus, T, V, device, progress, last_loss,
+           o.save.empty() ? std::function<void()>()
+                          : [&] { nn::save_safetensors(o.save, model.state_dict(), model_metadata(config, corpus.vocab(), prompt, o.steps)); },
            fmt::format("loss, {} steps, D {} T {} B {} heads {}, lr {}", o.steps, o.dim, T, o.batch, o.heads, o.lr));
   ranks.barrier();  // the others wait for rank 0's checkpoint
   return 0;
@@ -729,13 +806,50 @@ optim::AdamW gpt_optimizer(const nn::GPTModel& model, const TrainOptions& o) {
   return opt;
 }
 
-int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks& ranks, std::ostream& out) {
+// The model a GPT run trains, and what of it trains: all of a new model or a full fine-tune's, or a LoRA
+// fine-tune's adapters alone (the rest frozen, with no gradients and no optimizer state).
+struct RunModel {
+  std::unique_ptr<nn::GPTModel> model;
+  std::string base;                       // a fine-tune: the absolute path of the weights it started from
+  std::optional<nn::LoraConfig> lora;     // a LoRA fine-tune's adapters
+  std::unique_ptr<nn::LoraAdapters> adapters;
+  std::optional<RunTokenizer> base_tokenizer;  // a fine-tune of a checkpoint of ours: its tokenizer,
+  std::u32string base_vocab;                   // and (char) its characters
+  bool finetune() const { return !base.empty(); }
+  nn::Module& trained() const { return adapters ? static_cast<nn::Module&>(*adapters) : *model; }
+};
+
+optim::AdamW run_optimizer(const RunModel& run, const TrainOptions& o) {
+  if (!run.adapters) return gpt_optimizer(*run.model, o);
+  return optim::AdamW(run.adapters->parameters(),
+                      {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay});
+}
+
+std::string run_description(const RunModel& run, const TrainOptions& o, int64_t T) {
+  const nn::GPTConfig& c = run.model->cfg;
+  const std::string shape = fmt::format("{} blocks D {} T {} B {}{} heads {}", c.n_layers, c.emb_dim, T, o.batch,
+                                        o.accumulate > 1 ? fmt::format("×{}", o.accumulate) : "", c.n_heads);
+  if (!run.finetune()) return fmt::format("{} parameters, {}", run.model->num_parameters(), shape);
+  const int64_t trained = run.trained().num_parameters();
+  const std::string what = run.lora ? fmt::format("LoRA rank {} alpha {} on {}, {} of {} parameters trained", run.lora->rank,
+                                                  run.lora->alpha, fmt::join(run.lora->targets, ","), trained,
+                                                  run.model->num_parameters())
+                                    : fmt::format("all {} parameters trained", trained);
+  return fmt::format("fine-tuning {} ({}), {}", run.base, what, shape);
+}
+
+int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks& ranks, std::ostream& out, RunModel run) {
   manual_seed(o.seed);
-  nn::GPTConfig config{.vocab_size = corpus.vocab_size(), .context_length = o.context, .emb_dim = o.dim,
-                       .n_heads = o.heads, .n_layers = o.layers, .drop_rate = o.dropout, .qkv_bias = false};
-  nn::GPTModel model(config);
+  if (!run.model)
+    run.model = std::make_unique<nn::GPTModel>(nn::GPTConfig{.vocab_size = corpus.vocab_size(), .context_length = o.context,
+                                                             .emb_dim = o.dim, .n_heads = o.heads, .n_layers = o.layers,
+                                                             .drop_rate = o.dropout, .qkv_bias = false});
+  nn::GPTModel& model = *run.model;
+  nn::Module& trained = run.trained();
+  const nn::GPTConfig& config = model.cfg;
   model.to(device);
-  optim::AdamW opt = gpt_optimizer(model, o);
+  model.train();
+  optim::AdamW opt = run_optimizer(run, o);
   optim::LambdaLR schedule(opt, optim::warmup_cosine(o.warmup, o.steps, 0.1));
   const int64_t V = config.vocab_size, T = o.context;
 
@@ -743,11 +857,9 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
                                     ? fmt::format("{} characters ({} distinct", corpus.characters(), V)
                                     : fmt::format("{} tokens ({} tokenizer, vocabulary {}", corpus.characters(),
                                                   corpus.tokenizer.kind, V);
-  out << fmt::format("training a GPT on {}{}), {} parameters, {} blocks D {} T {} B {}{} heads {}, "
-                     "{} steps on {}\n",
-                     text_size, corpus.has_val() ? fmt::format(", {} held out", corpus.val().size()) : "",
-                     model.num_parameters(), o.layers, o.dim, T, o.batch,
-                     o.accumulate > 1 ? fmt::format("×{}", o.accumulate) : "", o.heads, o.steps, device.str());
+  out << fmt::format("training a GPT on {}{}), {}, {} steps on {}\n", text_size,
+                     corpus.has_val() ? fmt::format(", {} held out", corpus.val().size()) : "",
+                     run_description(run, o, T), o.steps, device.str());
   Progress progress{o, out, o.batch * o.accumulate * T, &out == &std::cout && isatty(STDOUT_FILENO)};
   progress.bits_per_byte_factor = corpus.bits_per_byte_factor();
   std::function<double()> held_out;
@@ -765,11 +877,11 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
     for (const auto& [name, t] : ck.tensors)
       if (name.starts_with(kOptimizerPrefix)) optimizer_state.emplace_back(name.substr(std::strlen(kOptimizerPrefix)), t);
     check_finite_parameters(ck.tensors, o.resume);
-    check_optimizer_state(optimizer_state, model.parameters().size(), o.resume);
+    check_optimizer_state(optimizer_state, trained.parameters().size(), o.resume);
     first_step = run_state_int(ck.metadata, o.resume, "run.steps_done", 0, o.steps);
     const int64_t epoch = run_state_int(ck.metadata, o.resume, "run.schedule_epoch", 0, first_step);
     try {
-      model.load_state_dict(without_optimizer(ck.tensors));
+      if (!run.finetune()) model.load_state_dict(without_optimizer(ck.tensors));  // a fine-tune's came with it
       opt.load_state_dict(optimizer_state);
     } catch (const std::exception& e) {
       throw nn::CheckpointError(fmt::format("{}: cannot resume from it: {}", o.resume, e.what()));
@@ -782,15 +894,23 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
     }
     out << fmt::format("resuming {} at step {}\n", o.resume, first_step);
   }
-  auto save = [&](int64_t steps_done) {
-    nn::NamedTensors tensors = model.state_dict();
-    for (auto& [name, t] : opt.state_dict()) tensors.emplace_back(kOptimizerPrefix + name, t);
-    auto metadata = gpt_metadata(config, corpus, T, steps_done);
+  auto metadata_at = [&](int64_t steps_done) {
+    auto metadata = gpt_metadata(model, corpus, T, steps_done);
     metadata.merge(run_metadata(o, corpus, steps_done, schedule.last_epoch()));
-    nn::save_safetensors(o.save, tensors, metadata);  // a temporary file renamed into place
+    if (run.finetune()) metadata["run.init"] = run.base;
+    return metadata;
   };
-  ranks.share_parameters(model, o.overlap);  // after a resume too: rank 0's parameters win
-  ShardedGradients gradients(ranks, model, o);
+  // a LoRA run writes its adapters and a reference to the base file; any other run, the whole model
+  auto save = [&](int64_t steps_done) {
+    nn::NamedTensors optimizer_state;
+    for (auto& [name, t] : opt.state_dict()) optimizer_state.emplace_back(kOptimizerPrefix + name, t);
+    if (run.lora) return nn::save_lora(o.save, model, *run.lora, run.base, metadata_at(steps_done), optimizer_state);
+    nn::NamedTensors tensors = gpt_state(model);
+    tensors.insert(tensors.end(), optimizer_state.begin(), optimizer_state.end());
+    nn::save_safetensors(o.save, tensors, metadata_at(steps_done));  // a temporary file renamed into place
+  };
+  ranks.share_parameters(trained, o.overlap);  // after a resume too: rank 0's parameters win
+  ShardedGradients gradients(ranks, trained, o);
   double last_loss = 0, step_seconds = 0;
   for (int64_t step = first_step; step < o.steps; ++step) {
     const auto started = std::chrono::steady_clock::now();
@@ -802,38 +922,36 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
         CallSite label("loss = cross_entropy(logits.flatten(0, 1), targets.flatten())");
         Tensor loss = cross_entropy(logits.view({-1, V}), y.to(device).view({-1}));
         if (step == 0 && micro == 0 && !o.graph.empty() && ranks.is_root())
-          write_step_graph(o, loss, model, fmt::format("GPT, {} blocks D {} T {} B {} heads {}", o.layers, o.dim, T, o.batch, o.heads));
+          write_step_graph(o, loss, model, fmt::format("GPT, {} blocks D {} T {} B {} heads {}", config.n_layers,
+                                                       config.emb_dim, T, o.batch, config.n_heads));
         return loss;
       });
     }
     last_loss = gradients.finish_step();
     stop_if_not_finite(last_loss, "loss", step, o, saved_at);
-    if (o.clip > 0) stop_if_not_finite(optim::clip_grad_norm_(model.parameters(), o.clip).item(), "gradient norm", step, o, saved_at);
+    if (o.clip > 0) stop_if_not_finite(optim::clip_grad_norm_(trained.parameters(), o.clip).item(), "gradient norm", step, o, saved_at);
     opt.step();
     schedule.step();
     if (step > first_step)  // the first step warms caches and pools up: not timed
       step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (ranks.is_root()) progress.report(step, last_loss, held_out);
-    if ((step + 1) % o.check_every == 0) ranks.check_same_parameters(model, step + 1);
+    if ((step + 1) % o.check_every == 0) ranks.check_same_parameters(trained, step + 1);
     if (o.save_every > 0 && (step + 1) % o.save_every == 0 && step + 1 < o.steps) {
-      stop_if_not_finite(parameters_sum(model), "sum of the parameters", step, o, saved_at);
+      stop_if_not_finite(parameters_sum(trained), "sum of the parameters", step, o, saved_at);
       if (ranks.is_root()) save(step + 1);
       saved_at = step + 1;
       ranks.barrier();  // the others wait until the checkpoint is in place
       ranks.note_checkpoint(o.save, step + 1);
     }
   }
-  ranks.check_same_parameters(model, o.steps);
+  ranks.check_same_parameters(trained, o.steps);
   report_data_parallel(ranks, o, step_seconds, o.steps - first_step - 1, out);
-  stop_if_not_finite(parameters_sum(model), "sum of the parameters", o.steps, o, saved_at);
+  stop_if_not_finite(parameters_sum(trained), "sum of the parameters", o.steps, o, saved_at);
   model.eval();
-  auto metadata = gpt_metadata(config, corpus, T, o.steps);
-  metadata.merge(run_metadata(o, corpus, o.steps, schedule.last_epoch()));
   if (ranks.is_root())
-    finish(model, corpus, T, V, device, progress, last_loss, metadata,
-           fmt::format("loss, GPT {} blocks, {} steps, D {} T {} B {} heads {}, lr {}", o.layers, o.steps, o.dim, T,
-                       o.batch, o.heads, o.lr),
-           opt.state_dict());
+    finish(model, corpus, T, V, device, progress, last_loss, o.save.empty() ? std::function<void()>() : [&] { save(o.steps); },
+           fmt::format("loss, GPT {} blocks, {} steps, D {} T {} B {} heads {}, lr {}", config.n_layers, o.steps,
+                       config.emb_dim, T, o.batch, config.n_heads, o.lr));
   ranks.barrier();  // the others wait for rank 0's checkpoint
   return 0;
 }
@@ -867,7 +985,8 @@ void apply_gpt_preset(TrainOptions& o, const std::string& preset, const std::fun
 // Its text is read again from the absolute path recorded, unless --text names another.
 TrainOptions resumed_options(TrainOptions o) {
   nn::Checkpoint ck = nn::load_safetensors(o.resume);
-  if (ck.metadata["format"] != "scratchgrad-gpt" || !ck.metadata.count("run.steps_done"))
+  const bool lora = ck.metadata["format"] == "scratchgrad-lora";  // a LoRA fine-tune's adapters
+  if ((ck.metadata["format"] != "scratchgrad-gpt" && !lora) || !ck.metadata.count("run.steps_done"))
     throw nn::CheckpointError(fmt::format("{}: not a checkpoint of a GPT training run (train --model gpt --save)", o.resume));
   const auto& m = ck.metadata;
   const std::string& path = o.resume;
@@ -876,7 +995,18 @@ TrainOptions resumed_options(TrainOptions o) {
   auto number = [&](const char* key) { return run_state_number(m, path, key); };
   o.model = "gpt";
   if (o.text_file.empty()) o.text_file = m.count("run.text") ? m.at("run.text") : "";
-  o.layers = whole("layers", 1), o.dim = whole("dim", 1), o.heads = whole("heads", 1), o.context = whole("context", 1);
+  o.layers = whole("layers", 1), o.dim = whole("dim", 1), o.heads = whole("heads", 1);
+  // the training window; a fine-tune's model has a context of its own ("context"), runs before fine-tuning
+  // recorded only that one, the same
+  o.context = m.count("run.context") ? whole("run.context", 1) : whole("context", 1);
+  if (lora) {  // the base the adapters were trained on, loaded again
+    o.init = m.count("base") ? m.at("base") : "";
+    o.lora_rank = whole("rank", 1), o.lora_alpha = number("alpha");
+    o.lora_targets = m.count("targets") ? m.at("targets") : "";
+    if (o.init.empty()) throw nn::CheckpointError(fmt::format("{}: the LoRA run's base file is not named", path));
+  } else if (m.count("run.init")) {
+    o.init = m.at("run.init");
+  }
   const int64_t saved_steps = whole("run.steps", 1), steps_done = whole("run.steps_done", 0);
   if (steps_done > saved_steps)
     throw nn::CheckpointError(fmt::format("{}: run state 'run.steps_done' {} is past the run's {} steps", path,
@@ -903,6 +1033,8 @@ TrainOptions resumed_options(TrainOptions o) {
 // A resumed run must train on the text it started on (the embedding's rows are its characters): the text
 // given must have the size and hash the checkpoint recorded, unless --allow-other-text; then its
 // characters are numbered as the checkpoint's vocabulary numbers them, and one outside it is refused.
+void use_vocabulary(Corpus& corpus, const std::u32string& saved);
+
 void check_resumed_text(const TrainOptions& o, Corpus& corpus) {
   nn::Checkpoint ck = nn::load_safetensors(o.resume);
   const auto& m = ck.metadata;
@@ -925,6 +1057,12 @@ void check_resumed_text(const TrainOptions& o, Corpus& corpus) {
   } catch (const UsageError&) {
     throw nn::CheckpointError(fmt::format("{}: vocabulary is not valid UTF-8", o.resume));
   }
+  use_vocabulary(corpus, saved);
+}
+
+// The text's characters numbered as `saved` (a checkpoint's vocabulary) numbers them; a character outside
+// it is refused (UsageError).
+void use_vocabulary(Corpus& corpus, const std::u32string& saved) {
   if (saved == corpus.text.vocab.chars()) return;
   const Vocabulary vocab(saved);
   std::vector<uint16_t> renumber(corpus.text.vocab.chars().size());
@@ -968,6 +1106,70 @@ void use_kernels(const std::string& requested) {
   }
 }
 
+// The weights --init names, and what they decide: GPT-2's (which read GPT-2's tokens) or a checkpoint of
+// our own GPT (which reads its own tokenizer's); --tokenizer, if given, must agree.
+std::unique_ptr<nn::GPTModel> load_base(const std::string& path, TrainOptions& o, RunModel& run) {
+  auto tokenizer_must_be = [&](const std::string& kind, const std::string& why) {
+    if (o.tokenizer.empty()) o.tokenizer = kind;
+    require(o.tokenizer == kind, fmt::format("--tokenizer {} does not fit {}: {} (leave --tokenizer out, or give "
+                                             "--tokenizer {})",
+                                             o.tokenizer, path, why, kind));
+  };
+  if (std::unique_ptr<nn::GPTModel> gpt2 = load_gpt2_weights(path)) {
+    tokenizer_must_be("gpt2", "GPT-2's weights read GPT-2's tokens (with --tokenizer-file DIR)");
+    return gpt2;
+  }
+  LoadedModel ours = load_model(path, o.tokenizer_file);
+  if (!ours.gpt)
+    throw UsageError(fmt::format("--init {}: a checkpoint of the workshop's one-layer model; --init fine-tunes a GPT "
+                                 "(GPT-2's weights or a checkpoint of train --model gpt)",
+                                 path));
+  tokenizer_must_be(ours.tokenizer.kind, fmt::format("the checkpoint reads its own {} tokenizer", ours.tokenizer.kind));
+  if (!nn::lora_parameters(*ours.gpt).empty()) nn::merge_lora(*ours.gpt);  // a LoRA run goes on from its merged weights
+  run.base_tokenizer = ours.tokenizer;
+  run.base_vocab = ours.vocab.chars();
+  return std::move(ours.gpt);
+}
+
+// A fine-tune's model (o.init set): the base's weights; on --resume, a full fine-tune's checkpoint or a
+// LoRA run's base with its saved adapters. Sets what the model decides: its shape, the training window.
+RunModel finetune_model(TrainOptions& o) {
+  RunModel run;
+  const bool resumed = !o.resume.empty();
+  if (!resumed) o.init = absolute_path(o.init);  // what a checkpoint records
+  run.base = o.init;
+  if (resumed && o.lora_rank == 0) {  // a full fine-tune: all the weights are in the checkpoint
+    LoadedModel saved = load_model(o.resume, o.tokenizer_file);
+    run.model = std::move(saved.gpt);
+  } else {
+    run.model = load_base(o.init, o, run);
+  }
+  nn::GPTModel& model = *run.model;
+  if (!resumed) o.context = finetune_context(o, model, o.init);
+  o.layers = model.cfg.n_layers, o.dim = model.cfg.emb_dim, o.heads = model.cfg.n_heads;
+  set_dropout(model, o.dropout);
+  if (o.lora_rank > 0) {
+    run.lora = lora_config(o, model);
+    if (resumed) {
+      try {
+        nn::apply_lora(model, nn::load_lora(o.resume), o.resume);
+      } catch (const std::invalid_argument& e) {
+        throw nn::CheckpointError(fmt::format("{}: {}", o.resume, e.what()));
+      }
+    } else {
+      manual_seed(o.seed);  // the adapters' A, drawn as a Linear's weight
+      nn::add_lora(model, *run.lora);
+    }
+    run.adapters = std::make_unique<nn::LoraAdapters>(model);
+  } else {
+    for (Tensor& p : model.parameters()) p.requires_grad_(true);  // (a base that was a LoRA run had them frozen)
+  }
+  // The file's tensors, freed as they were copied into the model, sit in the CPU buffer cache (which keeps
+  // freed blocks for reuse): as much again as the weights, in sizes a training step does not ask for.
+  autograd::cpu::release_cached_buffers();
+  return run;
+}
+
 int run_train(const TrainOptions& given, std::ostream& given_out) {
   use_kernels(given.kernels);  // first: any tensor made before would read SCRATCHGRAD_KERNELS on its own
   TrainOptions o = given.resume.empty() ? given : resumed_options(given);
@@ -978,7 +1180,7 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
   std::ostream& out = ranks.is_root() ? given_out : quiet;
   const Device device = checked_device(o.device);
   // --resume may name the --save file (a run goes on in its own checkpoint); no other two may be one file
-  check_distinct_files({{"--text", o.text_file}, {"--save", o.save}, {"--graph", o.graph}, {"--plot", o.plot}});
+  check_distinct_files({{"--text", o.text_file}, {"--save", o.save}, {"--graph", o.graph}, {"--plot", o.plot}, {"--init", o.init}});
   check_distinct_files({{"--resume", o.resume}, {"--text", o.text_file}, {"--graph", o.graph}, {"--plot", o.plot}});
   if (!o.save.empty()) o.save = checkpoint_target("--save", o.save);
   for (const std::string& path : {o.save, o.graph, o.plot})
@@ -989,17 +1191,26 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
   if (!note.empty()) out << note << "\n";
   set_num_threads(o.threads);
   use_numerics_for(o.model, o.numerics);
-  Corpus corpus = load_corpus(o);
+  RunModel run;
+  if (!o.init.empty()) run = finetune_model(o);
+  Corpus corpus = load_corpus(o, run.base_tokenizer);
   require(o.resume.empty() || o.model == "gpt", "--resume continues a GPT run");
   if (!o.resume.empty()) check_resumed_text(o, corpus);
-  check_fits_in_memory(training_bytes(o, corpus.vocab_size()),
-                       fmt::format("{}--dim {} --context {} --batch {} on a vocabulary of {}",
-                                   o.model == "gpt" ? fmt::format("a GPT of --layers {} ", o.layers) : "a model of ",
-                                   o.dim, o.context, o.batch, corpus.vocab_size()));
+  else if (run.base_tokenizer && corpus.tokenizer.is_char()) use_vocabulary(corpus, run.base_vocab);
+  if (run.model) {
+    check_same_vocabulary(*run.model, run.base, corpus.vocab_size(), corpus.tokenizer.kind);
+    check_fits_in_memory(finetune_bytes(*run.model, run.trained().num_parameters(), o),
+                         fmt::format("a fine-tune of {} at --context {} --batch {}", run.base, o.context, o.batch));
+  } else {
+    check_fits_in_memory(training_bytes(o, corpus.vocab_size()),
+                         fmt::format("{}--dim {} --context {} --batch {} on a vocabulary of {}",
+                                     o.model == "gpt" ? fmt::format("a GPT of --layers {} ", o.layers) : "a model of ",
+                                     o.dim, o.context, o.batch, corpus.vocab_size()));
+  }
   if (ranks.size() > 1)
     out << fmt::format("data parallel: {} ranks, each {} of the {} windows of every batch{}\n", ranks.size(),
                        o.batch / ranks.size(), o.batch, o.deterministic_reduce ? ", deterministic reduce" : "");
-  return o.model == "gpt" ? train_gpt(o, corpus, device, ranks, out) : train_mini(o, corpus, device, ranks, out);
+  return o.model == "gpt" ? train_gpt(o, corpus, device, ranks, out, std::move(run)) : train_mini(o, corpus, device, ranks, out);
 }
 
 // ---------------------------------------------------------------- generate and info

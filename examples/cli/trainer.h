@@ -62,6 +62,13 @@ struct TrainOptions {
   std::string tokenizer = "char";  // char, bpe or gpt2
   int64_t vocab_size = 512;        // bpe: 256 bytes + merges
   std::string tokenizer_file;      // gpt2: GPT-2's files (a resumed gpt2 run: where they are now)
+  // fine-tuning (finetune.h): the run starts from the weights in `init` (GPT-2's model.safetensors, llm.c's
+  // .bin, or a checkpoint of `train --model gpt`), whose shapes decide the model
+  std::string init;
+  bool context_set = false;  // --context was given (else a fine-tune takes min(64, the model's context))
+  int64_t lora_rank = 0;     // 0: a full fine-tune; else LoRA adapters of this rank, the rest frozen
+  double lora_alpha = 16;    // the adapters' update is scaled by alpha / rank
+  std::string lora_targets = "attn";  // attn, mlp or attn,mlp
 };
 
 // A GPT preset sized for a laptop: "tiny" (2 blocks, D 48, H 4, T 32, B 16, 1000 steps) or "small" (3 blocks,

@@ -245,4 +245,28 @@ TEST(MpiTrainer, ABadTimeoutIsRefused) {
       << bad.out << bad.err;
 }
 
+// A LoRA fine-tune (train --init --lora-rank) averages only its adapters' gradients over the ranks: the same
+// adapters as one process, to the bound above, and with --deterministic-reduce the same bits.
+TEST(MpiTrainer, ALoraFineTuneOnTwoRanksTrainsItsAdaptersLikeOneProcess) {
+  const fs::path base = scratch("lora_base.safetensors");
+  Shell made = one_process(gpt_run(10) + " --save " + base.string());
+  ASSERT_EQ(made.status, 0) << made.err;
+  const std::string lora = "--init " + base.string() + " --text " + corpus().string() +
+                           " --lora-rank 2 --lora-targets attn,mlp --steps 12 --batch 8 --eval-every 6 --sample 4 --check-every 4";
+  const fs::path one = scratch("lora_one.safetensors"), two = scratch("lora_two.safetensors");
+  Shell a = one_process(lora + " --save " + one.string());
+  ASSERT_EQ(a.status, 0) << a.err;
+  Shell b = two_ranks(lora + " --save " + two.string());
+  ASSERT_EQ(b.status, 0) << b.err << b.out;
+  EXPECT_NE(b.out.find("data parallel: 2 ranks"), std::string::npos) << b.out;
+  EXPECT_LT(max_difference(one, two), kTwoRanksVsOneBound);
+  EXPECT_EQ(nn::load_safetensors(two.string()).metadata.at("format"), "scratchgrad-lora");
+
+  const fs::path d1 = scratch("lora_det_one.safetensors"), d2 = scratch("lora_det_two.safetensors");
+  ASSERT_EQ(one_process(lora + " --deterministic-reduce --save " + d1.string()).status, 0);
+  Shell d = two_ranks(lora + " --deterministic-reduce --save " + d2.string());
+  ASSERT_EQ(d.status, 0) << d.err << d.out;
+  EXPECT_EQ(max_difference(d1, d2), 0.0);
+}
+
 }  // namespace

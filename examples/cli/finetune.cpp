@@ -1,0 +1,112 @@
+// finetune.cpp — the flags, checks and sizes of `train --init FILE` (finetune.h).
+#include "finetune.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "nn/gpt2.h"
+#include "nn/safetensors.h"
+#include "text.h"
+
+namespace cli {
+
+void apply_finetune_options(TrainOptions& o, const std::function<bool(const char*)>& given) {
+  const bool lora_flags = given("--lora-rank") || given("--lora-alpha") || given("--lora-targets");
+  if (o.init.empty()) {
+    if (lora_flags)
+      throw UsageError("--lora-rank, --lora-alpha and --lora-targets adapt trained weights: give --init FILE");
+    return;
+  }
+  if (given("--model") && o.model != "gpt")
+    throw UsageError(fmt::format("--model {} with --init: a fine-tune trains the GPT that {} holds", o.model, o.init));
+  for (const char* flag : {"--preset", "--dim", "--layers", "--heads", "--vocab-size"})
+    if (given(flag))
+      throw UsageError(fmt::format("{} cannot be given with --init: the model's shape comes from {} (leave out --preset, "
+                                   "--dim, --layers, --heads and --vocab-size)",
+                                   flag, o.init));
+  if (given("--lora-rank") && o.lora_rank < 1)
+    throw UsageError(fmt::format("--lora-rank must be at least 1 (leave it out for a full fine-tune), got {}", o.lora_rank));
+  if (!given("--lora-rank") && lora_flags) throw UsageError("--lora-alpha and --lora-targets need --lora-rank R");
+  o.model = "gpt";
+  o.context_set = given("--context");
+  // a fine-tune's recipe: llm.c's CPU batch, a short run, a learning rate small enough to keep what the
+  // weights know (adapters start from zero and take a larger one)
+  auto fill = [&](const char* flag, auto& field, auto value) {
+    if (!given(flag)) field = value;
+  };
+  fill("--batch", o.batch, int64_t(4));
+  fill("--steps", o.steps, int64_t(200));
+  fill("--warmup", o.warmup, o.steps / 10);
+  fill("--lr", o.lr, o.lora_rank > 0 ? 1e-3 : 1e-4);
+  fill("--eval-every", o.eval_every, std::max<int64_t>(o.steps / 10, 1));
+  fill("--sample", o.sample_tokens, int64_t(50));
+  if (!given("--tokenizer")) o.tokenizer.clear();  // the file's own: gpt2 for GPT-2, the checkpoint's for ours
+}
+
+std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& path) {
+  if (nn::is_llmc_checkpoint(path)) return nn::load_llmc_gpt2(path);
+  nn::Checkpoint ck = nn::load_safetensors(path);
+  if (!nn::is_gpt2_checkpoint(ck)) return nullptr;
+  return nn::gpt2_from_checkpoint(std::move(ck), path);  // each tensor dropped once copied: one model's memory
+}
+
+void set_dropout(nn::GPTModel& model, double p) {
+  model.cfg.drop_rate = p;
+  std::function<void(nn::Module&)> visit = [&](nn::Module& m) {
+    if (auto* dropout = dynamic_cast<nn::Dropout*>(&m)) dropout->p = p;
+    for (const auto& [name, child] : m.named_children()) visit(*child);
+  };
+  visit(model);
+}
+
+nn::LoraConfig lora_config(const TrainOptions& o, const nn::GPTModel& model) {
+  nn::LoraConfig config{.rank = o.lora_rank, .alpha = o.lora_alpha};
+  try {
+    config.targets = nn::parse_lora_targets(o.lora_targets);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--lora-targets '{}': {}", o.lora_targets, e.what()));
+  }
+  if (!(std::isfinite(o.lora_alpha) && o.lora_alpha > 0))
+    throw UsageError(fmt::format("--lora-alpha must be a positive number, got {}", o.lora_alpha));
+  if (o.lora_rank < 1) throw UsageError(fmt::format("--lora-rank must be at least 1, got {}", o.lora_rank));
+  // every targeted layer is D → D, D → 4D or 4D → D: its smaller side is D
+  const int64_t D = model.cfg.emb_dim;
+  if (o.lora_rank > D)
+    throw UsageError(fmt::format("--lora-rank {} is larger than the adapted layers: the model's width is {}, and a rank "
+                                 "above a layer's smaller side (min(in, out) = {}) adds nothing a full update lacks",
+                                 o.lora_rank, D, D));
+  return config;
+}
+
+int64_t finetune_context(const TrainOptions& o, const nn::GPTModel& model, const std::string& path) {
+  const int64_t model_context = model.cfg.context_length;
+  if (!o.context_set) return std::min<int64_t>(64, model_context);
+  if (o.context > model_context)
+    throw UsageError(fmt::format("--context {} is longer than the context of {} ({} positions)", o.context, path,
+                                 model_context));
+  return o.context;
+}
+
+void check_same_vocabulary(const nn::GPTModel& model, const std::string& path, int64_t tokenizer_vocab,
+                           const std::string& tokenizer) {
+  if (model.cfg.vocab_size == tokenizer_vocab) return;
+  throw UsageError(fmt::format("{} has a vocabulary of {} tokens and the {} tokenizer {}: the model reads the text's "
+                               "token ids, so the two must be the same (GPT-2's weights read GPT-2's tokens: "
+                               "--tokenizer gpt2 --tokenizer-file DIR)",
+                               path, model.cfg.vocab_size, tokenizer, tokenizer_vocab));
+}
+
+double finetune_bytes(const nn::GPTModel& model, int64_t trained, const TrainOptions& o) {
+  const nn::GPTConfig& c = model.cfg;
+  const double B = double(o.batch), T = double(o.context), D = double(c.emb_dim), L = double(c.n_layers);
+  const double V = double(c.vocab_size), H = double(c.n_heads);
+  const double weights = 4 * double(model.num_parameters()), training_state = 12 * double(trained);
+  const double activations = 4 * B * T * (L * (16 * D + H * T) + 3 * V);
+  return weights + training_state + activations;
+}
+
+}  // namespace cli
