@@ -1,4 +1,4 @@
-// expect: the gradients of tok.weight and pos.weight are not the workshop's to the bit: .* q, k, then v
+// expect: the gradients of tok.weight and pos.weight are not the workshop's to the bit, .* q, k, then v
 // Exercise 14, a usual mistake: the layers called in another order than the workshop's (v, k, then q; the
 // same happens to my_attention_head(q(x), k(x), v(x)) under GCC, which evaluates arguments right to left).
 // Every value is right, but x's three gradients are added in another order: after a few steps of training
