@@ -8,8 +8,8 @@
 # per byte is the one unit that compares across tokenizers (docs/tokenizer.md, "Bits per byte").
 #
 #   bench/tokens_quality.sh          about 1 MB of Debian's `fortunes` data files (installed with apt-get when
-#                                    run as root; nothing of it is committed), 1200 steps each
-# Knobs: BUILD (default build), STEPS (1200), WARMUP (100, or a tenth of fewer than 1000 steps), BYTES (1000000),
+#                                    run as root; nothing of it is committed), 2000 steps each
+# Knobs: BUILD (default build), STEPS (2000), WARMUP (100, or a tenth of fewer than 1000 steps), BYTES (1000000),
 # THREADS (1), SAMPLE_BYTES (about how much text each model writes after the run, 300). Each model continues the
 # prompt "The " sampled at temperature 0.8 (seed 1), for SAMPLE_BYTES times its held-out tokens per byte tokens, so
 # that the samples are about equally long. One line per tokenizer, after the samples:
@@ -19,7 +19,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD:-$root/build}
 [[ $build = /* ]] || build=$root/$build
-steps=${STEPS:-1200} bytes=${BYTES:-1000000} threads=${THREADS:-1} sample_bytes=${SAMPLE_BYTES:-300}
+steps=${STEPS:-2000} bytes=${BYTES:-1000000} threads=${THREADS:-1} sample_bytes=${SAMPLE_BYTES:-300}
 warmup=${WARMUP:-$((steps >= 1000 ? 100 : steps / 10))}
 
 if [[ ! -d /usr/share/games/fortunes ]]; then
