@@ -28,4 +28,5 @@ Tensor my_cross_entropy(const Tensor& logits, const Tensor& targets) {
 // 1. nll_loss(log_softmax(logits, 1), targets) under NoGradGuard is a fine forward.
 // 2. The one-hot rows: eq(arange(C).view({1, C}), targets.view({N, 1})) is bool [N, C]; .to(dtype).
 // 3. softmax(x) = exp(log_softmax(x)): keep the log-probabilities from the forward for the closure.
-// 4. g is a 0-d tensor: (p − onehot) * (g / double(N)).
+// 4. g is a 0-d tensor: (p − onehot) · (g / double(N)). Multiplied out, p · (g/N) − onehot · (g/N), it
+//    rounds as PyTorch's nll_loss and log_softmax backward do: rung 14 asks for PyTorch's bits.

@@ -36,3 +36,5 @@ Tensor my_attention_head(const Tensor& q, const Tensor& k, const Tensor& v) {
 //    softmax(s, -1), matmul. Divide by √d (not multiply by 1/√d): that is the workshop's rounding.
 // 2. Return Grads{dq, dk, dv}, each .sum_to its input's shape (batch dims may broadcast).
 // 3. If dk comes out wrong: s = q kᵀ, so k enters transposed — dk is dsᵀ q, not ds q.
+// 4. Rung 14 asks for PyTorch's bits, so round as PyTorch's chain of nodes does, in the order written
+//    above: p ⊙ (dp − Σ dp ⊙ p) first, then divided by √d (a division here too, as DivBackward does).

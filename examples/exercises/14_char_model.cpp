@@ -9,9 +9,10 @@
 //
 // The checker builds MyCharModel after manual_seed(7), trains it 301 steps with your my_adam_step
 // (rung 13) on the workshop's text and batches, and prints the loss every 100 steps next to PyTorch's:
-// 2.655 → 0.219 → 0.172 → 0.131. After step 100 only the same float roundings in the same order give
-// the same digits (the reference solution's one-node attention prints 0.183 and 0.149 there); the
-// checker then reruns with the engine's attention ops and your other pieces, which can match to the bit.
+// 2.655 → 0.219 → 0.172 → 0.131. It passes when those are PyTorch's digits. After the first hundred steps
+// training is chaotic: only the same float roundings in the same order give them, so every gradient of
+// step 0 must be PyTorch's to the bit — when one is not, the checker says which of your pieces rounds
+// differently.
 //
 // Check it:  make exercise N=14     Explained in: docs/parity.md, docs/backprop-walkthrough.md
 #include "exercises.h"
@@ -30,3 +31,6 @@ Tensor char_model_loss(const MyCharModel& model, const Tensor& idx, const Tensor
 // Hints, one at a time:
 // 1. (*model.tok)(idx) calls the embedding; arange(T) is the positions 0..T−1.
 // 2. logits.view({B * T, V}) and targets.view({B * T}) flatten the batch for the loss.
+// 3. Call q, k and v in that order, one statement each, as the workshop does: backward adds x's three
+//    gradients in the reverse order of the calls, and another order rounds otherwise. In
+//    my_attention_head((*model.q)(x), (*model.k)(x), (*model.v)(x)) the compiler picks the order.

@@ -33,6 +33,7 @@ struct NotImplemented : std::logic_error {
   explicit NotImplemented(int rung_number)
       : std::logic_error("exercise " + std::to_string(rung_number) + ": not implemented yet"), rung(rung_number) {}
   int rung;
+  std::string note;  // the checker's: printed under the message (which rungs below are not done either)
 };
 [[noreturn]] inline void not_implemented(int rung) { throw NotImplemented(rung); }
 
@@ -79,6 +80,12 @@ class MyLinear : public nn::Module {
   Tensor forward(const Tensor& x) const;  // x [..., in] → [..., out]
   Tensor operator()(const Tensor& x) const { return forward(x); }
   Tensor weight, bias;  // [out, in] and [out] (bias undefined without one)
+
+  // The checker's, not part of the exercise: a layer of zeros made without your constructor, so that rung
+  // 14 can tell whether its own stub is still untouched while rung 9 is not done yet.
+  struct Zeros {};
+  MyLinear(int64_t in_features, int64_t out_features, Zeros)
+      : weight(zeros({out_features, in_features})), bias(zeros({out_features})) {}
 };
 
 // ---- 10. one causal attention head, forward and backward (10_attention_head.cpp)
@@ -111,6 +118,14 @@ struct MyCharModel {
         k(std::make_shared<MyLinear>(dim, dim)),
         v(std::make_shared<MyLinear>(dim, dim)),
         head(std::make_shared<MyLinear>(dim, vocab)) {}
+  // The checker's: the same model with layers of zeros (MyLinear::Zeros), built without rung 9's code.
+  MyCharModel(int64_t vocab, int64_t dim, int64_t context, MyLinear::Zeros z)
+      : tok(std::make_shared<nn::Embedding>(vocab, dim)),
+        pos(std::make_shared<nn::Embedding>(context, dim)),
+        q(std::make_shared<MyLinear>(dim, dim, z)),
+        k(std::make_shared<MyLinear>(dim, dim, z)),
+        v(std::make_shared<MyLinear>(dim, dim, z)),
+        head(std::make_shared<MyLinear>(dim, vocab, z)) {}
   std::vector<Tensor> parameters() const {
     std::vector<Tensor> all{tok->weight, pos->weight};
     for (const auto& layer : {q, k, v, head})

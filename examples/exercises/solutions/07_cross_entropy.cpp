@@ -15,8 +15,10 @@ Tensor my_cross_entropy(const Tensor& logits, const Tensor& targets) {
   if (!needs_grad({logits})) return out;
   Tensor is_target = eq(arange(C).view({1, C}), targets.view({N, 1})).to(logits.dtype());  // one-hot rows
   return record("MyCrossEntropyBackward", out, {logits}, {}, [log_probs, is_target, N](const Tensor& g) {
-    // d/dx of −log softmax(x)[t] = softmax(x) − onehot(t): bounded, whatever the logits
-    return Grads{(exp(log_probs) - is_target) * (g / double(N))};
+    // d/dx of −log softmax(x)[t] = softmax(x) − onehot(t): bounded, whatever the logits. Multiplied out
+    // (softmax · g/N − onehot · g/N), it rounds as PyTorch's nll_loss and log_softmax backward do.
+    const Tensor scale = g / double(N);
+    return Grads{exp(log_probs) * scale - is_target * scale};
   });
 }
 
