@@ -2,6 +2,7 @@
 // gives generate, info, eval and --resume; every bad choice refused with one line and exit status 2.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -51,6 +52,29 @@ const std::string kSmallGpt = " --model gpt --layers 1 --dim 16 --heads 2 --cont
 std::string line_with(const std::string& out, const std::string& start) {
   const size_t at = out.find(start);
   return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+}
+
+// Characters are scored in bits per byte too: a held-out character of a UTF-8 text takes 1 to 4 bytes.
+TEST(CliTokenizers, CharactersAreScoredInBitsPerByteToo) {
+  // ASCII: one byte per character, so bits per byte is the held-out loss in bits
+  const std::string file = write_file("char_story.txt", story());
+  CliRun t = scratchgrad("train --tokenizer char --text " + file + " --steps 6" + kSmallGpt);
+  ASSERT_EQ(t.status, 0) << t.err;
+  const std::string final_line = line_with(t.out, "final loss");
+  ASSERT_NE(final_line.find(" bits per byte)"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find(" bits/byte) | "), std::string::npos) << t.out;
+  const double held_out = std::stod(final_line.substr(final_line.find("held-out ") + 9));
+  const double bpb = std::stod(final_line.substr(final_line.find("(") + 1));
+  EXPECT_NEAR(bpb, held_out / std::log(2.0), 2e-3) << final_line;
+  // two bytes per character (é): half as many bits per byte as per character
+  std::string only_accents;
+  for (int i = 0; i < 400; ++i) only_accents += i % 3 ? "\xc3\xa9" : "\xc3\xa8";
+  CliRun u = scratchgrad("train --tokenizer char --text " + write_file("accents.txt", only_accents) + " --steps 6" + kSmallGpt);
+  ASSERT_EQ(u.status, 0) << u.err;
+  const std::string line = line_with(u.out, "final loss");
+  const double u_held_out = std::stod(line.substr(line.find("held-out ") + 9));
+  const double u_bpb = std::stod(line.substr(line.find("(") + 1));
+  EXPECT_NEAR(u_bpb, u_held_out / std::log(2.0) / 2, 2e-3) << line;
 }
 
 TEST(CliTokenizers, BpeIsLearnedFromTheTrainingSplitAndCarriedByTheCheckpoint) {

@@ -118,6 +118,16 @@ Device checked_device(const std::string& name) {
 
 // ---------------------------------------------------------------- the data
 
+// How many bytes the characters `ids` take in UTF-8.
+int64_t utf8_bytes(std::span<const uint16_t> ids, const Vocabulary& vocab) {
+  int64_t bytes = 0;
+  for (uint16_t id : ids) {
+    const char32_t c = vocab.chars()[id];
+    bytes += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+  }
+  return bytes;
+}
+
 // The text in token form (one 2-byte id per character), its first tenth kept back for held-out losses
 // when that is long enough to hold a window.
 struct Corpus {
@@ -125,7 +135,7 @@ struct Corpus {
   int64_t train_size = 0;  // ids [0, train_size) are trained on, the rest is held out
   std::string source;      // the text file's absolute path; empty: the built-in text
   RunTokenizer tokenizer;  // char: text.vocab's characters; bpe, gpt2: text.ids are its tokens
-  int64_t held_out_bytes = 0;  // bpe, gpt2: the held-out part's size, for bits per byte
+  int64_t held_out_bytes = 0;  // the held-out part's size in UTF-8 bytes, for bits per byte
   const Vocabulary& vocab() const { return text.vocab; }
   int64_t vocab_size() const { return tokenizer.is_char() ? text.vocab.size() : tokenizer.bpe->vocab_size(); }
   std::vector<int64_t> head_ids(int64_t T) const {  // the sample's prompt
@@ -135,9 +145,9 @@ struct Corpus {
   std::string decode(const std::vector<int64_t>& ids) const {
     return tokenizer.is_char() ? encode_utf8(text.vocab.decode(ids)) : tokenizer.decode(ids);
   }
-  // bpe, gpt2: held-out nats per token to bits per byte (0 for char: its progress line stays as it was)
+  // Held-out nats per token (a character, for char) to bits per byte: the unit that compares tokenizers.
   double bits_per_byte_factor() const {
-    if (tokenizer.is_char() || !held_out_bytes) return 0;
+    if (!held_out_bytes) return 0;
     return double(val().size()) / double(held_out_bytes) / std::log(2.0);
   }
   int64_t characters() const { return int64_t(text.ids.size()); }
@@ -193,6 +203,7 @@ Corpus load_corpus(const TrainOptions& o, const std::optional<RunTokenizer>& bas
                       o.context + 2));
   const int64_t held_out = c.characters() / 10;
   c.train_size = held_out >= o.context + 2 ? c.characters() - held_out : c.characters();  // one held-out window at least
+  c.held_out_bytes = utf8_bytes(c.val(), c.vocab());
   return c;
 }
 
