@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "autograd/backend.h"
+#include "autograd/cpu/runtime/core_peak.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 
@@ -233,64 +234,19 @@ void adam_step_bench(benchmark::State& state, int64_t D, int64_t T, int64_t head
 }
 
 // ---- one core's arithmetic peak: the ceiling the product rates above are fractions of ----
-// Independent chains acc += a · b, in assembly so that no compiler hoists the loop-invariant a · b: as one
-// fused multiply-add (the fast kernels' way) or as a multiply and then an add (the exact kernels' way; on
-// Intel both share the two FMA ports, AMD Zen has separate add pipes). A chain's next round waits for its
-// last (3-4 cycles), so the chains in flight are what keeps both units busy: 12 with AVX2's 16 registers
-// (ymm0-11; a, b and the product in ymm13-15), 24 with AVX-512's 32 (zmm0-23; zmm29-31).
-#if defined(__x86_64__) && defined(__GNUC__)
-#define SG_CHAINS_12(op) op(0) op(1) op(2) op(3) op(4) op(5) op(6) op(7) op(8) op(9) op(10) op(11)
-#define SG_CHAINS_24(op) \
-  SG_CHAINS_12(op) op(12) op(13) op(14) op(15) op(16) op(17) op(18) op(19) op(20) op(21) op(22) op(23)
-#define SG_FMA_Y(i) "vfmadd231ps %%ymm14, %%ymm15, %%ymm" #i "\n\t"
-#define SG_MUL_ADD_Y(i) "vmulps %%ymm14, %%ymm15, %%ymm13\n\tvaddps %%ymm13, %%ymm" #i ", %%ymm" #i "\n\t"
-#define SG_FMA_Z(i) "vfmadd231ps %%zmm30, %%zmm31, %%zmm" #i "\n\t"
-#define SG_MUL_ADD_Z(i) "vmulps %%zmm30, %%zmm31, %%zmm29\n\tvaddps %%zmm29, %%zmm" #i ", %%zmm" #i "\n\t"
-#define SG_YMM_CLOBBERS \
-  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", \
-      "xmm13", "xmm14", "xmm15", "cc"
-#define SG_ZMM_CLOBBERS                                                                                       \
-  SG_YMM_CLOBBERS, "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", \
-      "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31"
-
-constexpr int64_t kPeakRounds = 1 << 14;  // rounds per benchmark iteration
-constexpr float kPeakA = 1.0f, kPeakB = 1e-7f;  // the chains grow by 1e-7 a round: no overflow, no denormal
-
-// The loop: a and b broadcast into registers A and B, then `rounds` rounds of the chains' instructions.
-#define SG_PEAK_LOOP(A, B, chains, clobbers)                                                             \
-  asm volatile("vbroadcastss %1, %%" A "\n\tvbroadcastss %2, %%" B "\n1:\n\t" chains "dec %0\n\tjnz 1b\n\tvzeroupper" \
-               : "+r"(rounds)                                                                            \
-               : "m"(kPeakA), "m"(kPeakB)                                                                \
-               : clobbers)
-
-[[gnu::target("avx2,fma")]] void avx2_peak_rounds(bool fused) {
-  int64_t rounds = kPeakRounds;
-  if (fused)
-    SG_PEAK_LOOP("ymm14", "ymm15", SG_CHAINS_12(SG_FMA_Y), SG_YMM_CLOBBERS);
-  else
-    SG_PEAK_LOOP("ymm14", "ymm15", SG_CHAINS_12(SG_MUL_ADD_Y), SG_YMM_CLOBBERS);
-}
-
-[[gnu::target("avx512f")]] void avx512_peak_rounds(bool fused) {
-  int64_t rounds = kPeakRounds;
-  if (fused)
-    SG_PEAK_LOOP("zmm30", "zmm31", SG_CHAINS_24(SG_FMA_Z), SG_ZMM_CLOBBERS);
-  else
-    SG_PEAK_LOOP("zmm30", "zmm31", SG_CHAINS_24(SG_MUL_ADD_Z), SG_ZMM_CLOBBERS);
-}
-
+// The library's FMA loop (autograd/cpu/runtime/core_peak.h, which the MFU figures of bench_gpt2_train and
+// the trainer divide by): fused (the fast kernels' way) or a multiply then an add (the exact kernels' way).
 // bits: 256 (AVX2, 8 floats, 12 chains) or 512 (AVX-512, 16 floats, 24 chains)
 void core_peak_bench(benchmark::State& state, int bits, bool fused) {
-  const bool avx512 = bits == 512;
-  if (avx512 ? !__builtin_cpu_supports("avx512f") : !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
-    state.SkipWithError(avx512 ? "this CPU has no AVX-512" : "this CPU has no AVX2 with FMA");
+  constexpr int64_t kPeakRounds = 1 << 14;  // rounds per benchmark iteration
+  if (autograd::cpu::core_peak_rounds(bits, fused, 1) == 0) {
+    state.SkipWithError(bits == 512 ? "this CPU has no AVX-512" : "this CPU has no AVX2 with FMA");
     return;
   }
-  for (auto _ : state) avx512 ? avx512_peak_rounds(fused) : avx2_peak_rounds(fused);
-  const double lanes = avx512 ? 16 : 8, chains = avx512 ? 24 : 12;
-  set_rate(state, "FLOPS", 2.0 * lanes * chains * double(kPeakRounds));
+  double flops = 0;
+  for (auto _ : state) flops = autograd::cpu::core_peak_rounds(bits, fused, kPeakRounds);
+  set_rate(state, "FLOPS", flops);
 }
-#endif
 
 }  // namespace
 

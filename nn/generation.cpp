@@ -13,12 +13,15 @@ namespace nn {
 
 using namespace autograd;
 
-KVCache make_kv_cache(const GPTModel& model, int64_t batch) {
+KVCache make_kv_cache(const GPTModel& model, int64_t batch, int64_t capacity) {
   if (batch < 1) throw std::invalid_argument(fmt::format("make_kv_cache: batch must be at least 1, got {}", batch));
+  if (capacity < 0 || capacity > model.cfg.context_length)
+    throw std::invalid_argument(fmt::format("make_kv_cache: capacity {} is outside [0, the context of {}]", capacity,
+                                            model.cfg.context_length));
   KVCache cache;
   for (const auto& block : *model.trf_blocks) {
     const MultiHeadAttention& att = *block->att;
-    const Shape shape{batch, att.num_heads, model.cfg.context_length, att.head_dim};
+    const Shape shape{batch, att.num_heads, capacity > 0 ? capacity : model.cfg.context_length, att.head_dim};
     cache.keys.push_back(zeros(shape, model.tok_emb->weight.dtype()).to(model.tok_emb->weight.device()));
     cache.values.push_back(zeros(shape, model.tok_emb->weight.dtype()).to(model.tok_emb->weight.device()));
   }
@@ -160,7 +163,10 @@ std::vector<int64_t> generate(const GPTModel& model, const std::vector<int64_t>&
   const int64_t context = model.cfg.context_length;
   const Device device = model.tok_emb->weight.device();
   std::vector<int64_t> ids = prompt, produced;
-  KVCache cache = make_kv_cache(model);
+  // Under refuse the positions fed are known (check_generation counted them): the cache holds those, not the
+  // whole context (at GPT-2's 1024 that is 75 MB for a short answer). Sliding needs the whole context.
+  const int64_t positions = int64_t(prompt.size()) + std::max<int64_t>(o.max_new_tokens, 1) - 1;
+  KVCache cache = make_kv_cache(model, 1, o.at_context_end == ContextFull::refuse ? positions : context);
   // the tokens to run next: the prompt (its last `context` under slide), then one new token per step
   Tensor pending = row_of(ids, ids.size() - size_t(std::min<int64_t>(int64_t(ids.size()), context)));
   while (int64_t(produced.size()) < o.max_new_tokens) {

@@ -24,7 +24,8 @@ struct KVCache {
   int64_t capacity() const { return keys.empty() ? 0 : keys[0].size(2); }
 };
 
-KVCache make_kv_cache(const GPTModel& model, int64_t batch = 1);
+// Room for `capacity` positions (0: the model's whole context; at most the context).
+KVCache make_kv_cache(const GPTModel& model, int64_t batch = 1, int64_t capacity = 0);
 
 // Runs `ids` [batch, t] at positions cache.length .. cache.length + t − 1, appends their keys and values
 // to the cache, and returns the logits of the last of them, [batch, vocab]. No graph is recorded.

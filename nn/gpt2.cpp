@@ -25,31 +25,32 @@ std::string without_prefix(const std::string& name) {
 }
 
 // The checkpoint's tensors by their GPT-2 name, each taken at most once; what was never taken is reported.
+// The checks need only names, shapes and dtypes: the data may still be in the file (load_gpt2 checks the
+// header before a byte of data is read) or in memory (a Checkpoint).
 class Gpt2Tensors {
  public:
-  // Takes the checkpoint's tensors: each is dropped once copied into the model, so a load holds about one
-  // model's worth of memory, not two.
-  Gpt2Tensors(Checkpoint&& ck, const std::string& path) : path_(path) {
-    for (auto& [name, t] : ck.tensors) by_name_[without_prefix(name)] = std::move(t);
-    ck.tensors.clear();
+  struct Entry {
+    Shape shape;
+    DType dtype;
+  };
+  Gpt2Tensors(const std::vector<TensorHeader>& headers, const std::string& path) : path_(path) {
+    for (const TensorHeader& h : headers) by_name_[without_prefix(h.name)] = {h.shape, h.dtype};
   }
 
   bool has(const std::string& name) const { return by_name_.count(name) > 0; }
-  Tensor find(const std::string& name) const { return has(name) ? by_name_.at(name) : Tensor(); }
-  // The tensor `name` (checked by take before), which this object no longer holds.
-  Tensor release(const std::string& name) { return std::exchange(by_name_.at(name), Tensor()); }
+  const Entry* find(const std::string& name) const { return has(name) ? &by_name_.at(name) : nullptr; }
 
-  // The tensor `name`, which must have `shape`; `why` says where the expected shape comes from.
-  Tensor take(const std::string& name, const Shape& shape, const std::string& why) {
+  // Checks that the tensor `name` exists with `shape`; `why` says where the expected shape comes from.
+  void take(const std::string& name, const Shape& shape, const std::string& why) {
     auto it = by_name_.find(name);
     if (it == by_name_.end()) fail(fmt::format("GPT-2 tensor '{}' is missing (expected shape {})", name, shape_to_string(shape)));
-    const Tensor& t = it->second;
-    if (t.shape() != shape)
-      fail(fmt::format("GPT-2 tensor '{}' has shape {}, expected {} ({})", name, t.shape_str(), shape_to_string(shape), why));
-    if (t.dtype() != DType::Float32 && t.dtype() != DType::Float64)
-      fail(fmt::format("GPT-2 tensor '{}' has dtype {}, expected floating point", name, dtype_name(t.dtype())));
+    const Entry& t = it->second;
+    if (t.shape != shape)
+      fail(fmt::format("GPT-2 tensor '{}' has shape {}, expected {} ({})", name, shape_to_string(t.shape),
+                       shape_to_string(shape), why));
+    if (t.dtype != DType::Float32 && t.dtype != DType::Float64)
+      fail(fmt::format("GPT-2 tensor '{}' has dtype {}, expected floating point", name, dtype_name(t.dtype)));
     taken_.insert(name);
-    return t;
   }
 
   // Everything not taken must be one of the tensors GPT-2 files carry beside the weights.
@@ -57,7 +58,7 @@ class Gpt2Tensors {
     static const std::regex tolerated(R"(h\.[0-9]+\.attn\.(bias|masked_bias)|lm_head\.weight)");
     for (const auto& [name, t] : by_name_)
       if (!taken_.count(name) && !std::regex_match(name, tolerated))
-        fail(fmt::format("unexpected tensor '{}' {} (not part of GPT-2)", name, t.shape_str()));
+        fail(fmt::format("unexpected tensor '{}' {} (not part of GPT-2)", name, shape_to_string(t.shape)));
   }
 
   [[noreturn]] void fail(const std::string& problem) const { throw CheckpointError(fmt::format("{}: {}", path_, problem)); }
@@ -74,7 +75,7 @@ class Gpt2Tensors {
 
  private:
   std::string path_;
-  std::map<std::string, Tensor> by_name_;
+  std::map<std::string, Entry> by_name_;
   std::set<std::string> taken_;
 };
 
@@ -86,17 +87,18 @@ void assign(const Tensor& dst, const Tensor& src) {
 
 GPTConfig config_from_shapes(const Gpt2Tensors& file, const std::map<std::string, std::string>& metadata,
                              int64_t n_heads) {
-  const Tensor wte = file.find("wte.weight"), wpe = file.find("wpe.weight");
-  if (!wte.defined()) file.fail("not a GPT-2 checkpoint: it has no 'wte.weight' (token embedding)");
-  if (!wpe.defined()) file.fail("GPT-2 tensor 'wpe.weight' (position embedding) is missing");
-  if (wte.dim() != 2 || wte.size(0) < 1 || wte.size(1) < 1)
-    file.fail(fmt::format("GPT-2 tensor 'wte.weight' has shape {}, expected [vocab, emb_dim]", wte.shape_str()));
-  if (wpe.dim() != 2 || wpe.size(0) < 1)
-    file.fail(fmt::format("GPT-2 tensor 'wpe.weight' has shape {}, expected [context, {}]", wpe.shape_str(), wte.size(1)));
+  const Gpt2Tensors::Entry *wte = file.find("wte.weight"), *wpe = file.find("wpe.weight");
+  if (!wte) file.fail("not a GPT-2 checkpoint: it has no 'wte.weight' (token embedding)");
+  if (!wpe) file.fail("GPT-2 tensor 'wpe.weight' (position embedding) is missing");
+  if (wte->shape.size() != 2 || wte->shape[0] < 1 || wte->shape[1] < 1)
+    file.fail(fmt::format("GPT-2 tensor 'wte.weight' has shape {}, expected [vocab, emb_dim]", shape_to_string(wte->shape)));
+  if (wpe->shape.size() != 2 || wpe->shape[0] < 1)
+    file.fail(fmt::format("GPT-2 tensor 'wpe.weight' has shape {}, expected [context, {}]", shape_to_string(wpe->shape),
+                          wte->shape[1]));
   GPTConfig cfg;
-  cfg.vocab_size = wte.size(0);
-  cfg.emb_dim = wte.size(1);
-  cfg.context_length = wpe.size(0);
+  cfg.vocab_size = wte->shape[0];
+  cfg.emb_dim = wte->shape[1];
+  cfg.context_length = wpe->shape[0];
   cfg.drop_rate = 0.0;
   cfg.qkv_bias = true;
 
@@ -153,9 +155,14 @@ std::unique_ptr<GPTModel> gpt2_from_checkpoint(const Checkpoint& ck, const std::
   return gpt2_from_checkpoint(Checkpoint(ck), path, n_heads);
 }
 
-std::unique_ptr<GPTModel> gpt2_from_checkpoint(Checkpoint&& ck, const std::string& path, int64_t n_heads) {
-  const std::map<std::string, std::string> metadata = ck.metadata;
-  Gpt2Tensors file(std::move(ck), path);
+namespace {
+
+// The file's headers checked against GPT-2's layout, and the model they describe, its head tied to wte and
+// its values not yet loaded (each is about to be overwritten: nothing is drawn).
+std::unique_ptr<GPTModel> checked_empty_model(const std::vector<TensorHeader>& headers,
+                                              const std::map<std::string, std::string>& metadata,
+                                              const std::string& path, int64_t n_heads) {
+  Gpt2Tensors file(headers, path);
   const GPTConfig cfg = config_from_shapes(file, metadata, n_heads);
   const int64_t D = cfg.emb_dim;
   // Every name and shape is checked before the model is built, so a bad file costs no allocation.
@@ -165,45 +172,95 @@ std::unique_ptr<GPTModel> gpt2_from_checkpoint(Checkpoint&& ck, const std::strin
   if (file.has("lm_head.weight")) file.take("lm_head.weight", {cfg.vocab_size, D}, "tied to wte.weight");
   file.check_nothing_else();
 
-  std::unique_ptr<GPTModel> model;
-  {
-    SkipInitGuard every_value_is_loaded_below;
-    model = std::make_unique<GPTModel>(cfg);
-  }
-  assign(model->tok_emb->weight, file.release("wte.weight"));
-  assign(model->pos_emb->weight, file.release("wpe.weight"));
-  for (int64_t i = 0; i < cfg.n_layers; ++i) {
-    TransformerBlock& block = (*model->trf_blocks)[size_t(i)];
-    const std::string h = fmt::format("h.{}.", i);
-    auto get = [&](const std::string& name) { return file.release(h + name); };
-    assign(block.norm1->scale, get("ln_1.weight"));
-    assign(block.norm1->shift, get("ln_1.bias"));
-    // Conv1D keeps [in, out]: q, k, v are column blocks of c_attn, and every weight is transposed.
-    const Tensor qkv = get("attn.c_attn.weight"), qkv_bias = get("attn.c_attn.bias");
-    MultiHeadAttention& att = *block.att;
-    const std::shared_ptr<Linear> qkv_layers[3] = {att.W_query, att.W_key, att.W_value};
-    for (int64_t part = 0; part < 3; ++part) {
-      assign(qkv_layers[part]->weight, qkv.narrow(1, part * D, D).t());
-      assign(qkv_layers[part]->bias, qkv_bias.narrow(0, part * D, D));
-    }
-    assign(att.out_proj->weight, get("attn.c_proj.weight").t());
-    assign(att.out_proj->bias, get("attn.c_proj.bias"));
-    assign(block.norm2->scale, get("ln_2.weight"));
-    assign(block.norm2->shift, get("ln_2.bias"));
-    assign(block.ff->expand->weight, get("mlp.c_fc.weight").t());
-    assign(block.ff->expand->bias, get("mlp.c_fc.bias"));
-    assign(block.ff->contract->weight, get("mlp.c_proj.weight").t());
-    assign(block.ff->contract->bias, get("mlp.c_proj.bias"));
-  }
-  assign(model->final_norm->scale, file.release("ln_f.weight"));
-  assign(model->final_norm->shift, file.release("ln_f.bias"));
-  model->tie_weights();
+  SkipInitGuard every_value_is_loaded_below;
+  auto model = std::make_unique<GPTModel>(cfg);
+  model->tie_weights();  // at once: the head's own matrix (vocab x D, never written) is let go before the load
   model->eval();
   return model;
 }
 
+// Where the file's tensor `name` (checked, prefix removed) goes in the model: `same` is the parameter that
+// holds it as it is (the embeddings, LayerNorms and the biases but c_attn's), or `parts` the parameters it
+// is cut into (c_attn's q, k, v), each Conv1D weight transposed. Neither: a tensor GPT-2 files carry that the
+// model does not use (lm_head.weight, the attention masks).
+struct Place {
+  Tensor same;
+  std::vector<Tensor> parts;
+  bool transposed;
+};
+Place as_is(const Tensor& parameter) { return {parameter, {}, false}; }
+
+Place place_of(GPTModel& model, const std::string& name) {
+  if (name == "wte.weight") return as_is(model.tok_emb->weight);
+  if (name == "wpe.weight") return as_is(model.pos_emb->weight);
+  if (name == "ln_f.weight") return as_is(model.final_norm->scale);
+  if (name == "ln_f.bias") return as_is(model.final_norm->shift);
+  static const std::regex in_block(R"(h\.([0-9]+)\.(.*))");
+  std::smatch m;
+  if (!std::regex_match(name, m, in_block)) return as_is(Tensor());
+  const size_t i = std::stoul(m[1]);
+  if (i >= model.trf_blocks->size()) return as_is(Tensor());
+  TransformerBlock& block = (*model.trf_blocks)[i];
+  MultiHeadAttention& att = *block.att;
+  const std::string what = m[2];
+  if (what == "ln_1.weight") return as_is(block.norm1->scale);
+  if (what == "ln_1.bias") return as_is(block.norm1->shift);
+  if (what == "ln_2.weight") return as_is(block.norm2->scale);
+  if (what == "ln_2.bias") return as_is(block.norm2->shift);
+  // Conv1D keeps [in, out]: q, k, v are column blocks of c_attn, and every weight is transposed.
+  if (what == "attn.c_attn.weight") return {{}, {att.W_query->weight, att.W_key->weight, att.W_value->weight}, true};
+  if (what == "attn.c_attn.bias") return {{}, {att.W_query->bias, att.W_key->bias, att.W_value->bias}, false};
+  if (what == "attn.c_proj.weight") return {{}, {att.out_proj->weight}, true};
+  if (what == "attn.c_proj.bias") return as_is(att.out_proj->bias);
+  if (what == "mlp.c_fc.weight") return {{}, {block.ff->expand->weight}, true};
+  if (what == "mlp.c_fc.bias") return as_is(block.ff->expand->bias);
+  if (what == "mlp.c_proj.weight") return {{}, {block.ff->contract->weight}, true};
+  if (what == "mlp.c_proj.bias") return as_is(block.ff->contract->bias);
+  return as_is(Tensor());
+}
+
+// The file's tensor `name` into its place (a no-op for one read there directly).
+void put(GPTModel& model, const std::string& name, const Tensor& t) {
+  const Place place = place_of(model, name);
+  if (place.same.defined()) {
+    if (&place.same.impl() != &t.impl()) assign(place.same, t);
+    return;
+  }
+  const int64_t D = model.cfg.emb_dim, parts = int64_t(place.parts.size());
+  for (int64_t part = 0; part < parts; ++part) {
+    const Tensor piece = parts == 1 ? t : t.narrow(t.dim() - 1, part * D, D);
+    assign(place.parts[size_t(part)], place.transposed ? piece.t() : piece);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<GPTModel> gpt2_from_checkpoint(Checkpoint&& ck, const std::string& path, int64_t n_heads) {
+  std::vector<TensorHeader> headers;
+  for (const auto& [name, t] : ck.tensors) headers.push_back({name, t.dtype(), t.shape()});
+  std::unique_ptr<GPTModel> model = checked_empty_model(headers, ck.metadata, path, n_heads);
+  for (auto& [name, t] : ck.tensors) put(*model, without_prefix(name), std::exchange(t, Tensor()));  // dropped once copied
+  ck.tensors.clear();
+  return model;
+}
+
+// The file's header is checked and the model built first; then each tensor's bytes are read straight into
+// the parameter that keeps them (a float32 tensor GPT-2 stores as the model does), or into a buffer of
+// that one tensor that is copied (transposed, cut, converted) into place and dropped. The load holds one
+// model's memory and one tensor more.
 std::unique_ptr<GPTModel> load_gpt2(const std::string& path, int64_t n_heads) {
-  return gpt2_from_checkpoint(load_safetensors(path), path, n_heads);  // the rvalue overload: one model's memory
+  std::unique_ptr<GPTModel> model;
+  read_safetensors(path, {.on_header =
+                              [&](const std::vector<TensorHeader>& headers, const std::map<std::string, std::string>& metadata) {
+                                model = checked_empty_model(headers, metadata, path, n_heads);
+                              },
+                          .destination =
+                              [&](const TensorHeader& h) {
+                                const Tensor same = place_of(*model, without_prefix(h.name)).same;
+                                return same.defined() && same.dtype() == h.dtype && same.is_contiguous() ? same : Tensor();
+                              },
+                          .on_tensor = [&](const TensorHeader& h, const Tensor& t) { put(*model, without_prefix(h.name), t); }});
+  return model;
 }
 
 // ---- llm.c's format

@@ -294,7 +294,7 @@ TensorEntry checked_entry(const std::string& path, const std::string& name, cons
 // The header is read and checked first — its length and nesting depth against the limits, every tensor's
 // extent against the file's real size — and only then the data, which must be exactly what the tensors
 // cover: a device, a pipe, or a huge sparse file with a small header is refused before anything big is read.
-Checkpoint load_safetensors(const std::string& path) {
+void read_safetensors(const std::string& path, const TensorSink& sink) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) fail(path, fmt::format("cannot open ({})", std::strerror(errno)));
   if (S_ISDIR(st.st_mode)) fail(path, "is a folder, not a safetensors file");
@@ -327,14 +327,14 @@ Checkpoint load_safetensors(const std::string& path) {
   if (!header.is_object()) fail(path, "header is not a JSON object");
 
   const size_t data_size = file_size - 8 - header_len;
-  Checkpoint ck;
+  std::map<std::string, std::string> metadata;
   std::vector<TensorEntry> entries;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object()) fail(path, "__metadata__ is not an object");
       for (const auto& [k, v] : entry.items()) {
         if (!v.is_string()) fail(path, fmt::format("metadata value for '{}' is not a string", k));
-        if (k != kChecksumKey) ck.metadata[k] = v.get<std::string>();
+        if (k != kChecksumKey) metadata[k] = v.get<std::string>();
       }
       continue;
     }
@@ -353,6 +353,12 @@ Checkpoint load_safetensors(const std::string& path) {
     fail(path, fmt::format("{} bytes follow the last tensor's data (the header covers {} of the file's {} data bytes)",
                            data_size - covered, covered, data_size));
 
+  if (sink.on_header) {
+    std::vector<TensorHeader> headers;
+    for (const TensorEntry& e : entries) headers.push_back({e.name, e.dtype, e.shape});
+    sink.on_header(headers, metadata);
+  }
+
   // The data, in file order, in one pass: each tensor's bytes straight into its storage (a 124M-parameter
   // GPT-2 is 500 MB: no second copy of it is held), and whatever lies between tensors (nothing, in a file a
   // writer made) only into the checksum.
@@ -370,7 +376,14 @@ Checkpoint load_safetensors(const std::string& path) {
       read_exactly(file.fd, between.data(), between.size(), path, "data between tensors");
       if (checksummed) checksum.add(between.data(), between.size());
     }
-    Tensor t = empty(e.shape, e.dtype);
+    const TensorHeader header{e.name, e.dtype, e.shape};
+    Tensor t = sink.destination ? sink.destination(header) : Tensor();
+    if (!t.defined()) {
+      t = empty(e.shape, e.dtype);
+    } else if (t.shape() != e.shape || t.dtype() != e.dtype || !t.is_contiguous() || t.device() != Device::cpu()) {
+      throw std::logic_error(fmt::format("read_safetensors: the destination of '{}' is not a contiguous CPU {} {}", e.name,
+                                         dtype_name(e.dtype), shape_to_string(e.shape)));
+    }
     char* bytes = static_cast<char*>(t.raw_data());
     const size_t n = e.end - e.begin;
     if (n > 0) read_exactly(file.fd, bytes, n, path, fmt::format("data of tensor '{}'", e.name).c_str());
@@ -380,10 +393,18 @@ Checkpoint load_safetensors(const std::string& path) {
         if (static_cast<unsigned char>(bytes[i]) > 1)
           fail(path, fmt::format("tensor '{}' of dtype BOOL holds the byte {} at element {} (a bool is 0 or 1)", e.name,
                                  int(static_cast<unsigned char>(bytes[i])), i));
-    ck.tensors.emplace_back(e.name, t);
+    if (sink.on_tensor) sink.on_tensor(header, t);
     position = e.end;
   }
   verify_checksum(path, header, checksummed ? &checksum : nullptr);
+}
+
+Checkpoint load_safetensors(const std::string& path) {
+  Checkpoint ck;
+  read_safetensors(path, {.on_header = [&](const std::vector<TensorHeader>&,
+                                           const std::map<std::string, std::string>& metadata) { ck.metadata = metadata; },
+                          .destination = {},
+                          .on_tensor = [&](const TensorHeader& h, const Tensor& t) { ck.tensors.emplace_back(h.name, t); }});
   return ck;
 }
 

@@ -4,9 +4,11 @@
 //   {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ..., "__metadata__": {...}}
 // then the raw little-endian tensor bytes; offsets count from the first byte after the header.
 #pragma once
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "nn/module.h"
 
@@ -41,6 +43,26 @@ inline constexpr size_t kMaxHeaderDepth = 64;
 // the checksum when the file has one (files from other tools have none and load as they are); only then
 // the data is read. The checksum is not returned in `metadata`. Throws CheckpointError.
 Checkpoint load_safetensors(const std::string& path);
+
+// load_safetensors in steps, for a caller that puts each tensor's data where it belongs as it is read
+// (nn/gpt2.cpp reads GPT-2's 500 MB straight into a model's parameters, never holding a second copy). The
+// same checks run in the same order; the sink is told, in turn:
+//   on_header    the checked header: every tensor (file order) and the metadata, before any data is read;
+//   destination  where one tensor's bytes go: a contiguous CPU tensor of its dtype and shape, written in
+//                place, or an undefined Tensor for a new one;
+//   on_tensor    the tensor once its data is read (the destination, or the new one).
+// The checksum covers every byte, so it is checked after the last on_tensor: a corrupt file throws then.
+struct TensorHeader {
+  std::string name;
+  autograd::DType dtype;
+  autograd::Shape shape;
+};
+struct TensorSink {
+  std::function<void(const std::vector<TensorHeader>&, const std::map<std::string, std::string>& metadata)> on_header;
+  std::function<Tensor(const TensorHeader&)> destination;
+  std::function<void(const TensorHeader&, const Tensor&)> on_tensor;
+};
+void read_safetensors(const std::string& path, const TensorSink& sink);
 
 // Removes the temporary files that saves of `path` left when their process died (kill -9 mid-save).
 // save_safetensors and check_writable call it; so does a run that resumes from `path`.

@@ -110,6 +110,21 @@ TEST(KVCache, RefusesPositionsPastTheContext) {
   EXPECT_THROW(nn::forward_cached(*model, zeros({2, 1}, DType::Int64), cache), std::invalid_argument);  // batch 2
 }
 
+TEST(KVCache, HoldsTheCapacityAskedForAndNoMoreThanTheContext) {
+  auto model = fixture_gpt2();
+  nn::KVCache cache = nn::make_kv_cache(*model, 1, 5);
+  EXPECT_EQ(cache.capacity(), 5);
+  nn::forward_cached(*model, zeros({1, 5}, DType::Int64), cache);
+  EXPECT_THROW(nn::forward_cached(*model, zeros({1, 1}, DType::Int64), cache), std::invalid_argument);
+  EXPECT_EQ(nn::make_kv_cache(*model).capacity(), 16);  // 0: the whole context
+  try {
+    nn::make_kv_cache(*model, 1, 17);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("capacity 17 is outside [0, the context of 16]"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Generation, AtTheContextsEndRefuseOrSlide) {
   auto model = fixture_gpt2();
   nn::GenerationOptions options;

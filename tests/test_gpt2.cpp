@@ -117,6 +117,34 @@ TEST(Gpt2Import, WritingBackGivesTheFilesTensorsBitForBit) {
   EXPECT_EQ((*reloaded)(expected("ids")).to_vector<float>(), (*model)(expected("ids")).to_vector<float>());
 }
 
+TEST(Gpt2Import, LoadingFromTheFileGivesTheModelOfTheCheckpoint) {
+  // load_gpt2 reads each tensor straight into its parameter; gpt2_from_checkpoint copies from memory
+  auto from_file = nn::load_gpt2(kModel);
+  auto from_memory = nn::gpt2_from_checkpoint(fixture(), kModel);
+  const nn::NamedTensors a = from_file->named_parameters(), b = from_memory->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(a[i].second.contiguous().to_vector<float>(), b[i].second.contiguous().to_vector<float>()) << a[i].first;
+  }
+  EXPECT_EQ(&from_file->out_head->weight.impl(), &from_file->tok_emb->weight.impl()) << "one matrix for wte and the head";
+}
+
+TEST(Gpt2Import, AFileWithABadTensorIsRefusedBeforeItsDataIsRead) {
+  nn::Checkpoint ck = fixture();
+  tensor_named(ck, "h.0.mlp.c_fc.weight") = zeros({128, 32});
+  const std::string path = temp_file("badshape");
+  nn::save_safetensors(path, ck.tensors, ck.metadata);
+  std::string message = "no error";
+  try {
+    nn::load_gpt2(path);
+  } catch (const nn::CheckpointError& e) {
+    message = e.what();
+  }
+  std::remove(path.c_str());
+  EXPECT_NE(message.find("'h.0.mlp.c_fc.weight' has shape [128, 32], expected [32, 128]"), std::string::npos) << message;
+}
+
 TEST(Gpt2Import, AWrongShapeNamesTheTensorAndBothShapes) {
   nn::Checkpoint ck = fixture();
   tensor_named(ck, "h.1.attn.c_attn.weight") = zeros({32, 90});

@@ -55,6 +55,32 @@ TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {
   fs::remove(p);
 }
 
+TEST(Safetensors, ReadingIntoGivenTensorsWritesThemInPlace) {
+  fs::path p = temp("in_place");
+  nn::save_safetensors(p, {{"a", tensor({{1.0, 2.0}, {3.0, 4.0}})}, {"b", tensor({5.0, 6.0})}}, {{"k", "v"}});
+  Tensor a = zeros({2, 2});
+  std::vector<std::string> order;
+  std::map<std::string, std::string> metadata;
+  nn::read_safetensors(p, {.on_header = [&](const std::vector<nn::TensorHeader>& headers,
+                                            const std::map<std::string, std::string>& m) {
+                             for (const auto& h : headers) order.push_back(h.name);
+                             metadata = m;
+                           },
+                           .destination = [&](const nn::TensorHeader& h) { return h.name == "a" ? a : Tensor(); },
+                           .on_tensor = [&](const nn::TensorHeader& h, const Tensor& t) {
+                             if (h.name == "a") EXPECT_EQ(&t.impl(), &a.impl());
+                             else EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{5, 6}));
+                           }});
+  EXPECT_EQ(order, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(metadata, (std::map<std::string, std::string>{{"k", "v"}}));
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  // a destination of another shape is the caller's bug, named
+  EXPECT_THROW(nn::read_safetensors(p, {.on_header = {}, .destination = [](const nn::TensorHeader&) { return zeros({3}); },
+                                        .on_tensor = {}}),
+               std::logic_error);
+  fs::remove(p);
+}
+
 TEST(Safetensors, ModuleStateDictRoundTrip) {
   manual_seed(3);
   nn::MiniSelfAttention a({.vocab = 5, .dim = 8, .context = 4, .heads = 2});

@@ -17,8 +17,10 @@
 
 #include "autograd/backend.h"
 #include "autograd/cpu/runtime/buffer_cache.h"
+#include "autograd/cpu/runtime/core_peak.h"
 #include "autograd/inspect/dot.h"
 #include "plot/svg.h"
+#include "nn/flops.h"
 #include "nn/nn.h"
 #include "nn/gpt2.h"
 #include "nn/lora.h"
@@ -688,6 +690,8 @@ struct Progress {
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::vector<double> curve, val_steps, val_curve;
   double bits_per_byte_factor = 0;  // bpe, gpt2 runs: the held-out loss in bits per byte too
+  // GPT runs on the CPU: model FLOPs a token (nn/flops.h) over the peak of the cores in use (core_peak.h)
+  double flops_per_token = 0, peak_flops = 0;
 
   void report(int64_t step, double loss, const std::function<double()>& held_out) {
     curve.push_back(loss);
@@ -707,8 +711,9 @@ struct Progress {
     std::string line = fmt::format("step {:>3} | loss {:.3f}", step, loss);
     if (held_out) line += fmt::format(" | held-out {:.3f}", val);
     if (held_out && bits_per_byte_factor) line += fmt::format(" ({:.3f} bits/byte)", val * bits_per_byte_factor);
-    line += fmt::format(" | {:.0f} tok/s | {} elapsed | {} left", tokens_per_s, format_duration(elapsed),
-                        format_duration(remaining));
+    line += fmt::format(" | {:.0f} tok/s", tokens_per_s);
+    if (flops_per_token > 0 && peak_flops > 0) line += fmt::format(" | mfu {:.0f}%", 100 * tokens_per_s * flops_per_token / peak_flops);
+    line += fmt::format(" | {} elapsed | {} left", format_duration(elapsed), format_duration(remaining));
     if (live) out << "\r\033[K" << line << (due ? "\n" : "") << std::flush;
     else out << line << "\n";
   }
@@ -873,6 +878,11 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
                      run_description(run, o, T), o.steps, device.str());
   Progress progress{o, out, o.batch * o.accumulate * T, &out == &std::cout && isatty(STDOUT_FILENO)};
   progress.bits_per_byte_factor = corpus.bits_per_byte_factor();
+  if (device.is_cpu()) {
+    progress.flops_per_token = nn::gpt_training_flops_per_token(model, T);
+    progress.peak_flops = cpu::core_peak_flops() * get_num_threads() * ranks.size();
+    progress.start = std::chrono::steady_clock::now();  // the peak's measurement (about 100 ms) is not the run's
+  }
   std::function<double()> held_out;
   if (corpus.has_val())
     held_out = [&] {
