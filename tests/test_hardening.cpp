@@ -343,12 +343,18 @@ TEST(Hardening, ATinyTemperatureSamplesLikeGreedy) {
   EXPECT_EQ(huge.status, 0) << huge.err;
 }
 
-TEST(Hardening, GeneratedTextIsPrintedAsItIsMade) {
-  // killed after a second of a run that would take hours: what it made so far is already out
-  const Shell r = testing_process::shell("timeout 2 " + std::string(SCRATCHGRAD_BIN_DIR) +
+TEST(Hardening, GeneratedTextIsPrintedAsItIsMadeAndALongRunSaysHowLongItTakes) {
+  // killed after 3 s of a run that would take hours: what it made so far is already out, and after 2 s it
+  // said how long the whole would take
+  const Shell r = testing_process::shell("timeout 3 " + std::string(SCRATCHGRAD_BIN_DIR) +
                                          "/scratchgrad generate --tokens 1000000000 --checkpoint " +
                                          gpt_run_checkpoint().string());
   EXPECT_GT(r.out.size(), 40u) << r.out;
+  EXPECT_NE(r.err.find("(generate: 1000000000 tokens at "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" in all; Ctrl-C stops)"), std::string::npos) << r.err;
+  // a short one says nothing
+  const Shell short_run = scratchgrad("generate --tokens 20 --checkpoint " + gpt_run_checkpoint().string());
+  EXPECT_EQ(short_run.err, "");
 }
 
 TEST(Hardening, RefusesNumbersPastInt64) {

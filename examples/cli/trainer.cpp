@@ -1238,6 +1238,30 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
 
 namespace {
 
+// A long generation says how long it will take: after two seconds, once, on stderr, when the tokens left
+// need more than a minute at the rate so far (--tokens is bounded only by int64; the text streams anyway).
+class DurationNotice {
+ public:
+  explicit DurationNotice(int64_t tokens) : tokens_(tokens) {}
+  void token_made() {
+    ++made_;
+    if (said_) return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (elapsed < 2) return;
+    said_ = true;
+    const double rate = double(made_) / elapsed, left = double(tokens_ - made_) / rate;
+    if (left > 60)
+      std::cerr << fmt::format("\n(generate: {} tokens at {:.0f} tokens/s take about {} in all; Ctrl-C stops)\n",
+                               tokens_, rate, format_duration(elapsed + left))
+                << std::flush;
+  }
+
+ private:
+  int64_t tokens_, made_ = 0;
+  bool said_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
 // `generate` on a GPT trained with --tokenizer bpe or gpt2: the prompt encoded with the checkpoint's
 // tokenizer, the continuation streamed as whole characters (token_text.h), or the ids with --ids.
 int generate_with_tokenizer(const GenerateOptions& o, LoadedModel& m, std::ostream& out) {
@@ -1246,18 +1270,23 @@ int generate_with_tokenizer(const GenerateOptions& o, LoadedModel& m, std::ostre
   require(!ids.empty(), "the prompt is empty (pass --prompt TEXT)");
   Generator gen(o.seed);
   const int64_t T = m.gpt->cfg.context_length;
+  DurationNotice notice(o.tokens);
   if (o.print_ids) {
     for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
     out << std::flush;
-    continue_text(*m.gpt, T, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(),
-                  [&](int64_t id) { out << " " << id << std::flush; });
+    continue_text(*m.gpt, T, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), [&](int64_t id) {
+      out << " " << id << std::flush;
+      notice.token_made();
+    });
     out << "\n";
     return 0;
   }
   Utf8Stream text;
   out << text.push(m.tokenizer.decode(ids)) << std::flush;
-  continue_text(*m.gpt, T, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(),
-                [&](int64_t id) { out << text.push(tok.token_bytes(int32_t(id))) << std::flush; });
+  continue_text(*m.gpt, T, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), [&](int64_t id) {
+    out << text.push(tok.token_bytes(int32_t(id))) << std::flush;
+    notice.token_made();
+  });
   out << text.flush() << "\n";
   return 0;
 }
@@ -1282,10 +1311,14 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
   require(!prompt.empty(), "the prompt is empty (pass --prompt TEXT)");
   std::vector<int64_t> ids = m.vocab.encode(prompt);
   Generator gen(o.seed);
+  DurationNotice notice(o.tokens);
   if (o.print_ids) {  // the ids, the prompt's included, space-separated (for scripts), each as it is made
     for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
     out << std::flush;
-    auto print_id = [&](int64_t id) { out << " " << id << std::flush; };
+    auto print_id = [&](int64_t id) {
+      out << " " << id << std::flush;
+      notice.token_made();
+    };
     if (m.gpt) continue_text(*m.gpt, m.gpt->cfg.context_length, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), print_id);
     else continue_text(*m.model, m.model->config.context, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), print_id);
     out << "\n";
@@ -1293,7 +1326,10 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
   }
   // each character is printed as soon as it is made: a long generation shows its progress
   out << encode_utf8(prompt) << std::flush;
-  auto print = [&](int64_t id) { out << encode_utf8(m.vocab.chars()[size_t(id)]) << std::flush; };
+  auto print = [&](int64_t id) {
+    out << encode_utf8(m.vocab.chars()[size_t(id)]) << std::flush;
+    notice.token_made();
+  };
   if (m.gpt) continue_text(*m.gpt, m.gpt->cfg.context_length, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), print);
   else continue_text(*m.model, m.model->config.context, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), print);
   out << "\n";
