@@ -151,6 +151,19 @@ bool is_gpt2_checkpoint(const Checkpoint& checkpoint) {
   return false;
 }
 
+bool is_gpt2_file(const std::string& path) {
+  struct HeaderRead {};  // thrown to stop before the data: the header is all this needs
+  bool gpt2 = false;
+  try {
+    read_safetensors(path, {.on_header = [&](const std::vector<TensorHeader>& headers, const std::map<std::string, std::string>&) {
+                              for (const TensorHeader& h : headers) gpt2 = gpt2 || without_prefix(h.name) == "wte.weight";
+                              throw HeaderRead{};
+                            }});
+  } catch (const HeaderRead&) {
+  }
+  return gpt2;
+}
+
 std::unique_ptr<GPTModel> gpt2_from_checkpoint(const Checkpoint& ck, const std::string& path, int64_t n_heads) {
   return gpt2_from_checkpoint(Checkpoint(ck), path, n_heads);
 }

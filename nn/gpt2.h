@@ -30,6 +30,9 @@ inline constexpr int64_t kGpt2HeadDim = 64;
 
 // Whether the checkpoint holds GPT-2's tensors (a "wte.weight" or "transformer.wte.weight").
 bool is_gpt2_checkpoint(const Checkpoint& checkpoint);
+// The same for a safetensors file, from its header alone (no tensor data is read): decides whether to
+// load_gpt2 it, which holds one model in memory, rather than load_safetensors and gpt2_from_checkpoint.
+bool is_gpt2_file(const std::string& path);
 
 // The model of a GPT-2 checkpoint, configured from its shapes: vocab and emb_dim from wte, context from wpe,
 // layers from the h.N blocks; n_heads from the argument if positive, else the metadata's "n_head", else

@@ -49,9 +49,8 @@ void apply_finetune_options(TrainOptions& o, const std::function<bool(const char
 
 std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& path) {
   if (nn::is_llmc_checkpoint(path)) return nn::load_llmc_gpt2(path);
-  nn::Checkpoint ck = nn::load_safetensors(path);
-  if (!nn::is_gpt2_checkpoint(ck)) return nullptr;
-  return nn::gpt2_from_checkpoint(std::move(ck), path);  // each tensor dropped once copied: one model's memory
+  if (!nn::is_gpt2_file(path)) return nullptr;
+  return nn::load_gpt2(path);  // each tensor read straight into its parameter: one model's memory
 }
 
 void set_dropout(nn::GPTModel& model, double p) {

@@ -88,10 +88,11 @@ int run_generate_gpt2(const GenerateOptions& o, const std::string& path, nn::Che
   }
   autograd::set_num_threads(o.threads);
   use_numerics_for("gpt", o.numerics);
-  // llm.c's gpt2_124M.bin is read as such; anything else is a safetensors file
-  const std::unique_ptr<nn::GPTModel> model = checkpoint.tensors.empty() && nn::is_llmc_checkpoint(path)
-                                                  ? nn::load_llmc_gpt2(path)
-                                                  : nn::gpt2_from_checkpoint(std::move(checkpoint), path, o.heads);
+  // llm.c's gpt2_124M.bin is read as such; a safetensors file straight into the model (one model's memory),
+  // unless the caller has read it already
+  const std::unique_ptr<nn::GPTModel> model = !checkpoint.tensors.empty() ? nn::gpt2_from_checkpoint(std::move(checkpoint), path, o.heads)
+                                              : nn::is_llmc_checkpoint(path) ? nn::load_llmc_gpt2(path)
+                                                                             : nn::load_gpt2(path, o.heads);
 
   nn::GenerationOptions options;
   options.max_new_tokens = o.tokens;

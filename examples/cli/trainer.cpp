@@ -1299,11 +1299,8 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
   require(std::isfinite(o.temperature) && o.temperature >= 0,
           fmt::format("--temperature must be 0 (greedy) or positive, got {}", o.temperature));
   require(o.top_k >= 0, fmt::format("--top-k must be non-negative, got {}", o.top_k));
-  if (nn::is_llmc_checkpoint(o.checkpoint)) return run_generate_gpt2(o, o.checkpoint, nn::Checkpoint(), out, std::cerr);
-  {
-    nn::Checkpoint ck = nn::load_safetensors(o.checkpoint);
-    if (nn::is_gpt2_checkpoint(ck)) return run_generate_gpt2(o, o.checkpoint, std::move(ck), out, std::cerr);
-  }
+  if (nn::is_llmc_checkpoint(o.checkpoint) || nn::is_gpt2_file(o.checkpoint))
+    return run_generate_gpt2(o, o.checkpoint, nn::Checkpoint(), out, std::cerr);
   LoadedModel m = load_model(o.checkpoint, o.tokenizer_file);
   use_numerics_for(m.gpt ? "gpt" : "mini", o.numerics);
   if (!m.tokenizer.is_char()) return generate_with_tokenizer(o, m, out);
@@ -1372,20 +1369,21 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
   require(o.text_file.empty() != o.ids_file.empty(),
           "eval: give the text to score, --text FILE (character models) or --ids-file FILE (token ids)");
   set_num_threads(o.threads);
-  nn::Checkpoint ck = nn::load_safetensors(o.checkpoint);
+  const bool is_gpt2 = nn::is_gpt2_file(o.checkpoint);
+  nn::Checkpoint ck = is_gpt2 ? nn::Checkpoint() : nn::load_safetensors(o.checkpoint);  // GPT-2: load_gpt2 below
   std::vector<int64_t> ids;
   int64_t context = 0, bytes = 0;
   std::function<Tensor(const Tensor&)> logits_of;
   std::unique_ptr<nn::GPTModel> gpt2;
   LoadedModel m;
-  if (nn::is_gpt2_checkpoint(ck)) {
+  if (is_gpt2) {
     require(o.text_file.empty() || !o.tokenizer_file.empty(),
             "eval: a GPT-2 checkpoint reads --text with GPT-2's tokenizer: give --tokenizer-file (the folder of "
             "encoder.json and vocab.bpe), or the text as token ids with --ids-file");
     require(o.ids_file.empty() || o.tokenizer_file.empty(), "eval: --tokenizer-file reads --text; --ids-file is ids already");
     use_numerics_for("gpt", o.numerics);
     require(o.heads >= 0, fmt::format("--heads must be positive, got {}", o.heads));
-    gpt2 = nn::gpt2_from_checkpoint(std::move(ck), o.checkpoint, o.heads);
+    gpt2 = nn::load_gpt2(o.checkpoint, o.heads);
     if (!o.text_file.empty()) {
       const std::string text = read_text_file(o.text_file);
       bytes = int64_t(text.size());
