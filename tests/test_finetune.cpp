@@ -118,29 +118,40 @@ TEST(FineTune, AFullFineTuneLearnsTheText) {
   EXPECT_NE(eval.out.find("bits per byte"), std::string::npos) << eval.out;
 }
 
-// Killed (kill -9) after a periodic checkpoint and resumed, a full fine-tune ends with the same bits as
-// the run that was never stopped.
-TEST(FineTune, AFullFineTuneResumesToTheSameBits) {
-  const std::string run = finetune("--steps 20 --warmup 4 --context 16 --dropout 0.1 --eval-every 3");
-  const fs::path whole_ck = testing_process::scratch("finetune_whole.safetensors");
-  const fs::path ck = testing_process::scratch("finetune_killed.safetensors");
+// Runs `run` whole, and again killed (kill -9) after its first periodic checkpoint (every 5 steps) and
+// resumed; expects the resumed run to start before step `steps`, say `resumed_says`, and end with the
+// same bits as the whole one. Gives the whole run's tensors and the resumed checkpoint's path.
+std::pair<std::map<std::string, autograd::Tensor>, fs::path> expect_resume_to_same_bits(const std::string& run, int steps,
+                                                                                       const std::string& name,
+                                                                                       const std::string& resumed_says) {
+  const fs::path whole_ck = testing_process::scratch(name + "_whole.safetensors");
+  const fs::path ck = testing_process::scratch(name + "_killed.safetensors");
   fs::remove(ck);
   CliRun whole = scratchgrad(run + " --save " + whole_ck.string());
-  ASSERT_EQ(whole.status, 0) << whole.err;
+  EXPECT_EQ(whole.status, 0) << whole.err;
   const std::string bin = std::string(SCRATCHGRAD_BIN_DIR) + "/scratchgrad ";
   testing_process::shell("(" + bin + run + " --save " + ck.string() + " --save-every 5 >/dev/null & pid=$!; while [ ! -e " +
                          ck.string() + " ]; do sleep 0.002; done; kill -9 $pid; wait $pid) 2>/dev/null");
-  ASSERT_TRUE(fs::exists(ck));
+  EXPECT_TRUE(fs::exists(ck));
   CliRun resumed = scratchgrad("train --resume " + ck.string() + " --save " + ck.string());
-  ASSERT_EQ(resumed.status, 0) << resumed.err;
-  EXPECT_NE(resumed.out.find("resuming"), std::string::npos) << resumed.out;
-  EXPECT_LT(std::stoi(resumed.out.substr(resumed.out.find("at step ") + 8)), 20) << resumed.out;
+  EXPECT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find(resumed_says), std::string::npos) << resumed.out;
+  const size_t at = resumed.out.find("at step ");
+  EXPECT_TRUE(at != std::string::npos && std::stoi(resumed.out.substr(at + 8)) < steps) << resumed.out;
   const auto want = tensors_of(whole_ck.string()), got = tensors_of(ck.string());
-  ASSERT_EQ(got.size(), want.size());
-  for (const auto& [name, t] : want) {
-    ASSERT_TRUE(got.count(name)) << name;
-    EXPECT_TRUE(same_bits(got.at(name), t)) << name;
+  EXPECT_EQ(got.size(), want.size());
+  for (const auto& [tensor, t] : want) {
+    const auto found = got.find(tensor);
+    EXPECT_TRUE(found != got.end() && same_bits(found->second, t)) << tensor << ": missing, or other bits";
   }
+  return {want, ck};
+}
+
+// Killed (kill -9) after a periodic checkpoint and resumed, a full fine-tune ends with the same bits as
+// the run that was never stopped.
+TEST(FineTune, AFullFineTuneResumesToTheSameBits) {
+  const auto [want, ck] = expect_resume_to_same_bits(
+      finetune("--steps 20 --warmup 4 --context 16 --dropout 0.1 --eval-every 3"), 20, "finetune", "resuming");
   EXPECT_FALSE(want.count("out_head.weight")) << "the tied head is saved once, as tok_emb.weight";
 }
 
@@ -195,26 +206,8 @@ TEST(FineTune, LoraTrainsOnlyItsAdaptersAndSavesThemAlone) {
 }
 
 TEST(FineTune, ALoraRunResumesToTheSameBits) {
-  const std::string run = finetune("--lora-rank 2 --steps 15 --warmup 3 --eval-every 3");
-  const fs::path whole_ck = testing_process::scratch("finetune_lora_whole.safetensors");
-  const fs::path ck = testing_process::scratch("finetune_lora_killed.safetensors");
-  fs::remove(ck);
-  CliRun whole = scratchgrad(run + " --save " + whole_ck.string());
-  ASSERT_EQ(whole.status, 0) << whole.err;
-  const std::string bin = std::string(SCRATCHGRAD_BIN_DIR) + "/scratchgrad ";
-  testing_process::shell("(" + bin + run + " --save " + ck.string() + " --save-every 5 >/dev/null & pid=$!; while [ ! -e " +
-                         ck.string() + " ]; do sleep 0.002; done; kill -9 $pid; wait $pid) 2>/dev/null");
-  ASSERT_TRUE(fs::exists(ck));
-  CliRun resumed = scratchgrad("train --resume " + ck.string() + " --save " + ck.string());
-  ASSERT_EQ(resumed.status, 0) << resumed.err;
-  EXPECT_NE(resumed.out.find("LoRA rank 2"), std::string::npos) << resumed.out;
-  EXPECT_LT(std::stoi(resumed.out.substr(resumed.out.find("at step ") + 8)), 15) << resumed.out;
-  const auto want = tensors_of(whole_ck.string()), got = tensors_of(ck.string());
-  ASSERT_EQ(got.size(), want.size());
-  for (const auto& [name, t] : want) {
-    ASSERT_TRUE(got.count(name)) << name;
-    EXPECT_TRUE(same_bits(got.at(name), t)) << name;
-  }
+  const auto [want, ck] = expect_resume_to_same_bits(finetune("--lora-rank 2 --steps 15 --warmup 3 --eval-every 3"), 15,
+                                                     "finetune_lora", "LoRA rank 2");
   expect_refused(scratchgrad("train --resume " + ck.string() + " --lora-rank 4"), "--lora-rank cannot change a resumed run");
 }
 
