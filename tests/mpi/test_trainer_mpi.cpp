@@ -152,30 +152,48 @@ pid_t rank_pid(const std::string& tag, int rank) {
   return 0;
 }
 
+// A 2-rank training job in the background, its rank 1 sent `signal` once the first checkpoint is written.
+struct SignalledJob {
+  fs::path checkpoint, out, err, status_file;
+  bool ended = false;  // mpirun exited within 30 s of the signal (status_file holds its status)
+  std::string said() const { return slurp(out) + slurp(err); }
+};
+
+// Starts `mpirun ... scratchgrad train <train_args> --save-every 10 --save <name>.safetensors` with `env`
+// passed to every rank, waits for the first checkpoint, sends `signal` to rank 1, and waits up to 30 s for
+// mpirun to end. A rank left behind (a stopped one, if the job did not end) is killed.
+SignalledJob run_and_signal_rank_1(const std::string& name, const std::string& env, const std::string& train_args, int signal) {
+  SignalledJob job{scratch(name + ".safetensors"), scratch(name + ".out"), scratch(name + ".err"), scratch(name + ".status")};
+  fs::remove(job.checkpoint);
+  fs::remove(job.status_file);
+  const std::string tag = "SCRATCHGRAD_TEST_JOB=" + name + std::to_string(::getpid());
+  const std::string command = std::string(SCRATCHGRAD_MPIRUN) + " -x " + tag + " " + env + " " + kBin + " train " +
+                              train_args + " --save-every 10 --save " + job.checkpoint.string();
+  const std::string script = command + " >" + job.out.string() + " 2>" + job.err.string() + "; echo $? >" +
+                             job.status_file.string();
+  EXPECT_EQ(std::system(("sh -c '" + script + "' &").c_str()), 0);
+  for (int i = 0; i < 6000 && !fs::exists(job.checkpoint); ++i) ::usleep(10000);
+  EXPECT_TRUE(fs::exists(job.checkpoint)) << slurp(job.err);
+  pid_t victim = 0;
+  for (int i = 0; i < 100 && !victim; ++i, ::usleep(10000)) victim = rank_pid(tag, 1);
+  EXPECT_NE(victim, 0);
+  if (victim == 0) return job;
+  EXPECT_EQ(::kill(victim, signal), 0);
+  for (int i = 0; i < 3000 && slurp(job.status_file).empty(); ++i) ::usleep(10000);
+  job.ended = !slurp(job.status_file).empty();
+  if (!job.ended) ::kill(victim, SIGKILL);  // do not leave the job behind
+  return job;
+}
+
 // kill -9 on rank 1 while the job runs: mpirun ends the job with a non-zero status and says which rank died,
 // rank 0 says where the last checkpoint is, and that checkpoint resumes on one process or two.
 TEST(MpiTrainer, AKilledRankEndsTheJobAndItsCheckpointResumesOnAnyRankCount) {
-  const fs::path ck = scratch("killed.safetensors"), out = scratch("killed.out"), err = scratch("killed.err");
   const fs::path whole = scratch("unkilled.safetensors");
-  fs::remove(ck);
-  const std::string tag = "SCRATCHGRAD_TEST_JOB=killed" + std::to_string(::getpid());
-  const std::string job = std::string(SCRATCHGRAD_MPIRUN) + " -x " + tag + " " + kBin + " train " + gpt_run(150) +
-                          " --save-every 10 --save " + ck.string();
-  // Start the job, wait for its first checkpoint, kill rank 1, and give back mpirun's exit status.
-  const fs::path status_file = scratch("killed.status");
-  fs::remove(status_file);
-  const std::string script = job + " >" + out.string() + " 2>" + err.string() + "; echo $? >" + status_file.string();
-  ASSERT_EQ(std::system(("sh -c '" + script + "' &").c_str()), 0);
-  for (int i = 0; i < 6000 && !fs::exists(ck); ++i) ::usleep(10000);
-  ASSERT_TRUE(fs::exists(ck)) << slurp(err);
-  pid_t victim = 0;
-  for (int i = 0; i < 100 && !victim; ++i, ::usleep(10000)) victim = rank_pid(tag, 1);
-  ASSERT_NE(victim, 0);
-  ASSERT_EQ(::kill(victim, SIGKILL), 0);
-  for (int i = 0; i < 3000 && slurp(status_file).empty(); ++i) ::usleep(10000);
-  ASSERT_FALSE(slurp(status_file).empty()) << "mpirun did not end after its rank 1 was killed";
-  EXPECT_NE(std::stoi(slurp(status_file)), 0);
-  const std::string said = slurp(out) + slurp(err);
+  const SignalledJob job = run_and_signal_rank_1("killed", "", gpt_run(150), SIGKILL);
+  const fs::path ck = job.checkpoint;
+  ASSERT_TRUE(job.ended) << "mpirun did not end after its rank 1 was killed";
+  EXPECT_NE(std::stoi(slurp(job.status_file)), 0);
+  const std::string said = job.said();
   EXPECT_EQ(said.find("final loss"), std::string::npos) << "the job should not have finished:\n" << said;
   EXPECT_NE(said.find("exited on signal 9"), std::string::npos) << said;
   EXPECT_NE(said.find("the job was stopped from outside"), std::string::npos) << said;
@@ -208,27 +226,11 @@ TEST(MpiTrainer, AKilledRankEndsTheJobAndItsCheckpointResumesOnAnyRankCount) {
 // SIGSTOP on rank 1: rank 0 waits at most SCRATCHGRAD_DIST_TIMEOUT seconds in its next collective, says so,
 // names the last checkpoint, and the job ends (the default, 30 minutes, would make this test too slow).
 TEST(MpiTrainer, AStoppedRankEndsTheJobAfterTheStatedTimeout) {
-  const fs::path ck = scratch("stopped.safetensors"), out = scratch("stopped.out"), err = scratch("stopped.err");
-  const fs::path status_file = scratch("stopped.status");
-  fs::remove(ck);
-  fs::remove(status_file);
-  const std::string tag = "SCRATCHGRAD_TEST_JOB=stopped" + std::to_string(::getpid());
-  const std::string job = std::string(SCRATCHGRAD_MPIRUN) + " -x " + tag + " -x SCRATCHGRAD_DIST_TIMEOUT=2 " + kBin +
-                          " train " + gpt_run(100000) + " --save-every 10 --save " + ck.string();
-  const std::string script = job + " >" + out.string() + " 2>" + err.string() + "; echo $? >" + status_file.string();
-  ASSERT_EQ(std::system(("sh -c '" + script + "' &").c_str()), 0);
-  for (int i = 0; i < 6000 && !fs::exists(ck); ++i) ::usleep(10000);
-  ASSERT_TRUE(fs::exists(ck)) << slurp(err);
-  pid_t victim = 0;
-  for (int i = 0; i < 100 && !victim; ++i, ::usleep(10000)) victim = rank_pid(tag, 1);
-  ASSERT_NE(victim, 0);
-  ASSERT_EQ(::kill(victim, SIGSTOP), 0);
-  for (int i = 0; i < 3000 && slurp(status_file).empty(); ++i) ::usleep(10000);  // 2 s, and the abort
-  const bool ended = !slurp(status_file).empty();
-  if (!ended) ::kill(victim, SIGKILL);  // do not leave the job behind
-  ASSERT_TRUE(ended) << "the job did not end within 30 s of stopping rank 1:\n" << slurp(out) << slurp(err);
-  EXPECT_NE(std::stoi(slurp(status_file)), 0);
-  const std::string said = slurp(out) + slurp(err);
+  const SignalledJob job = run_and_signal_rank_1("stopped", "-x SCRATCHGRAD_DIST_TIMEOUT=2", gpt_run(100000), SIGSTOP);
+  const fs::path ck = job.checkpoint;
+  ASSERT_TRUE(job.ended) << "the job did not end within 30 s of stopping rank 1:\n" << job.said();
+  EXPECT_NE(std::stoi(slurp(job.status_file)), 0);
+  const std::string said = job.said();
   EXPECT_NE(said.find("rank 0 of 2 waited"), std::string::npos) << said;
   EXPECT_NE(said.find("the limit is 2 s: SCRATCHGRAD_DIST_TIMEOUT"), std::string::npos) << said;
   EXPECT_NE(said.find("the last checkpoint, after step"), std::string::npos) << said;
