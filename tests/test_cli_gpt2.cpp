@@ -71,6 +71,19 @@ TEST(CliGpt2, GreedyIdsAreTheLibrarysAndTheSpeedIsReported) {
   EXPECT_EQ(r.out, joined(nn::generate(*model, {7, 3, 41}, options, gen)) + "\n");
   EXPECT_NE(r.err.find("9 tokens in "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(" tokens/s, prompt of 3, 1 thread)"), std::string::npos) << r.err;
+  // the recomputation of the whole window for every token gives the same ids
+  CliRun recomputed = scratchgrad("generate --checkpoint " + kModel +
+                                  " --prompt-ids '7 3 41' --temperature 0 --tokens 9 --ids --no-kv-cache");
+  ASSERT_EQ(recomputed.status, 0) << recomputed.err;
+  EXPECT_EQ(recomputed.out, r.out);
+}
+
+TEST(CliGpt2, ALongGenerationSaysHowLongItTakes) {
+  // killed after 3 s of a run that would take hours: after 2 s it said how long the whole would take
+  CliRun r = testing_process::shell("timeout 3 " + std::string(SCRATCHGRAD_BIN_DIR) + "/scratchgrad generate --checkpoint " +
+                                    kModel + " --prompt-ids 7 --tokens 1000000000 --context-full slide --stop-id -1");
+  EXPECT_NE(r.err.find("(generate: 1000000000 tokens at "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" in all; Ctrl-C stops)"), std::string::npos) << r.err;
 }
 
 TEST(CliGpt2, LlmcsBinGeneratesTheSameIds) {

@@ -131,6 +131,9 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
       ->capture_default_str();
   gen_cmd->add_option("--heads", gen.heads, "GPT-2: attention heads, if the file does not say (default: width / 64)");
   gen_cmd->add_option("--threads", gen.threads, "CPU threads")->capture_default_str();
+  gen_cmd->add_flag("!--no-kv-cache", gen.kv_cache,
+                    "GPT models: recompute the whole window for every token instead of caching keys and values (the "
+                    "reference the cache is tested against; slower)");
 
   // Whole numbers past int64 are refused rather than clamped to its largest value.
   const CLI::Validator whole_number([](std::string& text) { return integer_problem(text); }, "", "int64");

@@ -118,6 +118,7 @@ int run_generate_gpt2(const GenerateOptions& o, const std::string& path, nn::Che
       }
     }
   }
+  DurationNotice notice(o.tokens);
   auto write_token = [&](int64_t token, const autograd::Tensor&) {
     if (as_text) {
       if (token >= tok->vocab_size())
@@ -129,11 +130,13 @@ int run_generate_gpt2(const GenerateOptions& o, const std::string& path, nn::Che
       out << (first ? "" : " ") << token << std::flush;  // streamed: each id as soon as it is chosen
     }
     first = false;
+    notice.token_made();
   };
   const auto start = std::chrono::steady_clock::now();
   std::vector<int64_t> produced;
   try {
-    produced = nn::generate(*model, prompt, options, gen, write_token);
+    produced = o.kv_cache ? nn::generate(*model, prompt, options, gen, write_token)
+                          : nn::generate_uncached(*model, prompt, options, gen, write_token);
   } catch (const std::invalid_argument& e) {  // the prompt's ids, the context: the user's to fix
     throw UsageError(e.what());
   }

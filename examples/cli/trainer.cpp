@@ -10,6 +10,7 @@
 #include <limits>
 #include <ostream>
 #include <span>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -22,6 +23,7 @@
 #include "plot/svg.h"
 #include "nn/flops.h"
 #include "nn/nn.h"
+#include "nn/generation.h"
 #include "nn/gpt2.h"
 #include "nn/lora.h"
 #include "nn/perplexity.h"
@@ -303,6 +305,41 @@ std::vector<int64_t> continue_text(const Model& model, int64_t T, std::vector<in
     if (on_token) on_token(ids.back());
   }
   return ids;
+}
+
+// continue_text for a GPT, with a key/value cache (nn/generation.h): the window's prefill, then one position
+// a token, each step's logits continue_text's to rounding. Once the text outgrows the context T, the
+// window slides by one a token and every position moves, so each step is again a prefill of the last T
+// tokens, as continue_text's recomputation is (though only the last position goes through the head).
+std::vector<int64_t> continue_text_cached(const nn::GPTModel& model, std::vector<int64_t> ids, int64_t count,
+                                          double temperature, int64_t top_k, Generator& gen,
+                                          const std::function<void(int64_t)>& on_token) {
+  const int64_t T = model.cfg.context_length;
+  nn::KVCache cache = nn::make_kv_cache(model);
+  for (int64_t n = 0; n < count; ++n) {
+    const int64_t length = int64_t(ids.size());
+    const bool fits = length <= T && cache.length == length - 1;  // all but the newest token are cached
+    if (!fits) cache.length = 0;                                  // (re)fill from the window's start
+    const int64_t start = fits ? length - 1 : std::max<int64_t>(0, length - T);
+    const std::vector<int64_t> fresh(ids.begin() + start, ids.end());
+    const Tensor logits = nn::forward_cached(model, from_vector(fresh, {1, int64_t(fresh.size())}), cache)[0];
+    ids.push_back(temperature == 0.0 ? int64_t(logits.argmax().item())
+                                     : sample_token(logits.to_vector<double>(), temperature, top_k, gen));
+    if (on_token) on_token(ids.back());
+  }
+  return ids;
+}
+
+// generate's continuation: continue_text_cached for a GPT unless --no-kv-cache, else continue_text.
+template <typename Model>
+void continue_for_generate(const GenerateOptions& o, const Model& model, int64_t T, const std::vector<int64_t>& ids,
+                           Generator& gen, const std::function<void(int64_t)>& on_token) {
+  if constexpr (std::is_same_v<Model, nn::GPTModel>)
+    if (o.kv_cache) {
+      continue_text_cached(model, ids, o.tokens, o.temperature, o.top_k, gen, on_token);
+      return;
+    }
+  continue_text(model, T, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), on_token);
 }
 
 std::string format_duration(double seconds) {
@@ -1238,30 +1275,6 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
 
 namespace {
 
-// A long generation says how long it will take: after two seconds, once, on stderr, when the tokens left
-// need more than a minute at the rate so far (--tokens is bounded only by int64; the text streams anyway).
-class DurationNotice {
- public:
-  explicit DurationNotice(int64_t tokens) : tokens_(tokens) {}
-  void token_made() {
-    ++made_;
-    if (said_) return;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    if (elapsed < 2) return;
-    said_ = true;
-    const double rate = double(made_) / elapsed, left = double(tokens_ - made_) / rate;
-    if (left > 60)
-      std::cerr << fmt::format("\n(generate: {} tokens at {:.0f} tokens/s take about {} in all; Ctrl-C stops)\n",
-                               tokens_, rate, format_duration(elapsed + left))
-                << std::flush;
-  }
-
- private:
-  int64_t tokens_, made_ = 0;
-  bool said_ = false;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-};
-
 // `generate` on a GPT trained with --tokenizer bpe or gpt2: the prompt encoded with the checkpoint's
 // tokenizer, the continuation streamed as whole characters (token_text.h), or the ids with --ids.
 int generate_with_tokenizer(const GenerateOptions& o, LoadedModel& m, std::ostream& out) {
@@ -1274,7 +1287,7 @@ int generate_with_tokenizer(const GenerateOptions& o, LoadedModel& m, std::ostre
   if (o.print_ids) {
     for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
     out << std::flush;
-    continue_text(*m.gpt, T, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), [&](int64_t id) {
+    continue_for_generate(o, *m.gpt, T, ids, gen, [&](int64_t id) {
       out << " " << id << std::flush;
       notice.token_made();
     });
@@ -1283,7 +1296,7 @@ int generate_with_tokenizer(const GenerateOptions& o, LoadedModel& m, std::ostre
   }
   Utf8Stream text;
   out << text.push(m.tokenizer.decode(ids)) << std::flush;
-  continue_text(*m.gpt, T, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), [&](int64_t id) {
+  continue_for_generate(o, *m.gpt, T, ids, gen, [&](int64_t id) {
     out << text.push(tok.token_bytes(int32_t(id))) << std::flush;
     notice.token_made();
   });
@@ -1292,6 +1305,21 @@ int generate_with_tokenizer(const GenerateOptions& o, LoadedModel& m, std::ostre
 }
 
 }  // namespace
+
+DurationNotice::DurationNotice(int64_t tokens) : tokens_(tokens), start_(std::chrono::steady_clock::now()) {}
+
+void DurationNotice::token_made() {
+  ++made_;
+  if (said_) return;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (elapsed < 2) return;
+  said_ = true;
+  const double rate = double(made_) / elapsed, left = double(tokens_ - made_) / rate;
+  if (left > 60)
+    std::cerr << fmt::format("\n(generate: {} tokens at {:.0f} tokens/s take about {} in all; Ctrl-C stops)\n", tokens_,
+                             rate, format_duration(elapsed + left))
+              << std::flush;
+}
 
 int run_generate(const GenerateOptions& o, std::ostream& out) {
   use_kernels(o.kernels);  // first, as in run_train
@@ -1316,8 +1344,8 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
       out << " " << id << std::flush;
       notice.token_made();
     };
-    if (m.gpt) continue_text(*m.gpt, m.gpt->cfg.context_length, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), print_id);
-    else continue_text(*m.model, m.model->config.context, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), print_id);
+    if (m.gpt) continue_for_generate(o, *m.gpt, m.gpt->cfg.context_length, ids, gen, print_id);
+    else continue_for_generate(o, *m.model, m.model->config.context, ids, gen, print_id);
     out << "\n";
     return 0;
   }
@@ -1327,8 +1355,8 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
     out << encode_utf8(m.vocab.chars()[size_t(id)]) << std::flush;
     notice.token_made();
   };
-  if (m.gpt) continue_text(*m.gpt, m.gpt->cfg.context_length, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), print);
-  else continue_text(*m.model, m.model->config.context, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), print);
+  if (m.gpt) continue_for_generate(o, *m.gpt, m.gpt->cfg.context_length, ids, gen, print);
+  else continue_for_generate(o, *m.model, m.model->config.context, ids, gen, print);
   out << "\n";
   return 0;
 }

@@ -1,5 +1,6 @@
 // trainer.h — what `scratchgrad train | generate | info` do, callable from tests as well as main().
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -86,6 +87,7 @@ struct GenerateOptions {
   uint64_t seed = 0;
   std::string numerics;  // as TrainOptions::numerics, for the checkpoint's model
   std::string kernels;   // as TrainOptions::kernels
+  bool kv_cache = true;  // GPT models: a key/value cache (nn/generation.h); false: recompute the window a token
   // GPT-2 checkpoints (Hugging Face's model.safetensors), generated with the key/value cache:
   double top_p = 1.0;           // sample among the likeliest tokens whose probabilities sum to this
   std::string prompt_ids;       // the prompt as token ids, "464 3290 ..."
@@ -128,6 +130,19 @@ int run_generate(const GenerateOptions& options, std::ostream& out);
 int run_generate_gpt2(const GenerateOptions& options, const std::string& path, nn::Checkpoint&& checkpoint,
                       std::ostream& out, std::ostream& report);
 int run_info(const std::string& checkpoint, std::ostream& out);
+
+// A long generation says how long it will take: after two seconds, once, on stderr, when the tokens left
+// need more than a minute at the rate so far (--tokens is bounded only by int64; the text streams anyway).
+class DurationNotice {
+ public:
+  explicit DurationNotice(int64_t tokens);
+  void token_made();
+
+ private:
+  int64_t tokens_, made_ = 0;
+  bool said_ = false;
+  std::chrono::steady_clock::time_point start_;
+};
 struct MergeOptions {
   std::string base;     // GPT-2 model.safetensors; default: the base file the adapters name
   std::string lora;     // adapters written by nn::save_lora
