@@ -245,11 +245,17 @@ template <typename T, int VB>
       if (brs == 1 && nr == VL) {
         // B transposed (x @ Wᵀ, a Linear's weight): each column runs along memory. VL columns by VL terms
         // are read as VL vectors (VL streams, each a whole cache line on AVX-512) and transposed in
-        // registers, so each row of the block becomes one vector of VL columns.
+        // registers, so each row of the block becomes one vector of VL columns. The step is bound by
+        // memory, and the hardware prefetchers keep too few of these VL interleaved streams ahead: each
+        // load also asks for the same terms of the next VL columns, so the next block is in the cache when
+        // its turn comes (a prefetch past the matrix's end is harmless: it never faults).
         for (; p + VL <= p_end; p += VL) {
           V rows[VL];
 #pragma GCC unroll 16
-          for (int64_t r = 0; r < VL; ++r) rows[r] = load_vector<V>(bj + r * bcs + p);
+          for (int64_t r = 0; r < VL; ++r) {
+            rows[r] = load_vector<V>(bj + r * bcs + p);
+            __builtin_prefetch(bj + (r + VL) * bcs + p);
+          }
           transpose_rows<V, VL>(rows);
 #pragma GCC unroll 16
           for (int64_t r = 0; r < VL; ++r) acc = acc + rows[r] * a[(p + r) * acs];
