@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,9 @@ double cpu_ms() {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return double(t.tv_sec) * 1e3 + double(t.tv_nsec) / 1e6;
 }
+
+// What a step does, in order; the bench prints each one's median time.
+constexpr const char* kPhases[] = {"forward+loss", "zero_grad", "backward", "clip", "adamw"};
 
 std::vector<Tensor> tensors_of(const nn::NamedTensors& named) {
   std::vector<Tensor> out;
@@ -117,22 +121,36 @@ int main(int argc, char** argv) {
               peak / 1e9, cpu::core_peak_isa());
 
   std::vector<double> ms, cpu;
+  std::vector<std::vector<double>> phase_ms(std::size(kPhases));
   double first_loss = 0;
   for (int64_t step = 0; step < o.warmup + o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
     const double cpu_start = cpu_ms();
+    std::vector<double> marks;  // ms since start at the end of each phase
+    auto mark = [&] { marks.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()); };
     {
       Tensor loss = cross_entropy(model(x).view({-1, V}), y.view({-1}));
+      mark();
       opt->zero_grad();
+      mark();
       loss.backward();
+      mark();
       optim::clip_grad_norm_(trained, 1.0);
+      mark();
       opt->step();
+      mark();
       if (step == 0) first_loss = loss.item();
     }
     const double took = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (step >= o.warmup) ms.push_back(took), cpu.push_back(cpu_ms() - cpu_start);
+    if (step >= o.warmup) {
+      ms.push_back(took), cpu.push_back(cpu_ms() - cpu_start);
+      for (size_t i = 0; i < marks.size(); ++i) phase_ms[i].push_back(marks[i] - (i ? marks[i - 1] : 0.0));
+    }
   }
   const bench::Times t = bench::summarize(ms), c = bench::summarize(cpu);
+  std::printf("median ms by phase:");
+  for (size_t i = 0; i < phase_ms.size(); ++i) std::printf(" %s %.1f", kPhases[i], bench::summarize(phase_ms[i]).median);
+  std::printf("\n");
   const double mfu = peak > 0 ? flops_per_step / (t.median / 1e3) / (peak * double(o.threads)) : 0;
   // the same over the step's CPU time (all threads): what MFU would be with the cores to ourselves
   const double cpu_mfu = peak > 0 ? flops_per_step / (c.median / 1e3) / peak : 0;
