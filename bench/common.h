@@ -5,7 +5,10 @@
 #pragma once
 #include <sys/resource.h>
 
+#include <time.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +17,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bench {
@@ -74,6 +78,30 @@ inline Text workshop_text(int64_t context) {
   for (char c : t.text) t.ids.push_back(int64_t(t.chars.find(c)));
   return t;
 }
+
+// The process's CPU time in ms, all its threads: on a machine shared with other jobs a step's wall time
+// includes the time the others ran; this counts only ours.
+inline double cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) / 1e6;
+}
+
+// Where a step's time goes: start() as a step begins, mark() as each of its phases ends (in the order of
+// `names`), keep() once the step is over if it counts (after the warm-up). Each phase's times, in ms.
+struct PhaseTimes {
+  explicit PhaseTimes(std::vector<std::string> phase_names) : names(std::move(phase_names)), ms(names.size()) {}
+  std::vector<std::string> names;
+  std::vector<std::vector<double>> ms;
+  std::vector<std::chrono::steady_clock::time_point> at;
+
+  void start() { at.assign(1, std::chrono::steady_clock::now()); }
+  void mark() { at.push_back(std::chrono::steady_clock::now()); }
+  void keep() {
+    for (size_t p = 0; p < names.size() && p + 1 < at.size(); ++p)
+      ms[p].push_back(std::chrono::duration<double, std::milli>(at[p + 1] - at[p]).count());
+  }
+};
 
 // The most memory the process has held so far, in MB.
 inline double peak_rss_mb() {

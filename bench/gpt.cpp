@@ -69,12 +69,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-std::vector<Tensor> tensors_of(const nn::NamedTensors& named) {
-  std::vector<Tensor> out;
-  for (const auto& [name, t] : named) out.push_back(t);
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -104,8 +98,8 @@ int main(int argc, char** argv) {
     for (const auto& block : *model.trf_blocks)
       block->att->attention = nn::parse_attention_kernel(o.attention, "--attention");
   auto [decay, no_decay] = nn::weight_decay_groups(model);  // as examples/cli/trainer.cpp's gpt_optimizer
-  optim::AdamW opt(tensors_of(decay), {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
-  opt.add_param_group(tensors_of(no_decay), {{"weight_decay", 0.0}});
+  optim::AdamW opt(nn::tensors_of(decay), {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
+  opt.add_param_group(nn::tensors_of(no_decay), {{"weight_decay", 0.0}});
   const std::vector<Tensor> params = model.parameters();
 
   std::printf("scratchgrad gpt: V %lld layers %lld D %lld T %lld B %lld heads %lld, %lld parameters, %lld thread(s), "
@@ -117,51 +111,45 @@ int main(int argc, char** argv) {
 
   // --phases: where a step's time goes (on CUDA the work may still be queued at a clock reading, so the
   // split is only meaningful on the CPU).
-  const char* phase_names[] = {"batch", "forward", "loss", "zero_grad", "backward", "clip", "step", "free"};
-  constexpr int kPhases = 8;
-  double phase_ms[kPhases] = {};
-  using Clock = std::chrono::steady_clock;
-  auto ms_between = [](Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-  };
+  bench::PhaseTimes phases({"batch", "forward", "loss", "zero_grad", "backward", "clip", "step", "free"});
 
   std::vector<double> ms;
   double first_loss = 0, last_loss = 0;
   const int64_t last_step = o.warmup + o.steps - 1;
   for (int64_t step = 0; step <= last_step; ++step) {
-    Clock::time_point at[kPhases + 1];
-    at[0] = Clock::now();
+    phases.start();
     {  // the whole step, freeing its tensors and graph included
       auto [xb, yb] = nn::random_windows(data, B, T);
       xb = xb.to(device), yb = yb.to(device);
-      at[1] = Clock::now();
+      phases.mark();
       Tensor logits = model(xb);
-      at[2] = Clock::now();
+      phases.mark();
       Tensor loss = cross_entropy(logits.view({-1, V}), yb.view({-1}));
-      at[3] = Clock::now();
+      phases.mark();
       opt.zero_grad();
-      at[4] = Clock::now();
+      phases.mark();
       loss.backward();
-      at[5] = Clock::now();
+      phases.mark();
       optim::clip_grad_norm_(params, 1.0);
-      at[6] = Clock::now();
+      phases.mark();
       opt.step();
       if (device.is_cuda()) (void)loss.item();  // waits for the queued kernels, AdamW's included
       if (step == 0) first_loss = loss.item();
       if (step == last_step) last_loss = loss.item();
-      at[7] = Clock::now();
+      phases.mark();
     }
-    at[8] = Clock::now();
+    phases.mark();
     if (step < o.warmup) continue;
-    ms.push_back(ms_between(at[0], at[8]));
-    for (int p = 0; p < kPhases; ++p) phase_ms[p] += ms_between(at[p], at[p + 1]);
+    ms.push_back(std::chrono::duration<double, std::milli>(phases.at.back() - phases.at.front()).count());
+    phases.keep();
   }
 
   const bench::Times t = bench::summarize(ms);
   bench::print_losses_and_times(first_loss, last_step, last_loss, t, ms.size(), o.warmup);
   if (o.phases) {
     std::printf("mean ms per phase:");
-    for (int p = 0; p < kPhases; ++p) std::printf(" %s %.4f", phase_names[p], phase_ms[p] / double(ms.size()));
+    for (size_t p = 0; p < phases.names.size(); ++p)
+      std::printf(" %s %.4f", phases.names[p].c_str(), bench::summarize(phases.ms[p]).mean);
     std::printf("\n");
   }
   bench::print_last_line(t, rss_base);

@@ -41,14 +41,6 @@ struct Options {
   std::string numerics = "fast";
 };
 
-// The process's CPU time in ms (all its threads): on a machine shared with other jobs a step's wall time
-// includes the time other processes ran; this counts only ours.
-double cpu_ms() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) / 1e6;
-}
-
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
@@ -146,14 +138,14 @@ int main(int argc, char** argv) {
   options.max_new_tokens = o.tokens;
   Generator gen(0);
   std::vector<double> step_ms, step_cpu_ms;
-  double last_cpu = cpu_ms();
+  double last_cpu = bench::cpu_ms();
   auto last = std::chrono::steady_clock::now();
   const auto start = last;
   nn::generate(*model, prompt, options, gen, [&](int64_t, const Tensor&) {
     step_ms.push_back(ms_since(last));
-    step_cpu_ms.push_back(cpu_ms() - last_cpu);
+    step_cpu_ms.push_back(bench::cpu_ms() - last_cpu);
     last = std::chrono::steady_clock::now();
-    last_cpu = cpu_ms();
+    last_cpu = bench::cpu_ms();
   });
   const double total_ms = ms_since(start);
   const double prefill_ms = step_ms.front();  // the first token comes from the prefill

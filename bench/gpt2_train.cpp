@@ -43,23 +43,6 @@ struct Options {
   int64_t threads = 1, steps = 5, warmup = 2, batch = 4, context = 64, layers = 12;
 };
 
-// The process's CPU time in ms, all its threads: on a machine shared with other jobs a step's wall time
-// includes the time the others ran; this counts only ours.
-double cpu_ms() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) / 1e6;
-}
-
-// What a step does, in order; the bench prints each one's median time.
-constexpr const char* kPhases[] = {"forward+loss", "zero_grad", "backward", "clip", "adamw"};
-
-std::vector<Tensor> tensors_of(const nn::NamedTensors& named) {
-  std::vector<Tensor> out;
-  for (const auto& [name, t] : named) out.push_back(t);
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,12 +80,12 @@ int main(int argc, char** argv) {
   std::unique_ptr<optim::AdamW> opt;
   if (o.mode == "full") {
     auto [decay, no_decay] = nn::weight_decay_groups(model);  // as examples/cli/trainer.cpp's gpt_optimizer
-    opt = std::make_unique<optim::AdamW>(tensors_of(decay), optim::AdamW::Options{.lr = 3e-4, .beta1 = 0.9, .beta2 = 0.95,
+    opt = std::make_unique<optim::AdamW>(nn::tensors_of(decay), optim::AdamW::Options{.lr = 3e-4, .beta1 = 0.9, .beta2 = 0.95,
                                                                                 .eps = 1e-8, .weight_decay = 0.1});
-    opt->add_param_group(tensors_of(no_decay), {{"weight_decay", 0.0}});
+    opt->add_param_group(nn::tensors_of(no_decay), {{"weight_decay", 0.0}});
     trained = model.parameters();
   } else {
-    trained = tensors_of(nn::add_lora(model, {.rank = 8, .alpha = 16, .targets = {"attn", "mlp"}}));
+    trained = nn::tensors_of(nn::add_lora(model, {.rank = 8, .alpha = 16, .targets = {"attn", "mlp"}}));
     opt = std::make_unique<optim::AdamW>(trained, optim::AdamW::Options{.lr = 3e-4, .beta1 = 0.9, .beta2 = 0.95,
                                                                       .eps = 1e-8, .weight_decay = 0.0});
   }
@@ -121,35 +104,32 @@ int main(int argc, char** argv) {
               peak / 1e9, cpu::core_peak_isa());
 
   std::vector<double> ms, cpu;
-  std::vector<std::vector<double>> phase_ms(std::size(kPhases));
+  bench::PhaseTimes phases({"forward+loss", "zero_grad", "backward", "clip", "adamw"});
   double first_loss = 0;
   for (int64_t step = 0; step < o.warmup + o.steps; ++step) {
     const auto start = std::chrono::steady_clock::now();
-    const double cpu_start = cpu_ms();
-    std::vector<double> marks;  // ms since start at the end of each phase
-    auto mark = [&] { marks.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()); };
+    const double cpu_start = bench::cpu_ms();
+    phases.start();
     {
       Tensor loss = cross_entropy(model(x).view({-1, V}), y.view({-1}));
-      mark();
+      phases.mark();
       opt->zero_grad();
-      mark();
+      phases.mark();
       loss.backward();
-      mark();
+      phases.mark();
       optim::clip_grad_norm_(trained, 1.0);
-      mark();
+      phases.mark();
       opt->step();
-      mark();
+      phases.mark();
       if (step == 0) first_loss = loss.item();
     }
     const double took = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (step >= o.warmup) {
-      ms.push_back(took), cpu.push_back(cpu_ms() - cpu_start);
-      for (size_t i = 0; i < marks.size(); ++i) phase_ms[i].push_back(marks[i] - (i ? marks[i - 1] : 0.0));
-    }
+    if (step >= o.warmup) ms.push_back(took), cpu.push_back(bench::cpu_ms() - cpu_start), phases.keep();
   }
   const bench::Times t = bench::summarize(ms), c = bench::summarize(cpu);
   std::printf("median ms by phase:");
-  for (size_t i = 0; i < phase_ms.size(); ++i) std::printf(" %s %.1f", kPhases[i], bench::summarize(phase_ms[i]).median);
+  for (size_t p = 0; p < phases.names.size(); ++p)
+    std::printf(" %s %.1f", phases.names[p].c_str(), bench::summarize(phases.ms[p]).median);
   std::printf("\n");
   const double mfu = peak > 0 ? flops_per_step / (t.median / 1e3) / (peak * double(o.threads)) : 0;
   // the same over the step's CPU time (all threads): what MFU would be with the cores to ourselves

@@ -54,6 +54,13 @@ void Module::collect(const std::string& prefix, NamedTensors& out, bool params, 
     for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out, params, buffers, true);
 }
 
+std::vector<Tensor> tensors_of(const NamedTensors& named) {
+  std::vector<Tensor> out;
+  out.reserve(named.size());
+  for (const auto& [name, t] : named) out.push_back(t);
+  return out;
+}
+
 NamedTensors Module::named_parameters() const {
   NamedTensors all, out;
   collect("", all, true, false, true);

@@ -16,6 +16,9 @@ namespace nn {
 using autograd::Tensor;
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;  // ordered, like PyTorch's OrderedDict
 
+// The tensors of `named`, in order, without their names: what an optimizer or a param group takes.
+std::vector<Tensor> tensors_of(const NamedTensors& named);
+
 class Module {
  public:
   virtual ~Module() = default;

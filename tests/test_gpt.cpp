@@ -186,11 +186,6 @@ Tensor windows(const std::vector<double>& stream, const std::vector<int64_t>& st
 }
 
 std::vector<std::string> names_in(const nn::NamedTensors& entries) { return names_of(entries); }
-std::vector<Tensor> tensors_in(const nn::NamedTensors& entries) {
-  std::vector<Tensor> out;
-  for (const auto& [name, t] : entries) out.push_back(t);
-  return out;
-}
 
 // The products' few-ulp differences (see above) grow over 20 steps; the schedule's lr is exact.
 constexpr double kTrainingBound = 2e-5;  // measured: at most 1.7e-6 (one final weight), the losses 1.5e-7
@@ -209,8 +204,8 @@ void replay_training(nn::GPTModel& model, const std::vector<Section>& fixture) {
   EXPECT_EQ(names_in(decay), group_names("0"));
   EXPECT_EQ(names_in(no_decay), group_names("1"));
 
-  optim::AdamW opt(tensors_in(decay), {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
-  opt.add_param_group(tensors_in(no_decay), {{"weight_decay", 0.0}});
+  optim::AdamW opt(nn::tensors_of(decay), {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
+  opt.add_param_group(nn::tensors_of(no_decay), {{"weight_decay", 0.0}});
   optim::LambdaLR sched(opt, optim::warmup_cosine(4, 20, 0.1));
 
   const std::vector<double>& stream = header.get("stream").values;

@@ -849,13 +849,8 @@ int train_mini(const TrainOptions& o, const Corpus& corpus, Device device, Ranks
 // are a second param group without it (nanoGPT's rule; nn::weight_decay_groups finds them by module).
 optim::AdamW gpt_optimizer(const nn::GPTModel& model, const TrainOptions& o) {
   auto [decay, no_decay] = nn::weight_decay_groups(model);
-  auto tensors = [](const nn::NamedTensors& named) {
-    std::vector<Tensor> out;
-    for (const auto& [name, t] : named) out.push_back(t);
-    return out;
-  };
-  optim::AdamW opt(tensors(decay), {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay});
-  if (!no_decay.empty()) opt.add_param_group(tensors(no_decay), {{"weight_decay", 0.0}});
+  optim::AdamW opt(nn::tensors_of(decay), {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay});
+  if (!no_decay.empty()) opt.add_param_group(nn::tensors_of(no_decay), {{"weight_decay", 0.0}});
   return opt;
 }
 
