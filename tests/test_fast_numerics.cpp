@@ -198,12 +198,14 @@ TEST(FastNumerics, TransposedOperandsChangeNoBit) {
 // (cpu/kernels/matmul_fast.cpp's gemv), adding every entry's terms in the general kernel's order: a row alone has
 // the bits it has among other rows. B transposed (a Linear's weight), row-major, and strided both ways (read
 // one value at a time); k and n that leave partial vectors and blocks (k 300 = 256 + 44, n 100 = 6·16 + 4);
+// the general kernel's two orders of blocks, each over several blocks of terms and of columns (n 1100, k 513
+// along the terms first; n 300, k 700 along the columns first);
 // addmm's bias; 1 and 2 threads (2304 x 768, split over columns); float and double; and an empty sum.
 TEST(FastNumerics, OneRowProductsHaveTheBitsOfTheGeneralKernel) {
   NumericsGuard fast(Numerics::fast);
   for (DType dtype : {DType::Float32, DType::Float64}) {
     uint32_t seed = 40;
-    for (auto [n, k] : {std::array<int64_t, 2>{49, 7}, {100, 300}, {64, 17}, {1100, 513}, {77, 0}}) {
+    for (auto [n, k] : {std::array<int64_t, 2>{49, 7}, {100, 300}, {64, 17}, {1100, 513}, {300, 700}, {77, 0}}) {
       const std::string shape = fmt::format("{} n {} k {}", dtype_name(dtype), n, k);
       const Tensor rows = randish({5, k}, seed++, -1, 1, dtype), row = rows.slice(0, 2, 3);
       const Tensor w = randish({n, k}, seed++, -1, 1, dtype), bias = randish({n}, seed++, -1, 1, dtype);
