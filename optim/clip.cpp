@@ -29,7 +29,10 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   // max_norm / (total + 1e-6) is Tensor.__rtruediv__ in Python: a reciprocal, then a multiplication
   Tensor coef = rdiv(1.0, total + 1e-6) * max_norm;
   const double clamped = std::min(coef.item(), 1.0);  // clamp(max=1); std::min keeps a NaN
-  for (Tensor& g : grads) g.mul_(clamped);
+  // PyTorch multiplies by the clamped coefficient even when it is 1. x · 1 is x for every float (−0, ±inf and
+  // NaN included), so that pass, a read and a write of every gradient, is left out then.
+  if (clamped != 1.0)
+    for (Tensor& g : grads) g.mul_(clamped);
   return total;
 }
 
