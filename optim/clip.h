@@ -8,8 +8,8 @@ namespace optim {
 
 // Scales every defined .grad of `params` by min(1, max_norm / (total + 1e-6)), where total is the
 // 2-norm of all the gradients together, and returns total (0-d, before clipping). As in PyTorch, total
-// is the norm of the per-tensor norms, and the gradients are always multiplied (by exactly 1 when
-// they are small enough).
+// is the norm of the per-tensor norms. PyTorch always multiplies the gradients, by exactly 1 when they
+// are small enough; here that multiplication, which changes no bit, is left out.
 autograd::Tensor clip_grad_norm_(const std::vector<autograd::Tensor>& params, double max_norm);
 
 }  // namespace optim
