@@ -98,6 +98,7 @@ double core_peak_rounds([[maybe_unused]] int bits, [[maybe_unused]] bool fused, 
 }
 
 double core_peak_flops() { return peak().flops_per_s; }
+double measure_core_peak_flops() { return measure().flops_per_s; }
 const char* core_peak_isa() { return peak().isa; }
 
 }  // namespace autograd::cpu

@@ -10,6 +10,9 @@ namespace autograd::cpu {
 // Measured on the first call (about 100 ms: the best of 20 short runs, so a run another process interrupted
 // does not count), then remembered for the process. 0 where the CPU has neither (no figure, not a wrong one).
 double core_peak_flops();
+// The same measurement again, not remembered: for a benchmark that measures around its timed work and keeps
+// the best, since anything that disturbs a measurement can only make the peak look lower (and MFU higher).
+double measure_core_peak_flops();
 // "avx512", "avx2" or "none": the vectors core_peak_flops measured.
 const char* core_peak_isa();
 
