@@ -38,6 +38,9 @@ struct AdamStep {
   bool amsgrad;
   bool decoupled_weight_decay;  // AdamW: shrink the weights instead of adding wd·θ to the gradient
   int64_t step;                 // 1 on the first update
+  // Each gradient is first multiplied by this, rounded to its type: clip_grad_norm_'s scaling, fused into
+  // the update (optim::clip_coefficient, Adam::step(grad_scale)). 1 changes no bit.
+  double grad_scale = 1;
 };
 
 class Backend {

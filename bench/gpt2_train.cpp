@@ -11,7 +11,7 @@
 // trains, with AdamW as `scratchgrad train` sets it up (lr 3e-4, betas 0.9/0.95, weight decay 0.1 on the
 // Linear weights only) and the gradient norm clipped to 1.0. lora: nn::add_lora(rank 8, alpha 16, attn and
 // mlp), AdamW on the adapters alone. One timed step: forward, cross_entropy over the 50257 logits, zero_grad,
-// backward, clip, AdamW.
+// backward, clip, AdamW (the clipping's scaling inside AdamW's pass, as the trainer does it).
 //
 // MFU = model FLOPs per step / the step's time / (one core's peak × threads). The FLOPs are nn/flops.h's
 // count (6 per trained parameter and 4 per frozen one a token, the head's V·D included, plus attention's
@@ -120,9 +120,9 @@ int main(int argc, char** argv) {
       phases.mark();
       loss.backward();
       phases.mark();
-      optim::clip_grad_norm_(trained, 1.0);
+      const optim::ClipCoefficient clip = optim::clip_coefficient(trained, 1.0);  // as the trainer clips
       phases.mark();
-      opt->step();
+      opt->step(clip.coefficient);
       phases.mark();
       if (step == 0) first_loss = loss.item();
     }

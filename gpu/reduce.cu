@@ -202,7 +202,7 @@ __global__ void scatter_rows_kernel(int64_t n, int64_t sg, int64_t rs, int64_t c
 // order: explicit round-to-nearest multiplies and adds stop nvcc from fusing a*b+c where the CPU rounds
 // twice, and fma() stands where the CPU calls std::fma — so both devices compute the same numbers.
 template <typename F> struct AdamScalars {
-  F step_size, bc2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd, decay;
+  F step_size, bc2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd, decay, grad_scale;
   bool decoupled, weight_decay;
 };
 
@@ -225,7 +225,7 @@ template <typename F> __device__ __forceinline__ F sqrt_rn(F a) {
 template <typename F>
 __global__ void adam_kernel(int64_t n, AdamScalars<F> s, F* p, const F* g, F* m, F* v, F* vmax) {
   GPU_GRID_STRIDE_LOOP(i, n) {
-    F pi = p[i], gi = g[i];
+    F pi = p[i], gi = mul_rn(g[i], s.grad_scale);  // clip_grad_norm_'s coefficient, fused (else 1)
     if (s.decoupled) pi = mul_rn(pi, s.decay);
     else if (s.weight_decay) gi = fma_rn(pi, s.wd, gi);
     const F mi = fma_rn(gi, s.one_minus_beta1, mul_rn(m[i], s.beta1));
@@ -402,7 +402,8 @@ void adam_update(const AdamStep& st, const Tensor& param, const Tensor& grad, co
     // scalars rounded to the parameter's type once, exactly as the CPU kernel does
     AdamScalars<F> s{F(st.lr / bias_correction1), F(std::sqrt(bias_correction2)), F(st.beta1), F(st.beta2),
                      F(1.0 - st.beta1), F(1.0 - st.beta2), F(st.eps), F(st.weight_decay),
-                     F(1.0 - st.lr * st.weight_decay), st.decoupled_weight_decay, st.weight_decay != 0.0};
+                     F(1.0 - st.lr * st.weight_decay), F(st.grad_scale), st.decoupled_weight_decay,
+                     st.weight_decay != 0.0};
     F* vmax = st.amsgrad ? ptr<F>(max_exp_avg_sq) : nullptr;
     adam_kernel<F><<<blocks_for(n), kThreads>>>(n, s, ptr<F>(param), ptr<F>(grad), ptr<F>(exp_avg),
                                                 ptr<F>(exp_avg_sq), vmax);

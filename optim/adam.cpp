@@ -31,7 +31,9 @@ Adam::Adam(std::vector<Tensor> params, Options o, bool decoupled)
 AdamW::AdamW(std::vector<Tensor> params, Options o)
     : Adam(std::move(params), Adam::Options{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.amsgrad}, true) {}
 
-void Adam::step() {
+void Adam::step() { step(1.0); }
+
+void Adam::step(double grad_scale) {
   NoGradGuard no_grad;
   const Tensor scalar = scalar_tensor(0, DType::Float64);  // the shape and dtype of a new `step` entry
   size_t index = 0, count = 0;
@@ -45,7 +47,7 @@ void Adam::step() {
     // the group's options, read once per step (each is a map lookup)
     const bool amsgrad = group.get("amsgrad") != 0;
     AdamStep s{group.get("lr"), group.get("beta1"), group.get("beta2"), group.get("eps"),
-               group.get("weight_decay"), amsgrad, decoupled_, 0};
+               group.get("weight_decay"), amsgrad, decoupled_, 0, grad_scale};
     for (Tensor& param : group.params) {
       const size_t i = index++;
       Tensor grad = param.grad();

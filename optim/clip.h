@@ -12,4 +12,13 @@ namespace optim {
 // are small enough; here that multiplication, which changes no bit, is left out.
 autograd::Tensor clip_grad_norm_(const std::vector<autograd::Tensor>& params, double max_norm);
 
+// What clip_grad_norm_ computes, with nothing scaled: the total norm (0-d, as it returns it) and the
+// coefficient it would multiply the gradients by, min(1, max_norm / (total + 1e-6)) (NaN with a NaN norm).
+// Adam::step(coefficient) then does the clipping inside the update, one pass over the gradients fewer.
+struct ClipCoefficient {
+  autograd::Tensor total_norm;
+  double coefficient = 1;
+};
+ClipCoefficient clip_coefficient(const std::vector<autograd::Tensor>& params, double max_norm);
+
 }  // namespace optim

@@ -71,6 +71,10 @@ class Adam : public Optimizer {
   };
   Adam(std::vector<Tensor> params, Options options);
   void step() override;
+  // The step as if every gradient had first been multiplied by grad_scale (rounded to its type), without
+  // writing the gradients, which keep their values: optim::clip_coefficient's coefficient here gives
+  // clip_grad_norm_ then step(), bit for bit, with one read and write of every gradient fewer.
+  void step(double grad_scale);
 
  protected:
   Adam(std::vector<Tensor> params, Options options, bool decoupled);

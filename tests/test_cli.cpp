@@ -165,6 +165,35 @@ TEST(Cli, RefusesCorruptAndTruncatedCheckpoints) {
 
 }  // namespace
 
+// The trainer clips inside AdamW's update (optim::clip_coefficient, then step(coefficient); test_optim.cpp
+// checks that this is clip_grad_norm_ then step(), bit for bit). Here: a clip that binds changes the weights a
+// run ends with, and one that never binds leaves every bit as --clip 0 (no clipping) does.
+TEST(Cli, GptClippingTakesEffectInsideTheUpdate) {
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "a stitch in time saves nine. ";
+  const fs::path corpus = temp_file("clip_corpus.txt", text);
+  auto weights_after = [&](const std::string& clip) {
+    const fs::path ck = testing_process::scratch("clip_" + clip + ".safetensors");
+    CliRun t = scratchgrad("train --model gpt --preset tiny --steps 4 --warmup 1 --batch 2 --clip " + clip + " --text " +
+                           corpus.string() + " --save " + ck.string());
+    EXPECT_EQ(t.status, 0) << t.err;
+    nn::NamedTensors weights;
+    for (auto& [name, tensor] : nn::load_safetensors(ck.string()).tensors)
+      if (name.rfind("optimizer.", 0) != 0) weights.emplace_back(name, tensor);
+    return weights;
+  };
+  const nn::NamedTensors none = weights_after("0"), binding = weights_after("0.001"), loose = weights_after("1e9");
+  ASSERT_FALSE(none.empty());
+  ASSERT_EQ(binding.size(), none.size());
+  ASSERT_EQ(loose.size(), none.size());
+  bool moved = false;
+  for (size_t i = 0; i < none.size(); ++i) {
+    moved = moved || !equal(binding[i].second, none[i].second);
+    testing_helpers::expect_same_float_bits(loose[i].second, none[i].second, none[i].first + ", a clip that never binds");
+  }
+  EXPECT_TRUE(moved) << "a gradient norm clipped to 0.001 left every weight as no clipping does";
+}
+
 TEST(Cli, TrainsAGptThenGeneratesAndDescribesIt) {
   std::string text;
   for (int i = 0; i < 40; ++i) text += "the quick brown fox jumps over the lazy dog. ";

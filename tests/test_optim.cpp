@@ -459,6 +459,69 @@ TEST(Optimizer, ZeroGradSetsGradientsToNone) {
   for (size_t i = 0; i < before.size(); ++i) EXPECT_TRUE(equal(before[i], after[i]));
 }
 
+// The trainer clips inside the update: clip_coefficient, then step(coefficient). That must be
+// clip_grad_norm_ then step(), bit for bit, in the parameters and in both moments, over several steps, for
+// Adam with L2 decay and amsgrad and for AdamW, in float and double; the gradients keep their values, and a
+// coefficient of 1 (the norm within max_norm) is a plain step.
+TEST(Optimizer, StepWithTheClipCoefficientIsClipThenStep) {
+  for (DType dtype : {DType::Float32, DType::Float64})
+    for (bool decoupled : {false, true})
+      for (double max_norm : {0.05, 1e6}) {
+        const std::string label = fmt::format("{} {} max_norm {}", dtype_name(dtype), decoupled ? "AdamW" : "Adam",
+                                              max_norm);
+        auto make = [&] {
+          manual_seed(7);
+          return std::vector<Tensor>{randn({6, 5}).to(dtype).requires_grad_(), randn({5}).to(dtype).requires_grad_()};
+        };
+        std::vector<Tensor> clipped = make(), fused = make();
+        std::unique_ptr<optim::Adam> a, b;
+        if (decoupled) {
+          a = std::make_unique<optim::AdamW>(clipped, optim::AdamW::Options{.lr = 0.01, .weight_decay = 0.1});
+          b = std::make_unique<optim::AdamW>(fused, optim::AdamW::Options{.lr = 0.01, .weight_decay = 0.1});
+        } else {
+          a = std::make_unique<optim::Adam>(clipped, optim::Adam::Options{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+          b = std::make_unique<optim::Adam>(fused, optim::Adam::Options{.lr = 0.01, .weight_decay = 0.1, .amsgrad = true});
+        }
+        for (int step = 0; step < 3; ++step) {
+          manual_seed(100 + uint64_t(step));
+          for (size_t i = 0; i < clipped.size(); ++i) {
+            const Tensor g = randn(clipped[i].shape()).to(dtype);
+            clipped[i].set_grad(g.clone());
+            fused[i].set_grad(g.clone());
+          }
+          const Tensor norm = optim::clip_grad_norm_(clipped, max_norm);
+          a->step();
+          const std::vector<Tensor> grads_before = {fused[0].grad().clone(), fused[1].grad().clone()};
+          const optim::ClipCoefficient clip = optim::clip_coefficient(fused, max_norm);
+          EXPECT_EQ(clip.coefficient == 1.0, max_norm > 1) << label;
+          testing_helpers::expect_same_float_bits(clip.total_norm, norm, label + " the norm");
+          b->step(clip.coefficient);
+          for (size_t i = 0; i < clipped.size(); ++i) {
+            const std::string at = fmt::format("{}, step {}, parameter {}", label, step, i);
+            testing_helpers::expect_same_float_bits(fused[i].detach(), clipped[i].detach(), at);
+            testing_helpers::expect_same_float_bits(fused[i].grad(), grads_before[i], at + ": the gradient is left as it was");
+          }
+        }
+        const auto state_a = a->state_dict(), state_b = b->state_dict();
+        ASSERT_EQ(state_a.size(), state_b.size()) << label;
+        for (size_t i = 0; i < state_a.size(); ++i) {
+          EXPECT_EQ(state_b[i].first, state_a[i].first) << label;
+          testing_helpers::expect_same_float_bits(state_b[i].second, state_a[i].second, label + " " + state_a[i].first);
+        }
+      }
+}
+
+TEST(Optimizer, ClipCoefficientRefusesGradientsOfTwoTypes) {
+  Tensor a = zeros({2}).requires_grad_(), b = zeros({2}, DType::Float64).requires_grad_();
+  a.set_grad(ones({2}));
+  b.set_grad(ones({2}, DType::Float64));
+  EXPECT_THROW_WITH(optim::clip_coefficient({a, b}, 1.0), std::invalid_argument, "clip_coefficient", "float32",
+                    "float64");
+  const optim::ClipCoefficient none = optim::clip_coefficient({zeros({2}).requires_grad_()}, 1.0);
+  EXPECT_EQ(none.coefficient, 1.0);
+  EXPECT_EQ(none.total_norm.item(), 0.0);
+}
+
 TEST(Optimizer, RefusesBadArguments) {
   TinyNet model;
   std::vector<Tensor> params = model.parameters();

@@ -488,7 +488,8 @@ TEST_F(ReferenceKernels, AdamAndAdamWOverThreeSteps) {
                          for (int64_t step = 1; step <= 3; ++step)
                            b.adam_update(AdamStep{.lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
                                                   .weight_decay = weight_decay, .amsgrad = amsgrad,
-                                                  .decoupled_weight_decay = decoupled, .step = step},
+                                                  .decoupled_weight_decay = decoupled, .step = step,
+                                                  .grad_scale = step == 2 ? 0.37 : 1.0},  // clipping fused
                                          p, grads[size_t(step - 1)], em, ev, emax);
                          return Outputs{p, em, ev, emax};
                        });

@@ -103,6 +103,7 @@ void gelu_backward(const Tensor& grad_y, const Tensor& x, bool tanh, const Tenso
 }
 
 // One Adam step, element by element (t = step, counted from 1):
+//   g ← g · grad_scale                           clip_grad_norm_'s coefficient, fused into the step (else 1)
 //   θ ← θ · (1 − lr·wd)                          AdamW (decoupled weight decay) only
 //   g ← g + wd · θ                               Adam with weight decay only (L2)
 //   m ← β1·m + (1 − β1)·g                        v ← β2·v + (1 − β2)·g²
@@ -119,7 +120,7 @@ void adam_update(const AdamStep& s, const Tensor& param, const Tensor& grad, con
       T& theta = at<T>(param, i);
       T& m = at<T>(exp_avg, i);
       T& v = at<T>(exp_avg_sq, i);
-      T g = at<T>(grad, i);
+      T g = at<T>(grad, i) * T(s.grad_scale);
       if (s.decoupled_weight_decay) theta = theta * T(1 - s.lr * s.weight_decay);
       else if (s.weight_decay != 0) g = g + wd * theta;
       m = beta1 * m + T(1 - s.beta1) * g;

@@ -982,8 +982,11 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
     }
     last_loss = gradients.finish_step();
     stop_if_not_finite(last_loss, "loss", step, o, saved_at);
-    if (o.clip > 0) stop_if_not_finite(optim::clip_grad_norm_(trained.parameters(), o.clip).item(), "gradient norm", step, o, saved_at);
-    opt.step();
+    // clip_grad_norm_ then step(), with the scaling done as AdamW reads each gradient
+    const optim::ClipCoefficient clip = o.clip > 0 ? optim::clip_coefficient(trained.parameters(), o.clip)
+                                                   : optim::ClipCoefficient{};
+    if (o.clip > 0) stop_if_not_finite(clip.total_norm.item(), "gradient norm", step, o, saved_at);
+    opt.step(clip.coefficient);
     schedule.step();
     if (step > first_step)  // the first step warms caches and pools up: not timed
       step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

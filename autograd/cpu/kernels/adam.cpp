@@ -1,9 +1,10 @@
 // cpu/kernels/adam.cpp — the Adam/AdamW update as one loop per parameter.
 //
 // PyTorch 1.13 (single-tensor Adam) runs this as a chain of tensor ops, each rounding to float:
-//   g  = grad (+ wd·θ)                       m  = β1·m + (1−β1)·g        v = β2·v + (1−β2)·g·g
+//   g  = grad·scale (+ wd·θ)                 m  = β1·m + (1−β1)·g        v = β2·v + (1−β2)·g·g
 //   denom = sqrt(v) / sqrt(1 − β2^t) + eps   θ  = θ − (lr / (1 − β1^t)) · m / denom
-// The loop below keeps that order of operations and the float rounding of every single op, as PyTorch's
+// (scale is clip_grad_norm_'s coefficient, when the clipping is fused into the step: g.mul_(coef) first, 1
+// otherwise.) The loop below keeps that order of operations and the float rounding of every single op, as PyTorch's
 // portable kernels (ATEN_CPU_CAPABILITY=default) compute them: `a.add_(b, alpha)` is a + (alpha·b),
 // addcmul_ is v + ((value·g)·g), addcdiv_ is p + ((value·m)/denom) — every product and quotient rounded
 // on its own, no fused multiply-add (the portable build is compiled for baseline x86-64, which has none;
@@ -21,7 +22,7 @@ namespace autograd::cpu {
 // The scalars of one step, each rounded to the parameter's type once, as PyTorch does when a Python
 // float meets a tensor.
 template <typename F> struct AdamScalars {
-  F step_size, bc2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd, decay;
+  F step_size, bc2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd, decay, grad_scale;
   explicit AdamScalars(const AdamStep& s) {
     const double bias_correction1 = 1.0 - std::pow(s.beta1, double(s.step));
     const double bias_correction2 = 1.0 - std::pow(s.beta2, double(s.step));
@@ -31,6 +32,7 @@ template <typename F> struct AdamScalars {
     one_minus_beta1 = F(1.0 - s.beta1), one_minus_beta2 = F(1.0 - s.beta2);
     eps = F(s.eps), wd = F(s.weight_decay);
     decay = F(1.0 - s.lr * s.weight_decay);
+    grad_scale = F(s.grad_scale);
   }
 };
 
@@ -42,6 +44,7 @@ enum class Decay { none, l2, decoupled };
 
 template <typename F, Decay decay, bool amsgrad>
 [[gnu::always_inline]] inline void adam_element(const AdamScalars<F>& c, F& p, F g, F& m, F& v, F* vmax) {
+  g = g * c.grad_scale;                                               // clipping: grad.mul_(coef)
   if constexpr (decay == Decay::decoupled) p = p * c.decay;
   if constexpr (decay == Decay::l2) g = g + c.wd * p;                 // grad.add(param, alpha=wd)
   m = m * c.beta1 + c.one_minus_beta1 * g;                            // exp_avg.mul_(β1).add_(g, alpha=1−β1)
@@ -100,7 +103,7 @@ void adam_loop_for_decay(const AdamStep& s, const AdamScalars<F>& c, int64_t n, 
 
 inline bool same_options_and_step(const AdamStep& a, const AdamStep& b) {
   return a.lr == b.lr && a.beta1 == b.beta1 && a.beta2 == b.beta2 && a.eps == b.eps &&
-         a.weight_decay == b.weight_decay && a.step == b.step;
+         a.weight_decay == b.weight_decay && a.step == b.step && a.grad_scale == b.grad_scale;
 }
 
 template <typename F>
