@@ -26,8 +26,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
-#include <iterator>
 #include <string>
 #include <vector>
 

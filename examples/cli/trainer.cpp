@@ -983,9 +983,11 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
     last_loss = gradients.finish_step();
     stop_if_not_finite(last_loss, "loss", step, o, saved_at);
     // clip_grad_norm_ then step(), with the scaling done as AdamW reads each gradient
-    const optim::ClipCoefficient clip = o.clip > 0 ? optim::clip_coefficient(trained.parameters(), o.clip)
-                                                   : optim::ClipCoefficient{};
-    if (o.clip > 0) stop_if_not_finite(clip.total_norm.item(), "gradient norm", step, o, saved_at);
+    optim::ClipCoefficient clip;  // no clipping: a coefficient of 1
+    if (o.clip > 0) {
+      clip = optim::clip_coefficient(trained.parameters(), o.clip);
+      stop_if_not_finite(clip.total_norm.item(), "gradient norm", step, o, saved_at);
+    }
     opt.step(clip.coefficient);
     schedule.step();
     if (step > first_step)  // the first step warms caches and pools up: not timed
