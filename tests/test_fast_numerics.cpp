@@ -231,6 +231,34 @@ TEST(FastNumerics, OneRowProductsHaveTheBitsOfTheGeneralKernel) {
                                           "one row against three");
 }
 
+// A product's last tile of rows runs a kernel of MR, 2·MR/3 or MR/3 rows (12, 8, 4 with AVX-512; 6, 4, 2
+// with AVX2), reading its rows in place when the kernel's height is theirs and from a zero-padded copy
+// otherwise. Every row must keep the bits it has in a whole tile: the first m rows of a 40-row product
+// against the same rows computed alone, for every m from 1 to 26 (every height of last tile, in both
+// kernels' tiles), with A by rows, A transposed (packed among its neighbours), and rows 4 KiB apart (k 1024,
+// copied so that they do not share L1 sets); float and double; a bias as the start row.
+TEST(FastNumerics, LastTilesOfEveryHeightHaveTheBitsOfWholeTiles) {
+  NumericsGuard fast(Numerics::fast);
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (int64_t k : {300, 1024}) {
+      const Tensor a = randish({40, k}, 60, -1, 1, dtype), w = randish({70, k}, 61, -1, 1, dtype);
+      const Tensor bias = randish({70}, 62, -1, 1, dtype), a_transposed = a.t().contiguous().t();
+      const Tensor all_rows = matmul(a, w.t()), all_with_bias = linear(a, w, bias);
+      const Tensor all_transposed = matmul(a_transposed, w.t());
+      for (int64_t m = 1; m <= 26; ++m) {
+        const std::string shape = fmt::format("{} {} rows, k {}", dtype_name(dtype), m, k);
+        testing_helpers::expect_same_float_bits(matmul(a.slice(0, 0, m), w.t()), all_rows.slice(0, 0, m), shape);
+        testing_helpers::expect_same_float_bits(linear(a.slice(0, 0, m), w, bias), all_with_bias.slice(0, 0, m),
+                                                shape + ", with bias");
+        testing_helpers::expect_same_float_bits(matmul(a_transposed.slice(0, 0, m), w.t()), all_transposed.slice(0, 0, m),
+                                                shape + ", A transposed");
+      }
+      testing_helpers::expect_same_float_bits(all_transposed, all_rows,
+                                              fmt::format("{} k {}, A transposed", dtype_name(dtype), k));
+    }
+  }
+}
+
 // In fast numerics causal_scores scales each tile's rows inside the product, as soon as they are
 // complete (a multiply when 1/s is exact, a division otherwise); the bits must be those of the dense
 // ops, with every entry written (the buffers start as NaN), on one thread and two, in float and double.

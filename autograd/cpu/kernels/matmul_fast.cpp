@@ -49,6 +49,13 @@ template <int VB> struct Vec<double, VB> { typedef double type __attribute__((ve
 // Each accumulator is a chain with a 4-cycle latency, and two FMAs start per cycle: at least 8 chains
 // must be in flight to keep both FMA units busy, and more rows per loaded B vector save loads.
 template <int VB> constexpr int64_t kMr = VB == 64 ? 12 : 6;
+// A last tile of fewer rows runs a kernel of two thirds or one third of MR rows when that covers it (8 or
+// 4; 4 or 2 on AVX2), reading its rows in place: m = 256 (4 batches of 64 tokens) is 21 tiles of 12 and
+// one of 4, which the 12-row kernel ran at the cost of 12 on a copy of its rows padded with zeros. A third
+// of MR rows still has 2·MR/3 chains of FMAs in flight, enough to keep both FMA units busy on AVX-512.
+template <int VB> constexpr int64_t kernel_rows(int64_t mr) {
+  return mr > 2 * kMr<VB> / 3 ? kMr<VB> : mr > kMr<VB> / 3 ? 2 * kMr<VB> / 3 : kMr<VB> / 3;
+}
 template <typename T, int VB> constexpr int64_t kNr = 2 * VB / int64_t(sizeof(T));
 // Columns of B packed at a time: kKc x kNc floats (256 KiB) stay in a core's L2 cache while every row
 // tile of A passes over them, and so do the rows of C they add to when A has few rows (a weight
@@ -131,27 +138,28 @@ struct WriteBack {
   const void* start;  // the start row, at this panel's first column; null: add to C
 };
 
-// C[0:mr, 0:nr] (+)= A panel (kc x MR) · B panel (kc x NR), the tile held in registers throughout.
+// C[0:mr, 0:nr] (+)= A panel (kc x ROWS) · B panel (kc x NR), the tile held in registers throughout.
 // A is read in place: a[r * a_rs + p * a_ps] is row r's term p, for a packed panel (a_ps = MR, a_rs = 1) as
 // for a row-major A (a_ps = 1: each row is a stream along memory) or a column-major one (a_rs = 1).
-template <typename T, int VB>
+// ROWS is MR, or fewer for a last tile (kernel_rows); mr <= ROWS rows of C are written.
+template <typename T, int VB, int64_t ROWS>
 [[gnu::always_inline]] inline void micro_kernel(int64_t kc, const T* ap, int64_t a_rs, int64_t a_ps, const T* bp,
                                                 int64_t mr, int64_t nr, T* c, int64_t crs, int64_t ccs, WriteBack how) {
   using V = typename Vec<T, VB>::type;
-  constexpr int64_t VL = VB / int64_t(sizeof(T)), NR = 2 * VL, MR = kMr<VB>;
-  V acc[MR][2];
+  constexpr int64_t VL = VB / int64_t(sizeof(T)), NR = 2 * VL;
+  V acc[ROWS][2];
 #pragma GCC unroll 16
-  for (int64_t r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = V{};  // register by register (no rep stos)
+  for (int64_t r = 0; r < ROWS; ++r) acc[r][0] = acc[r][1] = V{};  // register by register (no rep stos)
   if (!how.store && !how.start && ccs == 1)  // the tile is added to C's rows at the end: fetched meanwhile
     for (int64_t r = 0; r < mr; ++r) {
       __builtin_prefetch(c + r * crs);
       __builtin_prefetch(c + r * crs + NR - 1);
     }
-#pragma GCC unroll 4  // four terms a trip: the loop's own counting and branch are shared by 8·MR FMAs
+#pragma GCC unroll 4  // four terms a trip: the loop's own counting and branch are shared by 8·ROWS FMAs
   for (int64_t p = 0; p < kc; ++p) {
     const V b0 = load_vector<V>(bp + p * NR), b1 = load_vector<V>(bp + p * NR + VL);
 #pragma GCC unroll 16
-    for (int64_t r = 0; r < MR; ++r) {  // unrolled, so the 2·MR accumulators stay in registers
+    for (int64_t r = 0; r < ROWS; ++r) {  // unrolled, so the 2·ROWS accumulators stay in registers
       const T a = ap[r * a_rs + p * a_ps];
       acc[r][0] = acc[r][0] + b0 * a;  // one fused multiply-add each
       acc[r][1] = acc[r][1] + b1 * a;
@@ -278,6 +286,39 @@ template <typename T, int VB>
   }
 }
 
+// One tile of rows of A and C within a block: A's rows (in place, or `packed` among their neighbours) from
+// term offset p_begin of the block for kw terms, and the rows of C they add to.
+template <typename T> struct RowTile {
+  const PackedA* packed;  // null: A's rows at a (strides ars, acs), copied by pack_a where they must be
+  const T* a;
+  int64_t ars, acs, mr, p_begin, kw;
+  T* c;
+  int64_t crs, ccs;
+};
+// The block's columns: its first column, its panels [first_panel, end_panel), C's width n, the block's terms.
+struct Columns {
+  int64_t jb, first_panel, end_panel, n, kc;
+};
+
+// The micro-kernel of ROWS rows over every panel of the block, for one tile. `first_block` says how the
+// block's tile is written back, its start (if any) at column 0 of the start row.
+template <typename T, int VB, int64_t ROWS>
+[[gnu::always_inline]] inline void run_tile(const RowTile<T>& tile, const Columns& cols, Buffers<T>& buf,
+                                            WriteBack first_block) {
+  constexpr int64_t NR = kNr<T, VB>;
+  const PackedA a = tile.packed ? *tile.packed : pack_a<T, ROWS>(tile.kw, tile.mr, tile.a, tile.ars, tile.acs, buf.a);
+  const T* a_tile = static_cast<const T*>(a.data);
+  const T* start = static_cast<const T*>(first_block.start);
+  for (int64_t jp = cols.first_panel; jp < cols.end_panel; ++jp) {
+    const int64_t j0 = jp * NR;
+    const T* panel = buf.b.data() + (j0 - cols.jb) * cols.kc + tile.p_begin * NR;
+    // the start row stands in for C in the first block these rows add up
+    const WriteBack how{first_block.store, start ? start + j0 : nullptr};
+    micro_kernel<T, VB, ROWS>(tile.kw, a_tile, a.rs, a.ps, panel, tile.mr, std::min(NR, cols.n - j0),
+                              tile.c + j0 * tile.ccs, tile.crs, tile.ccs, how);
+  }
+}
+
 // C (m x n) = A (m x k) · B (k x n), any strides, for one item.
 template <typename T, int VB>
 [[gnu::always_inline]] inline void gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t acs,
@@ -321,17 +362,15 @@ template <typename T, int VB>
         if (finish_rows) scale_causal_rows<T, VB>(scale_row, c + i0 * crs, crs, mr, n, options.row0 + i0);
         continue;
       }
-      const int64_t kw = w.p_end - w.p_begin;
-      const PackedA tile = transposed_a ? PackedA{buf.block_a.data() + (tile_in_block * kc + w.p_begin - p0) * MR, 1, MR}
-                                   : pack_a<T, MR>(kw, mr, a + i0 * ars + w.p_begin * acs, ars, acs, buf.a);
-      const T* a_tile = static_cast<const T*>(tile.data);
-      for (int64_t jp = jb / NR; jp < panel_end; ++jp) {
-        const int64_t j0 = jp * NR;
-        const T* panel = buf.b.data() + (j0 - jb) * kc + (w.p_begin - p0) * NR;
-        // the start row stands in for C in the first block these rows add up
-        const WriteBack how{w.first, start && p0 == 0 ? start + j0 : nullptr};
-        micro_kernel<T, VB>(kw, a_tile, tile.rs, tile.ps, panel, mr, std::min(NR, n - j0), c + i0 * crs + j0 * ccs, crs,
-                            ccs, how);
+      const PackedA packed = {buf.block_a.data() + (tile_in_block * kc + w.p_begin - p0) * MR, 1, MR};
+      const RowTile<T> tile{transposed_a ? &packed : nullptr, a + i0 * ars + w.p_begin * acs, ars, acs, mr,
+                            w.p_begin - p0, w.p_end - w.p_begin, c + i0 * crs, crs, ccs};
+      const Columns columns{jb, jb / NR, panel_end, n, kc};
+      const WriteBack first_block{w.first, start && p0 == 0 ? start : nullptr};
+      switch (kernel_rows<VB>(mr)) {
+        case MR: run_tile<T, VB, MR>(tile, columns, buf, first_block); break;
+        case 2 * MR / 3: run_tile<T, VB, 2 * MR / 3>(tile, columns, buf, first_block); break;
+        default: run_tile<T, VB, MR / 3>(tile, columns, buf, first_block); break;
       }
       if (finish_rows) scale_causal_rows<T, VB>(scale_row, c + i0 * crs, crs, mr, n, options.row0 + i0);
     }
