@@ -194,4 +194,8 @@ void Backend::norm2(const Tensor& x, const Tensor& out) {
   copy_back(h, out);
 }
 
+void Backend::norm2_each(const std::vector<Tensor>& xs, const Tensor& out) {
+  for (size_t i = 0; i < xs.size(); ++i) norm2(xs[i], out.select(0, int64_t(i)));
+}
+
 }  // namespace autograd

@@ -148,6 +148,11 @@ class Backend {
   virtual void var(const Tensor& x, double correction, bool take_sqrt, bool all, const Tensor& out);
   // out (0-d) = √(Σ x²) over a contiguous x.
   virtual void norm2(const Tensor& x, const Tensor& out);
+  // out[i] (1-D, one entry per tensor) = norm2 of xs[i], each contiguous, all of out's dtype: each entry
+  // has norm2's bits. The base class runs norm2 on each in turn; the CPU backend spreads the tensors over
+  // its threads (clip_grad_norm_'s pass over every gradient is bound by memory, and one core cannot draw
+  // all of the machine's bandwidth).
+  virtual void norm2_each(const std::vector<Tensor>& xs, const Tensor& out);
 
   // One Adam/AdamW step for one parameter, fused into a single pass (see optim/adam.cpp for the math).
   // All tensors are contiguous with the parameter's shape; max_exp_avg_sq is undefined unless amsgrad.

@@ -123,6 +123,10 @@ Tensor std(const Tensor& x, int64_t dim, bool unbiased = true, bool keepdim = fa
 Tensor std(const Tensor& x, bool unbiased = true);
 // The 2-norm of all elements, √(Σ x²) (torch.linalg.vector_norm(x), = torch.norm(x, 2.0)).
 Tensor vector_norm(const Tensor& x);
+// The 2-norm of each tensor, as a 1-D tensor: stack([vector_norm(x) for x in xs]) (PyTorch's
+// torch._foreach_norm, stacked), each entry with vector_norm's bits. One floating dtype and one device for
+// all. Without gradients the norms run in one backend call, which on the CPU spreads them over the threads.
+Tensor vector_norms(const std::vector<Tensor>& xs);
 
 // ---- operators ----
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

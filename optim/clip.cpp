@@ -26,9 +26,7 @@ static std::vector<Tensor> gradients_to_clip(const std::vector<Tensor>& params, 
 
 static ClipCoefficient coefficient_of(const std::vector<Tensor>& grads, double max_norm) {
   if (grads.empty()) return {zeros({}), 1.0};
-  std::vector<Tensor> norms;
-  for (const Tensor& g : grads) norms.push_back(vector_norm(g));  // one 2-norm per gradient
-  Tensor total = vector_norm(stack(norms));                         // then the 2-norm of those
+  Tensor total = vector_norm(vector_norms(grads));  // one 2-norm per gradient, then the 2-norm of those
   // max_norm / (total + 1e-6) is Tensor.__rtruediv__ in Python: a reciprocal, then a multiplication
   Tensor coef = rdiv(1.0, total + 1e-6) * max_norm;
   return {total, std::min(coef.item(), 1.0)};  // clamp(max=1); std::min keeps a NaN

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "optim/clip.h"
 #include "tests/gpt_fixtures.h"
 #include "tests/test_helpers.h"
@@ -177,6 +179,56 @@ TEST(GptOpsGradcheck, Norm2) {
   EXPECT_GRADCHECK(f, Inputs{leaf({3, 5}, 40)});
   EXPECT_GRADCHECK(f, Inputs{transposed_leaf({3, 5}, 41)});
   EXPECT_GRADCHECK(f, Inputs{sliced_leaf({9}, 42)});
+}
+
+// vector_norms: every norm2 fixture's tensor (1 to 300 elements) in one call, each entry with PyTorch's norm
+TEST(GptOpsFixture, VectorNormsBitExact) {
+  std::vector<Tensor> xs;
+  const std::vector<const Section*> cases = cases_starting("norm2_");
+  for (const Section* c : cases) xs.push_back(c->get("x").tensor());
+  ASSERT_FALSE(xs.empty());
+  const Tensor norms = vector_norms(xs);
+  for (size_t i = 0; i < cases.size(); ++i) EXPECT_BITS(norms[int64_t(i)], cases[i]->get("norm"), cases[i]->label);
+}
+
+// The CPU spreads the tensors over its threads, largest first: each entry must keep vector_norm's bits on one
+// thread and two (with every entry written), for contiguous, transposed, sliced and empty tensors, in float and
+// double; and the norms of tensors that want gradients are recorded (the same bits, and a backward).
+TEST(GptOps, VectorNormsHaveTheBitsOfEachNormOnAnyThreads) {
+  const testing_helpers::PoisonedBuffers poisoned;  // an entry no thread wrote reads NaN
+  const int before = get_num_threads();
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    const Tensor big = testing_helpers::randish({300, 257}, 70, -1, 1, dtype);
+    const std::vector<Tensor> xs = {testing_helpers::randish({70001}, 71, -1, 1, dtype), big.t(), big.slice(1, 3, 250, 2),
+                                    testing_helpers::randish({17}, 72, -1, 1, dtype), zeros({0, 4}, dtype),
+                                    testing_helpers::randish({40000}, 73, -1, 1, dtype)};
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      const Tensor norms = vector_norms(xs);
+      ASSERT_EQ(norms.shape(), Shape{int64_t(xs.size())});
+      for (size_t i = 0; i < xs.size(); ++i)
+        testing_helpers::expect_same_float_bits(norms[int64_t(i)], vector_norm(xs[i]),
+                                                fmt::format("{} tensor {} on {} threads", dtype_name(dtype), i, threads));
+    }
+  }
+  set_num_threads(before);
+  Tensor a = leaf({3, 5}, 74), b = transposed_leaf({4, 2}, 75);
+  Tensor recorded = vector_norms({a, b});
+  testing_helpers::expect_same_float_bits(recorded, stack({vector_norm(a), vector_norm(b)}), "with gradients");
+  recorded.sum().backward();
+  EXPECT_TRUE(a.grad().defined() && b.grad().defined());
+}
+
+TEST(GptOpsGradcheck, VectorNorms) {
+  auto f = [](const Inputs& v) { return vector_norms(v); };
+  EXPECT_GRADCHECK(f, Inputs{leaf({3, 5}, 76), transposed_leaf({4, 3}, 77), sliced_leaf({9}, 78)});
+}
+
+TEST(GptOpsErrors, VectorNormsRefusesMixedOrEmptyLists) {
+  EXPECT_THROW_WITH(vector_norms({}), std::invalid_argument, "vector_norms", "no tensors");
+  EXPECT_THROW_WITH(vector_norms({zeros({2}), zeros({3}, DType::Float64)}), std::invalid_argument, "vector_norms",
+                    "tensor 1 is float64", "shape [3]", "tensor 0 is float32");
+  EXPECT_THROW_WITH(vector_norms({zeros({2}), zeros({3}, DType::Int64)}), std::invalid_argument, "vector_norms");
 }
 
 TEST(GptOpsFixture, ClipGradNormBitExact) {

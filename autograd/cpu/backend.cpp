@@ -111,6 +111,7 @@ class CpuBackend final : public Backend {
     cpu::var(x, correction, take_sqrt, all, out);
   }
   void norm2(const Tensor& x, const Tensor& out) override { cpu::norm2(x, out); }
+  void norm2_each(const std::vector<Tensor>& xs, const Tensor& out) override { cpu::norm2_each(xs, out); }
 
   void adam_update(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                    const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) override {

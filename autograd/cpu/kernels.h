@@ -78,6 +78,7 @@ void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& me
                          const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight, const Tensor& grad_bias);
 void var(const Tensor& x, double correction, bool take_sqrt, bool all, const Tensor& out);
 void norm2(const Tensor& x, const Tensor& out);
+void norm2_each(const std::vector<Tensor>& xs, const Tensor& out);
 
 // gelu.cpp
 void gelu(const Tensor& x, bool tanh, const Tensor& y);

@@ -2,7 +2,9 @@
 // kernel call that rounds as PyTorch 1.13's CPU kernel does; each backward is stated as
 // math in its comment. Node names are PyTorch's grad_fn names.
 #include <cmath>
+#include <span>
 #include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -164,6 +166,29 @@ Tensor vector_norm(const Tensor& x) {
   return record("NormBackward1", out, {x}, {x, result}, [xd, result](const Tensor& g) {
     return Grads{(xd * (g / result)).masked_fill(result == 0.0, 0.0)};
   });
+}
+
+Tensor vector_norms(const std::vector<Tensor>& xs) {
+  if (xs.empty()) throw std::invalid_argument("vector_norms: no tensors (an empty list has no dtype or device for its norms)");
+  for (size_t i = 0; i < xs.size(); ++i) {
+    check_floating(xs[i], "vector_norms");
+    if (xs[i].dtype() != xs[0].dtype() || xs[i].device() != xs[0].device())
+      throw std::invalid_argument(fmt::format("vector_norms: tensor {} is {} on {} (shape {}), tensor 0 is {} on {} (shape {})",
+                                              i, dtype_name(xs[i].dtype()), xs[i].device().str(), xs[i].shape_str(),
+                                              dtype_name(xs[0].dtype()), xs[0].device().str(), xs[0].shape_str()));
+  }
+  // with gradients: each norm recorded on its own, and the stack passes each its entry of the gradient
+  if (needs_grad(std::span<const Tensor>(xs))) {
+    std::vector<Tensor> norms;
+    for (const Tensor& x : xs) norms.push_back(vector_norm(x));
+    return stack(norms);
+  }
+  NoGradGuard no_grad;
+  std::vector<Tensor> flat;
+  for (const Tensor& x : xs) flat.push_back(x.contiguous());
+  Tensor out = empty({int64_t(xs.size())}, xs[0].dtype(), xs[0].device());
+  backend(out.device()).norm2_each(flat, out);
+  return out;
 }
 
 }  // namespace autograd
