@@ -286,6 +286,15 @@ TEST_F(ReferenceKernels, VarianceStandardDeviationAndNorm) {
                          return Outputs{rows, norm};
                        });
     }
+  // the norms of several tensors in one call (the base class's loop on the reference kernels, the CPU's threads)
+  for (DType dtype : kFloats) {
+    const std::vector<Tensor> xs = {random({4, 33}, dtype), random({1, 0}, dtype), random({70000}, dtype) * 3.0};
+    expect_agree(fmt::format("norm2_each {}", dtype_name(dtype)), [&](Backend& b) {
+      Tensor norms = empty({3}, dtype);
+      b.norm2_each(xs, norms);
+      return Outputs{norms};
+    });
+  }
 }
 
 // ---------------------------------------------------------------- products
