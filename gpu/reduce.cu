@@ -199,8 +199,9 @@ __global__ void scatter_rows_kernel(int64_t n, int64_t sg, int64_t rs, int64_t c
 // ---------------------------------------------------------------- Adam / AdamW
 
 // The CPU loop (autograd/cpu/kernels/adam.cpp) in one thread per element, with the same operations in the same
-// order: explicit round-to-nearest multiplies and adds stop nvcc from fusing a*b+c where the CPU rounds
-// twice, and fma() stands where the CPU calls std::fma — so both devices compute the same numbers.
+// order: explicit round-to-nearest multiplies, adds, divisions and square roots stop nvcc from fusing a*b+c
+// (the CPU rounds the product and the sum apart, as PyTorch's portable kernels do), so both devices compute
+// the same bits.
 template <typename F> struct AdamScalars {
   F step_size, bc2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, wd, decay, grad_scale;
   bool decoupled, weight_decay;
@@ -211,9 +212,6 @@ template <typename F> __device__ __forceinline__ F mul_rn(F a, F b) {
 }
 template <typename F> __device__ __forceinline__ F add_rn(F a, F b) {
   if constexpr (std::is_same_v<F, float>) return __fadd_rn(a, b); else return __dadd_rn(a, b);
-}
-template <typename F> __device__ __forceinline__ F fma_rn(F a, F b, F c) {
-  if constexpr (std::is_same_v<F, float>) return __fmaf_rn(a, b, c); else return __fma_rn(a, b, c);
 }
 template <typename F> __device__ __forceinline__ F div_rn(F a, F b) {
   if constexpr (std::is_same_v<F, float>) return __fdiv_rn(a, b); else return __ddiv_rn(a, b);
@@ -227,8 +225,8 @@ __global__ void adam_kernel(int64_t n, AdamScalars<F> s, F* p, const F* g, F* m,
   GPU_GRID_STRIDE_LOOP(i, n) {
     F pi = p[i], gi = mul_rn(g[i], s.grad_scale);  // clip_grad_norm_'s coefficient, fused (else 1)
     if (s.decoupled) pi = mul_rn(pi, s.decay);
-    else if (s.weight_decay) gi = fma_rn(pi, s.wd, gi);
-    const F mi = fma_rn(gi, s.one_minus_beta1, mul_rn(m[i], s.beta1));
+    else if (s.weight_decay) gi = add_rn(gi, mul_rn(s.wd, pi));
+    const F mi = add_rn(mul_rn(m[i], s.beta1), mul_rn(s.one_minus_beta1, gi));
     const F vi = add_rn(mul_rn(v[i], s.beta2), mul_rn(mul_rn(s.one_minus_beta2, gi), gi));
     m[i] = mi;
     v[i] = vi;
