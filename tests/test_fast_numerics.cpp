@@ -191,6 +191,12 @@ TEST(FastNumerics, TransposedOperandsChangeNoBit) {
     // same A laid out by rows
     const Tensor xt = randish({300, 400}, 16, -1, 1, dtype).t();
     EXPECT_TRUE(equal(matmul(xt, wt.t()), matmul(xt.contiguous(), wt.t()))) << dtype_name(dtype) << ", A transposed";
+    // with A transposed, B is one block of all its columns up to 1024 (600), else blocks of 256 (1100)
+    for (int64_t n : {600, 1100}) {
+      const Tensor wide = randish({n, 300}, 17, -1, 1, dtype);
+      EXPECT_TRUE(equal(matmul(xt, wide.t()), matmul(xt.contiguous(), wide.t())))
+          << dtype_name(dtype) << ", A transposed, n " << n;
+    }
   }
 }
 
