@@ -396,7 +396,7 @@ void norm2_each(const std::vector<Tensor>& xs, const Tensor& out) {
     int64_t elements = 0;
     for (const Tensor& x : xs) elements += x.numel();
     const int threads = elements < kParallelElements ? 1 : int(std::min<int64_t>(get_num_threads(), int64_t(xs.size())));
-    const std::vector<int> owner = deal_to_threads(xs, std::max(threads, 1));
+    const std::vector<int> owner = deal_to_threads(xs, threads);  // (an empty list: 0 elements, 1 thread)
     T* norms = ptr<T>(out);
     const int64_t stride = out.strides()[0];
     auto mine = [&](int thread) {
