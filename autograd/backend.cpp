@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -111,6 +112,23 @@ int64_t Backend::find_index_outside(const Tensor& index, int64_t limit, int64_t 
   auto bad = std::find_if(values.begin(), values.end(),
                           [&](int64_t v) { return (v < 0 || v >= limit) && v != allowed; });
   return bad == values.end() ? -1 : int64_t(bad - values.begin());
+}
+
+bool Backend::add_rows_into_gradient(const Tensor& grad, const Tensor& index, const Tensor& grad_weight) {
+  const std::vector<int64_t> ids = host_indices(*this, index);
+  std::unordered_map<int64_t, int64_t> slot_of_row;  // row → its place among the distinct rows
+  std::vector<int64_t> rows, slots(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto [at, first_time] = slot_of_row.try_emplace(ids[i], int64_t(rows.size()));
+    if (first_time) rows.push_back(ids[i]);
+    slots[i] = at->second;
+  }
+  const Device device = grad.device();
+  Tensor sums = empty({int64_t(rows.size()), grad_weight.size(1)}, grad.dtype(), device);
+  fill(sums, 0.0);
+  index_add_rows(grad, from_vector(slots, {int64_t(slots.size())}).to(device), sums);
+  index_add_rows(sums, from_vector(rows, {int64_t(rows.size())}).to(device), grad_weight);
+  return true;
 }
 
 int64_t Backend::nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, const Tensor& out) {

@@ -112,6 +112,12 @@ class Backend {
   virtual void index_select_rows(const Tensor& weight, const Tensor& index, const Tensor& out) = 0;
   // grad_weight[index[i], :] += grad[i, :] (repeated indices accumulate).
   virtual void index_add_rows(const Tensor& grad, const Tensor& index, const Tensor& grad_weight) = 0;
+  // The same rows added into an existing gradient (contiguous) as `grad_weight += dense` adds the dense
+  // gradient index_add_rows makes from zeros, but touching only the rows in `index`: each distinct row's sum
+  // made from zero in the order of the indices (the dense gradient's bits), then added to that row. The
+  // base class groups the indices on the host and calls index_add_rows twice. True when done; a device may
+  // return false, and the caller then adds a dense gradient.
+  virtual bool add_rows_into_gradient(const Tensor& grad, const Tensor& index, const Tensor& grad_weight);
   // out[i] = values[i, index[i]] for rows whose index is not `skip` (those get 0).
   virtual void gather_rows(const Tensor& values, const Tensor& index, int64_t skip, const Tensor& out) = 0;
   // grad_values[i, index[i]] += grad[i] (index already range-checked, `skip` rows untouched).

@@ -180,6 +180,17 @@ static void run_post_accumulate_grad_hooks(const std::shared_ptr<TensorImpl>& le
   for (auto& [id, hook] : leaf->post_accumulate_grad_hooks) hook(t);
 }
 
+// Node::add_into_grad, where the node has one and nothing needs its gradient as a tensor: its one input is
+// a leaf that already holds a .grad, with no post-accumulate hooks, and neither a backward observer (the
+// trace) nor anomaly mode (which scans every gradient) is on. True when the node's gradient went there.
+static bool added_into_leaf_grad(Node& node, const Tensor& grad_output) {
+  if (!node.add_into_grad || node.inputs.size() != 1 || backward_observer || inspect::is_anomaly_enabled())
+    return false;
+  const Edge& e = node.inputs[0];
+  if (!e.leaf || !e.leaf->grad || has_hooks(e)) return false;
+  return node.add_into_grad(grad_output, Tensor(e.leaf->grad));
+}
+
 static void run_node(Node& node, Tensor grad_output, PendingGradients& pending, HookedLeaves& hooked,
                      size_t position) {
   if (node.released)
@@ -188,6 +199,7 @@ static void run_node(Node& node, Tensor grad_output, PendingGradients& pending, 
         "retain_graph=true to the first backward() to run backward twice",
         node.name));
   check_saved_versions(node);
+  if (added_into_leaf_grad(node, grad_output)) return;
   Grads grads = node.backward(grad_output);
   if (grads.size() != node.inputs.size())
     throw std::logic_error(fmt::format("backward: {} returned {} gradients for {} inputs", node.name, grads.size(),
@@ -259,6 +271,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       run_node(*node, std::move(grad_output), pending, hooked, ran++);
       if (!retain_graph) {
         node->backward = nullptr;  // frees every tensor the closure captured
+        node->add_into_grad = nullptr;
         node->saved.clear();
         node->released = true;
       }

@@ -24,6 +24,10 @@ using Grads = memory::SmallVector<Tensor, 3>;  // one entry per input; an undefi
 // A node's backward closure, called as backward(grad_output): a std::function whose captures come
 // from the pool (memory/pooled_function.h).
 using BackwardFn = memory::PooledFunction<Grads(const Tensor&)>;
+// For an op of one input whose gradient is zero but in a few rows (embedding: the rows it looked up), the
+// same gradient added into `grad`, a leaf's existing .grad, in place: called as add_into_grad(grad_output,
+// grad), it returns false where it cannot (then the engine calls backward and adds as usual).
+using AddIntoGradFn = memory::PooledFunction<bool(const Tensor&, const Tensor&)>;
 
 // Where one input's gradient goes: into another node, or into a leaf tensor's .grad, or nowhere.
 struct Edge {
@@ -51,6 +55,11 @@ struct Node {
   const char* grad_fn_name() const { return outermost_name ? outermost_name : name; }
   memory::SmallVector<Edge, 3> inputs;  // parallel to the Grads the closure returns
   BackwardFn backward;          // empty once released
+  // Optional. The engine calls it instead of `backward` when the one input is a leaf that already holds a
+  // .grad (GPT-2's tied token table: the head's gradient arrives first) and no instrument (a trace, anomaly
+  // mode, a post-accumulate hook) is watching: it spares a dense gradient of mostly zeros and its addition,
+  // for that table a 154 MB fill and a 154 MB add every step. Empty once released.
+  AddIntoGradFn add_into_grad;
   memory::SmallVector<SavedVersion, 3> saved;
   Shape output_shape;           // the shape the incoming gradient must have
   DType output_dtype = DType::Float32;

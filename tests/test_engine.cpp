@@ -2,6 +2,8 @@
 // shared subexpressions, retain_graph, freed graphs, explicit seeds, in-place checks and storage sharing.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cmath>
 #include <limits>
 #include <memory>
 
@@ -12,6 +14,7 @@ namespace {
 using namespace autograd;
 using testing_helpers::expect_values;
 using testing_helpers::values;
+const auto values_of = testing_helpers::values;
 
 Tensor leaf64(const Nested& values) { return tensor(values, DType::Float64).requires_grad_(); }
 
@@ -574,6 +577,85 @@ TEST(EngineHooks, OnlyALeafThatRequiresGradTakesAHook) {
       },
       std::invalid_argument);
   EXPECT_THROW(tensor({1.0}).register_post_accumulate_grad_hook([](Tensor&) {}), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------- an embedding's rows added in place
+
+// A tied token table, as in GPT-2: the head (h·Wᵀ) sends W a dense gradient first, then the embedding
+// sends the gradient of the rows it looked up, which the engine adds into that .grad in place
+// (Node::add_into_grad) rather than as a dense tensor of mostly zeros.
+Tensor tied_loss(const Tensor& w, const Tensor& ids) {
+  Tensor h = embedding(w, ids);                  // [n, d]
+  Tensor logits = matmul(h.tanh(), w.t());       // [n, vocabulary]
+  return (logits * logits).sum();
+}
+
+// W's gradient with the engine's dense path: a backward observer makes it hand every gradient over as a
+// tensor, as the trace does.
+Tensor dense_path_gradient(const Tensor& w_values, const Tensor& ids, int passes) {
+  Tensor w = w_values.detach().requires_grad_();
+  BackwardObserver previous = set_backward_observer([](const BackwardEvent&) {});
+  for (int i = 0; i < passes; ++i) tied_loss(w, ids).backward();
+  set_backward_observer(previous);
+  return w.grad();
+}
+
+TEST(EngineEmbeddingRows, AddedInPlaceTheyHaveTheBitsOfTheDenseSum) {
+  Tensor ids = tensor({3, 0, 3, 5, 3, 0, 6});  // repeated rows; rows 1, 2 and 4 never looked up
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    Tensor values = testing_helpers::randish({7, 4}, 71, -1.0, 1.0, dtype);
+    for (int passes : {1, 2}) {  // the second backward accumulates into the first one's .grad
+      Tensor w = values.detach().requires_grad_();
+      for (int i = 0; i < passes; ++i) tied_loss(w, ids).backward();
+      Tensor want = dense_path_gradient(values, ids, passes);
+      std::vector<double> got = w.grad().to_vector<double>(), expected = want.to_vector<double>();
+      ASSERT_EQ(got.size(), expected.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint64_t>(got[i]), std::bit_cast<uint64_t>(expected[i]))
+            << dtype_name(dtype) << ", " << passes << " pass(es), element " << i;
+    }
+  }
+}
+
+TEST(EngineEmbeddingRows, RowsNotLookedUpKeepTheirBits) {
+  // Only the looked-up rows are touched: a −0 elsewhere stays −0 (adding a dense zero row would make it
+  // +0). This is also how the test knows the rows went in place.
+  Tensor w = testing_helpers::randish({5, 3}, 72, -1.0, 1.0, DType::Float32).requires_grad_();
+  w.set_grad(full({5, 3}, -0.0, DType::Float32));
+  embedding(w, tensor({1, 3, 1})).sum().backward();
+  const std::vector<float> g = w.grad().to_vector<float>();
+  for (int64_t row = 0; row < 5; ++row)
+    for (int64_t col = 0; col < 3; ++col) {
+      const float v = g[size_t(row * 3 + col)];
+      if (row == 1) EXPECT_EQ(v, 2.0f);
+      else if (row == 3) EXPECT_EQ(v, 1.0f);
+      else EXPECT_TRUE(v == 0.0f && std::signbit(v)) << "row " << row << " col " << col << ": " << v;
+    }
+}
+
+TEST(EngineEmbeddingRows, WhereTheyCannotGoInPlaceTheDenseGradientIsAdded) {
+  Tensor ids = tensor({2, 2, 0});
+  Tensor values = testing_helpers::randish({4, 3}, 73);
+  Tensor want = dense_path_gradient(values, ids, 1);
+  // a .grad laid out transposed (not contiguous): added as a dense tensor
+  Tensor w = values.detach().requires_grad_();
+  w.set_grad(zeros({3, 4}, DType::Float64).t());
+  tied_loss(w, ids).backward();
+  EXPECT_EQ(values_of(w.grad()), values_of(want));
+  // a leaf with a post-accumulate hook sees the whole gradient, once
+  Tensor hooked = values.detach().requires_grad_();
+  std::vector<std::vector<double>> seen;
+  hooked.register_post_accumulate_grad_hook([&](Tensor& leaf) { seen.push_back(values_of(leaf.grad())); });
+  tied_loss(hooked, ids).backward();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], values_of(want));
+  // anomaly mode scans every gradient as a tensor
+  Tensor watched = values.detach().requires_grad_();
+  {
+    DetectAnomalyGuard anomaly;
+    tied_loss(watched, ids).backward();
+  }
+  EXPECT_EQ(values_of(watched.grad()), values_of(want));
 }
 
 }  // namespace

@@ -155,6 +155,18 @@ static void check_indices(const Tensor& indices, int64_t limit, std::optional<in
                                       op, flat.reshape({-1})[at].item<int64_t>(), at, indices.shape_str(), limit, what));
 }
 
+// .grad += embedding's dense gradient, touching only the looked-up rows (Node::add_into_grad,
+// Backend::add_rows_into_gradient): the rows left out are those the dense gradient would add zeros to, which
+// changes no value (it would turn a −0 into +0).
+static bool add_looked_up_rows(const Tensor& g, const Tensor& flat, const Shape& wshape, const Tensor& grad) {
+  if (grad.shape() != wshape || !grad.is_contiguous() || grad.dtype() != g.dtype() || grad.device() != g.device())
+    return false;
+  if (!backend(g.device()).add_rows_into_gradient(g.contiguous().reshape({flat.numel(), wshape[1]}), flat, grad))
+    return false;
+  grad.impl().storage->bump_version();  // as .grad.add_() would
+  return true;
+}
+
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   if (weight.dim() != 2)
     throw std::invalid_argument(fmt::format("embedding: weight must be 2-D [num_embeddings, dim], got {}", weight.shape_str()));
@@ -171,12 +183,17 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   backend(weight.device()).index_select_rows(weight, flat, out);
   if (!needs_grad({weight})) return out;
   Shape wshape = weight.shape();
-  return record("EmbeddingBackward0", out, {weight}, {}, [flat, wshape](const Tensor& g) {
+  Tensor result = record("EmbeddingBackward0", out, {weight}, {}, [flat, wshape](const Tensor& g) {
     // each output row came from one weight row: add it back there (repeated indices accumulate)
     Tensor gw = zeros(wshape, g.dtype(), g.device());
     backend(g.device()).index_add_rows(g.contiguous().reshape({flat.numel(), wshape[1]}), flat, gw);  // (no -1: dim may be 0)
     return Grads{gw};
   });
+  // Only the looked-up rows have a gradient: into a weight that already holds a .grad, add just those.
+  result.grad_fn()->add_into_grad = [flat, wshape](const Tensor& g, const Tensor& grad) {
+    return add_looked_up_rows(g, flat, wshape, grad);
+  };
+  return result;
 }
 
 // ---------------------------------------------------------------- losses

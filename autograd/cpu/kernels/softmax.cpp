@@ -202,16 +202,22 @@ template <typename T, typename Stride>
 }
 
 // log_softmax's backward on float rows laid end to end: exp(y) of a block of rows in one exp_floats call,
-// then softmax_backward_row's arithmetic. N: the row length if fixed at compile time (as above), else 0.
+// then softmax_backward_row's arithmetic. A block is as many rows as fit 2048 values, or one long row (a
+// GPT-2 logit row is 50,257 values, 201 KB), so the exps are read back from the cache, not from memory.
+// N: the row length if fixed at compile time (as above), else 0.
 template <int64_t N>
 void log_softmax_backward_float_rows_of(const float* y, const float* g, float* gx, int64_t rows, int64_t n_runtime) {
   const int64_t n = N > 0 ? N : n_runtime;
-  exp_floats(y, gx, rows * n);  // gx = softmax(x) first
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* gr = g + r * n;
-    float* xr = gx + r * n;
-    const float sum = softmax_row_sum<float>(/*last_dim=*/true, n, [&](int64_t j) { return gr[j]; });
-    for (int64_t j = 0; j < n; ++j) xr[j] = gr[j] - xr[j] * sum;
+  const int64_t block_rows = std::max<int64_t>(1, 2048 / n);
+  for (int64_t r0 = 0; r0 < rows; r0 += block_rows) {
+    const int64_t count = std::min(block_rows, rows - r0);
+    exp_floats(y + r0 * n, gx + r0 * n, count * n);  // gx = softmax(x) first
+    for (int64_t r = r0; r < r0 + count; ++r) {
+      const float* gr = g + r * n;
+      float* xr = gx + r * n;
+      const float sum = softmax_row_sum<float>(/*last_dim=*/true, n, [&](int64_t j) { return gr[j]; });
+      for (int64_t j = 0; j < n; ++j) xr[j] = gr[j] - xr[j] * sum;
+    }
   }
 }
 // softmax's backward on float rows laid end to end: softmax_backward_row's arithmetic, with the row length
