@@ -23,6 +23,10 @@
 //   RESULT mode=<full|lora> threads=<n> ms_per_step=<median> mfu=<fraction> cpu_ms_per_step=<median CPU time,
 //          all threads> cpu_mfu=<MFU over the CPU time> gflop_per_step=<model FLOPs> peak_gflops=<one core>
 //          isa=<avx512|avx2> numerics=<fast|exact> rss_mb=<peak RSS> loss=<first step's>
+//          products_ms=<median time in matrix products a step> products_util=<their FLOPs / that time / (peak ×
+//          threads)>
+// The products' line splits the step in two: the products (cpu/runtime/product_tally.h: their own FLOPs, not
+// the model's count, over their time) and everything else (the elementwise ops, the loss, the optimizer).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -30,6 +34,7 @@
 #include <vector>
 
 #include "autograd/cpu/runtime/core_peak.h"
+#include "autograd/cpu/runtime/product_tally.h"
 #include "bench/common.h"
 #include "nn/flops.h"
 #include "nn/lora.h"
@@ -104,10 +109,12 @@ int main(int argc, char** argv) {
               }(), (long long)B, (long long)T, o.mode.c_str(), (long long)o.threads, o.numerics.c_str());
   std::printf("model FLOPs a step: %.1f GFLOP\n", flops_per_step / 1e9);
 
-  std::vector<double> ms, cpu;
+  std::vector<double> ms, cpu, product_ms, product_gflop;
   bench::PhaseTimes phases({"forward+loss", "zero_grad", "backward", "clip", "adamw"});
+  cpu::set_product_tally(true);
   double first_loss = 0;
   for (int64_t step = 0; step < o.warmup + o.steps; ++step) {
+    cpu::take_product_tally();  // from zero for this step
     const auto start = std::chrono::steady_clock::now();
     const double cpu_start = bench::cpu_ms();
     phases.start();
@@ -125,7 +132,11 @@ int main(int argc, char** argv) {
       if (step == 0) first_loss = loss.item();
     }
     const double took = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (step >= o.warmup) ms.push_back(took), cpu.push_back(bench::cpu_ms() - cpu_start), phases.keep();
+    const cpu::ProductTally products = cpu::take_product_tally();
+    if (step >= o.warmup) {
+      ms.push_back(took), cpu.push_back(bench::cpu_ms() - cpu_start), phases.keep();
+      product_ms.push_back(products.seconds * 1e3), product_gflop.push_back(products.flops / 1e9);
+    }
     peaks.push_back(cpu::measure_core_peak_flops());
   }
   const double peak = *std::max_element(peaks.begin(), peaks.end());
@@ -137,14 +148,21 @@ int main(int argc, char** argv) {
     std::printf(" %s %.1f", phases.names[p].c_str(), bench::summarize(phases.ms[p]).median);
   std::printf("\n");
   const double mfu = peak > 0 ? flops_per_step / (t.median / 1e3) / (peak * double(o.threads)) : 0;
+  const double products = bench::summarize(product_ms).median, products_gflop = bench::summarize(product_gflop).median;
+  const double products_util = peak > 0 && products > 0 ? products_gflop * 1e9 / (products / 1e3) / (peak * double(o.threads)) : 0;
+  std::printf("matrix products: %.1f ms a step (median), %.2f GFLOP at %.1f GFLOP/s, %.1f%% of the peak; the rest of "
+              "the step %.1f ms\n",
+              products, products_gflop, products > 0 ? products_gflop / (products / 1e3) : 0.0, 100 * products_util,
+              t.median - products);
   // the same over the step's CPU time (all threads): what MFU would be with the cores to ourselves
   const double cpu_mfu = peak > 0 ? flops_per_step / (c.median / 1e3) / peak : 0;
   std::printf("%zu timed steps after %lld warm-up: median %.1f ms (min %.1f, max %.1f), CPU time %.1f ms; MFU %.1f%% "
               "(%.1f%% of the CPU time)\n",
               ms.size(), (long long)o.warmup, t.median, t.min, t.max, c.median, 100 * mfu, 100 * cpu_mfu);
   std::printf("RESULT mode=%s threads=%lld ms_per_step=%.1f mfu=%.3f cpu_ms_per_step=%.1f cpu_mfu=%.3f "
-              "gflop_per_step=%.2f peak_gflops=%.1f isa=%s numerics=%s rss_mb=%.1f loss=%.4f\n",
+              "gflop_per_step=%.2f peak_gflops=%.1f isa=%s numerics=%s rss_mb=%.1f loss=%.4f products_ms=%.1f "
+              "products_util=%.3f\n",
               o.mode.c_str(), (long long)o.threads, t.median, mfu, c.median, cpu_mfu, flops_per_step / 1e9, peak / 1e9,
-              cpu::core_peak_isa(), o.numerics.c_str(), bench::peak_rss_mb(), first_loss);
+              cpu::core_peak_isa(), o.numerics.c_str(), bench::peak_rss_mb(), first_loss, products, products_util);
   return 0;
 }

@@ -14,6 +14,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/cpu/kernels.h"
+#include "autograd/cpu/runtime/product_tally.h"
 #include "test_helpers.h"
 
 using namespace autograd;
@@ -149,6 +150,23 @@ TEST(MatmulKernels, BatchedProductsAddInTheReferenceOrder) {
   Tensor a = randn({3, 9, 24}), b = randn({3, 24, 13}).transpose(1, 2).contiguous().transpose(1, 2);
   Tensor got = matmul(a, b);
   for (int64_t item = 0; item < 3; ++item) EXPECT_TRUE(equal(got[item], reference_product<float>(a[item], b[item])));
+}
+
+TEST(MatmulKernels, TheProductTallyCountsEachProductsMultiplyAddsWhileOn) {
+  Tensor a = testing_helpers::randish({2, 5, 3}, 81, -1, 1, DType::Float32);
+  Tensor b = testing_helpers::randish({3, 4}, 82, -1, 1, DType::Float32);
+  cpu::take_product_tally();
+  matmul(a, b);  // off: not counted
+  EXPECT_EQ(cpu::take_product_tally().products, 0);
+  cpu::set_product_tally(true);
+  matmul(a, b);                                    // 2 items of 5 x 4 x 3
+  matmul(a.select(0, 0), b.narrow(1, 0, 2));       // 5 x 2 x 3
+  cpu::set_product_tally(false);
+  const cpu::ProductTally tally = cpu::take_product_tally();
+  EXPECT_EQ(tally.products, 2);
+  EXPECT_EQ(tally.flops, 2.0 * (2 * 5 * 4 * 3 + 5 * 2 * 3));
+  EXPECT_GT(tally.seconds, 0.0);
+  EXPECT_EQ(cpu::take_product_tally().products, 0);  // taking it started it again from zero
 }
 
 }  // namespace

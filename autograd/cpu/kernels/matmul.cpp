@@ -38,6 +38,7 @@
 #include "autograd/cpu/kernels/loops.h"
 #include "autograd/cpu/kernels/matmul_plan.h"
 #include "autograd/cpu/runtime/runtime.h"
+#include "autograd/cpu/runtime/product_tally.h"
 #include "autograd/numerics.h"
 
 namespace autograd::cpu {
@@ -648,6 +649,7 @@ void product(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulSt
   if (structure == MatmulStructure::lower_a || structure == MatmulStructure::upper_a) {
     if (m != k) throw std::logic_error(fmt::format("matmul: a triangular A must be square, got {} x {}", m, k));
   }
+  const ProductTimer timer(2.0 * double(shape_numel(batch)) * double(m) * double(n) * double(k));
   const bool large = blis_takes(!batch.empty(), m, n, k);
   const bool dots = !fast && uses_blis_dot(!batch.empty(), m, n, k, acs, brs);
   dispatch_floating(out.dtype(), "matmul", [&](auto tag) {
