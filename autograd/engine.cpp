@@ -5,7 +5,8 @@
 //   2. Seed the root's gradient (1 for a scalar). Run a node only when all its dependencies have run:
 //      then its incoming gradient is complete, because everyone who uses its output came first.
 //   3. Call the node's closure; add each returned gradient into the input node's pending sum, or into the
-//      leaf's .grad.
+//      leaf's .grad. (An embedding whose table already holds a .grad adds its rows there itself instead:
+//      Node::add_into_grad.)
 //   4. Unless retain_graph, drop the closures so the saved tensors are freed.
 //   5. A leaf with post-accumulate-grad hooks is counted like a node: once every edge into it has been
 //      passed, its .grad is complete for this pass and its hooks run (what data-parallel training uses to
