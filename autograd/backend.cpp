@@ -124,8 +124,7 @@ bool Backend::add_rows_into_gradient(const Tensor& grad, const Tensor& index, co
     slots[i] = at->second;
   }
   const Device device = grad.device();
-  Tensor sums = empty({int64_t(rows.size()), grad_weight.size(1)}, grad.dtype(), device);
-  fill(sums, 0.0);
+  Tensor sums = zeros({int64_t(rows.size()), grad_weight.size(1)}, grad.dtype(), device);
   index_add_rows(grad, from_vector(slots, {int64_t(slots.size())}).to(device), sums);
   index_add_rows(sums, from_vector(rows, {int64_t(rows.size())}).to(device), grad_weight);
   return true;

@@ -59,7 +59,8 @@ template <int VB> constexpr int64_t kernel_rows(int64_t mr) {
 template <typename T, int VB> constexpr int64_t kNr = 2 * VB / int64_t(sizeof(T));
 // Columns of B packed at a time: kKc x kNc floats (256 KiB) stay in a core's L2 cache while every row
 // tile of A passes over them, and so do the rows of C they add to when A has few rows (m = 256: 256 KiB
-// of C beside them, where 512 columns made 1 MiB with B and no longer fit a 1 MiB L2). A multiple of every NR. Square products do not care: for them 256, 512 and 1024 run alike.
+// of C beside them, where 512 columns made 1 MiB with B and no longer fit a 1 MiB L2). A multiple of every
+// NR. Square products do not care: for them 256, 512 and 1024 run alike.
 constexpr int64_t kNc = 256;
 // With a transposed A (a weight gradient gᵀ·x), which is packed again for every block of B, a B of up to
 // kWideNc columns is one block: A is packed once per block of terms rather than once per 256 columns (for

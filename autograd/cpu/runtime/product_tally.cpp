@@ -9,7 +9,7 @@ namespace autograd::cpu {
 
 namespace {
 std::atomic<bool> tally_on{false};
-std::mutex tally_mutex;  // products may be called from several threads of the caller's own
+std::mutex tally_mutex;  // a program may run products on several threads of its own
 ProductTally tally;
 
 int64_t now_ns() {
