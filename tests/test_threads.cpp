@@ -78,13 +78,13 @@ template <typename F> Tensor on_threads(int threads, F f) {
   return f();
 }
 
-// Wider than tall: the threads split the columns (each packs only its share of B), in both numerics,
-// with a start row (linear's bias) and with tall ones split on whole register tiles beside it.
+// At least as wide as tall: the threads split the columns (each packs only its share of B), in both
+// numerics, with a start row (linear's bias) and with tall ones split on whole register tiles beside it.
 TEST(Threads, WideProductsSplitByColumnsAreBitIdentical) {
   manual_seed(14);
   const Tensor a = randn({40, 300}), b = randn({300, 1000}), x = randn({57, 100}), w = randn({701, 100}),
                bias = randn({701}), grads = randn({2100, 256}), inputs = randn({2100, 1000}), tall = randn({700, 257}),
-               c = randn({257, 300});
+               c = randn({257, 300}), square = randn({256, 700});
   for (Numerics mode : {Numerics::exact, Numerics::fast}) {
     NumericsGuard guard(mode);
     EXPECT_TRUE(equal(product(1, a, b), product(2, a, b))) << numerics_name(mode);
@@ -93,6 +93,8 @@ TEST(Threads, WideProductsSplitByColumnsAreBitIdentical) {
     EXPECT_TRUE(equal(on_threads(1, with_bias), on_threads(2, with_bias))) << numerics_name(mode);
     // a weight gradient gᵀ·x: A a transposed view, 256 rows (not a whole number of 12-row tiles)
     EXPECT_TRUE(equal(product(1, grads.t(), inputs), product(2, grads.t(), inputs))) << numerics_name(mode);
+    // a square weight gradient (700 x 700: split by columns too)
+    EXPECT_TRUE(equal(product(1, square.t(), square), product(2, square.t(), square))) << numerics_name(mode);
     EXPECT_TRUE(equal(product(1, tall, c), product(2, tall, c))) << numerics_name(mode);
   }
 }
