@@ -15,6 +15,7 @@
 #include <benchmark/benchmark.h>
 #include <blis.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -76,6 +77,26 @@ void matmul_numerics_bench(benchmark::State& state, Numerics mode, int64_t m, in
   // later ones reuse its buffer from the cache, as a training step's products do
   benchmark::DoNotOptimize(matmul(a, b));
   for (auto _ : state) benchmark::DoNotOptimize(matmul(a, b));
+  set_rate(state, "FLOPS", 2.0 * double(m) * double(n) * double(k));
+}
+
+// The same product in fast numerics with the caches emptied before each one: 256 MB written first, more than
+// the last-level cache of the machines here, so that its operands come from memory, as a training step's
+// weights do, where the repetitions above find them in the cache. Timed by hand, the emptying left out.
+void matmul_cold_bench(benchmark::State& state, int64_t m, int64_t n, int64_t k, bool a_t, bool b_t) {
+  manual_seed(0);
+  Tensor a = a_t ? random_input({k, m}).t() : random_input({m, k});
+  Tensor b = b_t ? random_input({n, k}).t() : random_input({k, n});
+  NumericsGuard guard(Numerics::fast);
+  std::vector<float> sweep(size_t(64) << 20);
+  benchmark::DoNotOptimize(matmul(a, b));
+  for (auto _ : state) {
+    for (size_t i = 0; i < sweep.size(); i += 16) sweep[i] += 1.0f;  // one store in each 64-byte line
+    benchmark::ClobberMemory();
+    const auto start = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(matmul(a, b));
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   set_rate(state, "FLOPS", 2.0 * double(m) * double(n) * double(k));
 }
 
@@ -314,6 +335,22 @@ BENCHMARK_CAPTURE(matmul_numerics_bench, fast_gpt2_head_input_grad_256x768x50257
 BENCHMARK_CAPTURE(blis_sgemm_bench, blis_gpt2_head_input_grad_256x768x50257, 256, 768, 50257, false, false)->UseRealTime();
 BENCHMARK_CAPTURE(matmul_numerics_bench, fast_gpt2_head_weight_grad_50257x768x256_at, Numerics::fast, 50257, 768, 256, true, false)->UseRealTime();
 BENCHMARK_CAPTURE(blis_sgemm_bench, blis_gpt2_head_weight_grad_50257x768x256_at, 50257, 768, 256, true, false)->UseRealTime();
+// The same products with cold caches (matmul_cold_bench): inside a step their operands come from memory.
+BENCHMARK_CAPTURE(matmul_cold_bench, fast_cold_gpt2_qkv_forward_256x2304x768_bt, 256, 2304, 768, false, true)->UseManualTime();
+BENCHMARK_CAPTURE(matmul_cold_bench, fast_cold_gpt2_qkv_input_grad_256x768x2304, 256, 768, 2304, false, false)->UseManualTime();
+BENCHMARK_CAPTURE(matmul_cold_bench, fast_cold_gpt2_qkv_weight_grad_2304x768x256_at, 2304, 768, 256, true, false)->UseManualTime();
+BENCHMARK_CAPTURE(matmul_cold_bench, fast_cold_gpt2_proj_forward_256x768x768_bt, 256, 768, 768, false, true)->UseManualTime();
+BENCHMARK_CAPTURE(matmul_cold_bench, fast_cold_gpt2_proj_input_grad_256x768x768, 256, 768, 768, false, false)->UseManualTime();
+BENCHMARK_CAPTURE(matmul_cold_bench, fast_cold_gpt2_proj_weight_grad_768x768x256_at, 768, 768, 256, true, false)->UseManualTime();
+BENCHMARK_CAPTURE(matmul_cold_bench, fast_cold_gpt2_expand_forward_256x3072x768_bt, 256, 3072, 768, false, true)->UseManualTime();
+BENCHMARK_CAPTURE(matmul_cold_bench, fast_cold_gpt2_expand_input_grad_256x768x3072, 256, 768, 3072, false, false)->UseManualTime();
+BENCHMARK_CAPTURE(matmul_cold_bench, fast_cold_gpt2_expand_weight_grad_3072x768x256_at, 3072, 768, 256, true, false)->UseManualTime();
+BENCHMARK_CAPTURE(matmul_cold_bench, fast_cold_gpt2_contract_forward_256x768x3072_bt, 256, 768, 3072, false, true)->UseManualTime();
+BENCHMARK_CAPTURE(matmul_cold_bench, fast_cold_gpt2_contract_input_grad_256x3072x768, 256, 3072, 768, false, false)->UseManualTime();
+BENCHMARK_CAPTURE(matmul_cold_bench, fast_cold_gpt2_contract_weight_grad_768x3072x256_at, 768, 3072, 256, true, false)->UseManualTime();
+BENCHMARK_CAPTURE(matmul_cold_bench, fast_cold_gpt2_head_forward_256x50257x768_bt, 256, 50257, 768, false, true)->UseManualTime();
+BENCHMARK_CAPTURE(matmul_cold_bench, fast_cold_gpt2_head_input_grad_256x768x50257, 256, 768, 50257, false, false)->UseManualTime();
+BENCHMARK_CAPTURE(matmul_cold_bench, fast_cold_gpt2_head_weight_grad_50257x768x256_at, 50257, 768, 256, true, false)->UseManualTime();
 // gpt6's attention products, 128 = B·H items of T 128 and head size 64: scores q·kᵀ, context p·v, and
 // their gradients (g·v ᵀ, pᵀ·g)
 BENCHMARK_CAPTURE(matmul_bench, gpt6_scores_128x128x64x128, Shape{128, 128, 64}, Shape{128, 64, 128})->UseRealTime();
