@@ -727,10 +727,10 @@ void product(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulSt
         !dots) {
       // One product at least as wide as it is tall (a weight gradient gᵀ·x with at least as many outputs as
       // inputs): the threads split its columns, so each packs only its share of B, where split by rows each
-      // would pack all of it. Square ones too: GPT-2's 768 x 768 weight gradients (B is the layer's input,
-      // back from memory; A, the gradient just made, is still in the cache) ran 251-265 GFLOP/s on two
-      // threads split by rows, 306-323 split by columns. An entry's chain does not depend on the columns
-      // beside it, so no bit moves. Dense only: lower_c counts panels from column 0.
+      // would pack all of it. Square ones too: GPT-2's 768 x 768 weight gradients ran 251-265 GFLOP/s on
+      // two threads split by rows (each thread packing all of B, the layer's input), 306-323 split by
+      // columns (each packing all of A, the gradient, as large). An entry's chain does not depend on the
+      // columns beside it, so no bit moves. Dense only: lower_c counts panels from column 0.
       // (plain variables, not a structured binding: clang 14 cannot name one inside the OpenMP region)
       const int64_t oc = items[0][0], oa = items[0][1], ob = items[0][2];
       const int64_t units = (n + kColumnsPerShare - 1) / kColumnsPerShare;
