@@ -116,9 +116,9 @@ template <typename T, int64_t NR>
 template <typename T, int64_t NR>
 [[gnu::always_inline]] inline void pack_b(int64_t kc, int64_t n, const T* b, int64_t brs, int64_t bcs, T* out) {
   if (bcs == 1) {  // a row-major B: its whole panels row by row, each row of the block one run along memory
-    // (Panel by panel, each of the kc rows gave NR values at a time, a row apart: for a weight coming from
-    // memory, kc short streams that the hardware prefetcher hardly follows. The feed-forward's dY·W, 256 x
-    // 3072 x 768 with cold caches, ran 171-178 GFLOP/s that way and 183-187 this way.)
+    // (Panel by panel, each of the kc rows gave NR values at a time, a row apart: kc short streams for a
+    // weight coming from memory. The feed-forward's dY·W, 256 x 3072 x 768 with cold caches, ran 171-178
+    // GFLOP/s that way and 183-187 this way.)
     const int64_t whole = n / NR * NR;
     for (int64_t p = 0; p < kc; ++p)
       for (int64_t j0 = 0; j0 < whole; j0 += NR) std::memcpy(out + j0 * kc + p * NR, b + p * brs + j0, NR * sizeof(T));
