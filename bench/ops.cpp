@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "autograd/backend.h"
@@ -65,13 +66,18 @@ void matmul_transposed_b_bench(benchmark::State& state, Shape a_shape, Shape b_s
 // The same product in each numerics (numerics.h) at a square size, beside BLIS's own sgemm called
 // directly (the kernels BLIS chose for this CPU: skx on AVX-512 machines): the fast kernels' target is
 // 90% of BLIS at 1024³.
-void matmul_numerics_bench(benchmark::State& state, Numerics mode, int64_t m, int64_t n, int64_t k, bool a_t = false,
-                           bool b_t = false) {
+// A (m x k) and B (k x n) from seed 0; a transposed operand is a transposed view of a contiguous tensor, as
+// Linear's weight and the weight gradient's input are
+std::pair<Tensor, Tensor> product_operands(int64_t m, int64_t n, int64_t k, bool a_t, bool b_t) {
   manual_seed(0);
-  // a transposed operand is a transposed view of a contiguous tensor, as Linear's weight and the
-  // weight gradient's input are
   Tensor a = a_t ? random_input({k, m}).t() : random_input({m, k});
   Tensor b = b_t ? random_input({n, k}).t() : random_input({k, n});
+  return {a, b};
+}
+
+void matmul_numerics_bench(benchmark::State& state, Numerics mode, int64_t m, int64_t n, int64_t k, bool a_t = false,
+                           bool b_t = false) {
+  const auto [a, b] = product_operands(m, n, k, a_t, b_t);
   NumericsGuard guard(mode);
   // one product untimed: the first output's pages are faulted in then (51 MB at GPT-2's head), and
   // later ones reuse its buffer from the cache, as a training step's products do
@@ -84,9 +90,7 @@ void matmul_numerics_bench(benchmark::State& state, Numerics mode, int64_t m, in
 // the last-level cache of the machines here, so that its operands come from memory, as a training step's
 // weights do, where the repetitions above find them in the cache. Timed by hand, the emptying left out.
 void matmul_cold_bench(benchmark::State& state, int64_t m, int64_t n, int64_t k, bool a_t, bool b_t) {
-  manual_seed(0);
-  Tensor a = a_t ? random_input({k, m}).t() : random_input({m, k});
-  Tensor b = b_t ? random_input({n, k}).t() : random_input({k, n});
+  const auto [a, b] = product_operands(m, n, k, a_t, b_t);
   NumericsGuard guard(Numerics::fast);
   std::vector<float> sweep(size_t(64) << 20);
   benchmark::DoNotOptimize(matmul(a, b));
