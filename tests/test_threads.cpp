@@ -99,6 +99,23 @@ TEST(Threads, WideProductsSplitByColumnsAreBitIdentical) {
   }
 }
 
+// One row against a weight (a cached generation step's x·Wᵀ) is split by columns once the weight is big
+// enough to take longer to read than threads take to start, though its multiply-adds are few (here 420,000,
+// under the 2^20 that a product of many rows needs): each thread's columns come out as one thread's would.
+TEST(Threads, OneRowAgainstAWeightSplitsItsColumnsBitIdentically) {
+  manual_seed(15);
+  const Tensor row = randn({1, 600}), weight = randn({700, 600}), bias = randn({700}), b = randn({600, 700});
+  for (Numerics mode : {Numerics::exact, Numerics::fast}) {
+    NumericsGuard guard(mode);
+    EXPECT_TRUE(equal(product(1, row, weight.t()), product(2, row, weight.t()))) << numerics_name(mode);
+    EXPECT_TRUE(equal(product(1, row, b), product(2, row, b))) << numerics_name(mode);
+    auto with_bias = [&] { return linear(row, weight, bias); };
+    EXPECT_TRUE(equal(on_threads(1, with_bias), on_threads(2, with_bias))) << numerics_name(mode);
+    const Tensor batch_of_rows = randn({3, 600});  // and a few rows: their columns split the same way
+    EXPECT_TRUE(equal(product(1, batch_of_rows, b), product(3, batch_of_rows, b))) << numerics_name(mode);
+  }
+}
+
 // layer_norm splits its rows over threads, and its weight and bias gradients their columns.
 TEST(Threads, LayerNormForwardAndBackwardAreBitIdentical) {
   manual_seed(15);

@@ -551,8 +551,15 @@ bool uses_blis_dot(bool batched, int64_t m, int64_t n, int64_t k, int64_t acs, i
 
 // ---------------------------------------------------------------- BLIS (opt-in, not bit-exact)
 
-// Below this many multiply-adds (over all batch items) a product stays on one thread.
+// Below this much work (over all batch items) a product stays on one thread: threads cost a few
+// microseconds to start. The work is its multiply-adds, or, for a product of few rows, reading B, which
+// then takes longer than the arithmetic (a cached generation step's x·Wᵀ is one row against a weight
+// read from memory): each element of B counts as kReadWork multiply-adds.
 constexpr double kParallelMatmulWork = 1 << 20;
+constexpr double kReadWork = 8;
+double product_work(int64_t n_items, int64_t m, int64_t n, int64_t k) {
+  return double(n_items) * std::max(double(m) * double(n) * double(k), kReadWork * double(n) * double(k));
+}
 // When threads split a product's columns, they do so in multiples of this many: whole register tiles
 // (32 floats or 16 doubles wide) in either kernel.
 constexpr int64_t kColumnsPerShare = 64;
@@ -704,7 +711,11 @@ void product(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulSt
     });
     const int64_t n_items = int64_t(items.size());
     // Threads only pay off on big products; BLIS runs its own threads.
-    const int threads = (blis && large) || double(n_items) * double(m * n * k) < kParallelMatmulWork ? 1 : get_num_threads();
+    // (BLIS's dot products are split by rows only: one row is one piece of work)
+    const bool one_row_of_dots = dots && m == 1;
+    const int threads = (blis && large) || one_row_of_dots || product_work(n_items, m, n, k) < kParallelMatmulWork
+                            ? 1
+                            : get_num_threads();
     // Each item's rows in chunks of whole register tiles, as even as the tiles allow (m = 256 on 2 threads
     // in fast numerics' 12-row tiles: 11 tiles each, where 4 chunks of 64 rows made 12 tiles' work of 22)
     const int64_t tile = tile_rows(fast), tiles = (m + tile - 1) / tile;
