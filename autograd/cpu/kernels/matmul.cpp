@@ -549,8 +549,6 @@ bool uses_blis_dot(bool batched, int64_t m, int64_t n, int64_t k, int64_t acs, i
   return (m == 1 && n == 1) || (n == 1 && acs == 1) || (m == 1 && brs == 1);
 }
 
-// ---------------------------------------------------------------- BLIS (opt-in, not bit-exact)
-
 // Below this much work (over all batch items) a product stays on one thread: threads cost a few
 // microseconds to start. The work is its multiply-adds, or, for a product of few rows, reading B, which
 // then takes longer than the arithmetic (a cached generation step's x·Wᵀ is one row against a weight
@@ -563,6 +561,8 @@ double product_work(int64_t n_items, int64_t m, int64_t n, int64_t k) {
 // When threads split a product's columns, they do so in multiples of this many: whole register tiles
 // (32 floats or 16 doubles wide) in either kernel.
 constexpr int64_t kColumnsPerShare = 64;
+
+// ---------------------------------------------------------------- BLIS (opt-in, not bit-exact)
 
 // SCRATCHGRAD_MATMUL: "blis" sends large products to BLIS; "blis-all" every product PyTorch would
 // send there (set_matmul_mode overrides it at run time).
@@ -711,11 +711,8 @@ void product(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulSt
     });
     const int64_t n_items = int64_t(items.size());
     // Threads only pay off on big products; BLIS runs its own threads.
-    // (BLIS's dot products are split by rows only: one row is one piece of work)
-    const bool one_row_of_dots = dots && m == 1;
-    const int threads = (blis && large) || one_row_of_dots || product_work(n_items, m, n, k) < kParallelMatmulWork
-                            ? 1
-                            : get_num_threads();
+    const int threads =
+        (blis && large) || product_work(n_items, m, n, k) < kParallelMatmulWork ? 1 : get_num_threads();
     // Each item's rows in chunks of whole register tiles, as even as the tiles allow (m = 256 on 2 threads
     // in fast numerics' 12-row tiles: 11 tiles each, where 4 chunks of 64 rows made 12 tiles' work of 22)
     const int64_t tile = tile_rows(fast), tiles = (m + tile - 1) / tile;
@@ -755,7 +752,9 @@ void product(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulSt
       }
       return;
     }
-    if (threads == 1) {  // no OpenMP region at all: entering one costs more than a small product
+    // No OpenMP region at all for one thread, or for one piece (a row of BLIS dot products): entering one
+    // costs more than a small product, and a lone piece has nothing to share.
+    if (threads == 1 || pieces == 1) {
       for (int64_t piece = 0; piece < pieces; ++piece) run_piece(piece);
       return;
     }
