@@ -179,7 +179,7 @@ int64_t head_count(const Gpt2Tensors& file, const std::map<std::string, std::str
                           in_file     ? "its metadata's n_head"
                           : given > 0 ? "the head count asked for"
                                       : fmt::format("the file does not give its head count, and GPT-2's heads are {} "
-                                                    "wide: give the head count",
+                                                    "wide: give the head count, scratchgrad's --heads",
                                                     kGpt2HeadDim)));
   return heads;
 }
@@ -349,6 +349,7 @@ Gpt2FileInfo inspect_gpt2_file(const std::string& path) {
                                 info.config = checked_layout(file);
                                 const int64_t D = info.config.emb_dim;
                                 info.heads_in_file = heads_in_metadata(file, metadata).has_value();
+                                info.config.n_heads = 0;  // unknown, unless the file or the width says
                                 if (info.heads_in_file || D % kGpt2HeadDim == 0) info.config.n_heads = head_count(file, metadata, D, 0);
                                 info.tensors = headers;
                                 info.metadata = metadata;
