@@ -304,6 +304,20 @@ TEST(Hardening, RefusesALoraFileWhoseBaseChanged) {
   EXPECT_EQ(again.status, 0) << again.err;
 }
 
+TEST(Hardening, RefusesALoraFileThatIsItsOwnBase) {
+  // a file from before bases were fingerprinted (nothing to compare) whose base is itself went round
+  // until the stack overflowed
+  const fs::path self = lora_file("files_self.safetensors", gpt2_file("files_self_base.safetensors"), [](auto& m) {
+    m.erase("base_bytes");
+    m.erase("base_hash");
+  });
+  nn::Checkpoint ck = nn::load_safetensors(self.string());
+  ck.metadata["base"] = self.string();
+  nn::save_safetensors(self.string(), ck.tensors, ck.metadata);
+  expect_refused(scratchgrad("generate --checkpoint " + self.string()),
+                 "more than 16 LoRA files, each the base of the one before");
+}
+
 TEST(Hardening, RefusesMergeOutputsThatAreItsInputs) {
   const fs::path base = gpt2_file("files_merge_base.safetensors");
   const fs::path lora = lora_file("files_merge_lora.safetensors", base);

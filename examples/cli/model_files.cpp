@@ -183,9 +183,32 @@ std::unique_ptr<nn::GPTModel> lora_model(const nn::LoraCheckpoint& adapters, con
 
 namespace {
 
+// A LoRA run's base may be a LoRA run in turn, and so on; a file whose base is itself (or two that name
+// each other) would go round until the stack overflowed. The fingerprint a file records rules that out
+// (no file can hold its own hash), but files from before it was recorded have none.
+constexpr int kMaxLoraChain = 16;
+
+class LoraChainLink {
+ public:
+  explicit LoraChainLink(const std::string& path) {
+    if (depth_ == kMaxLoraChain)
+      throw nn::CheckpointError(fmt::format("{}: more than {} LoRA files, each the base of the one before (does a base "
+                                            "name a file that names it?)",
+                                            path, kMaxLoraChain));
+    ++depth_;
+  }
+  ~LoraChainLink() { --depth_; }
+  LoraChainLink(const LoraChainLink&) = delete;
+  LoraChainLink& operator=(const LoraChainLink&) = delete;
+
+ private:
+  static thread_local inline int depth_ = 0;
+};
+
 // A LoRA fine-tune's checkpoint: its base, checked and loaded, with its adapters on; the run's tokenizer
 // and sample prompt as its metadata records them.
 LoadedModel load_lora_run(const std::string& path, nn::Checkpoint&& ck, const std::string& gpt2_tokenizer_file) {
+  const LoraChainLink link(path);
   nn::LoraCheckpoint adapters = nn::load_lora(std::move(ck), path);
   if (adapters.base_path.empty()) throw nn::CheckpointError(fmt::format("{}: LoRA metadata has no 'base'", path));
   std::unique_ptr<nn::GPTModel> model = lora_model(adapters, path, 0, gpt2_tokenizer_file);
