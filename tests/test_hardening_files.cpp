@@ -396,6 +396,20 @@ TEST(HardeningFiles, InfoDescribesGpt2LlmcAndLoraFiles) {
       << lora.out;
 }
 
+// merge and info read the environment through the checks every command makes (they ended in "internal error")
+TEST(HardeningFiles, MergeAndInfoCheckTheEnvironment) {
+  const fs::path base = gpt2_file("files_env_base.safetensors");
+  const fs::path lora = lora_file("files_env_lora.safetensors", base);
+  const std::string bin = std::string(SCRATCHGRAD_BIN_DIR) + "/scratchgrad ";
+  const std::string merge = "merge --lora " + lora.string() + " --out " + scratch("files_env_out.safetensors").string();
+  expect_refused(testing_process::shell("SCRATCHGRAD_KERNELS=bogus " + bin + "info --checkpoint " + base.string()),
+                 "SCRATCHGRAD_KERNELS: unknown kernels 'bogus'");
+  expect_refused(testing_process::shell("SCRATCHGRAD_KERNELS=bogus " + bin + merge), "SCRATCHGRAD_KERNELS: unknown kernels");
+  expect_refused(testing_process::shell("SCRATCHGRAD_NUMERICS=bogus " + bin + merge), "SCRATCHGRAD_NUMERICS: unknown numerics");
+  const Shell ok = scratchgrad(merge);
+  EXPECT_EQ(ok.status, 0) << ok.err;
+}
+
 // ---------------------------------------------------------------- 5. heads for a file that cannot say
 
 TEST(HardeningFiles, FineTuneTakesHeadsForAFileThatDoesNotGiveThem) {
