@@ -14,10 +14,13 @@
 //   (no head)                  → out_head.weight = tok_emb.weight
 // Names may carry a "transformer." prefix (GPT2LMHeadModel's state_dict). The causal-mask buffers some
 // conversions keep (h.N.attn.bias, h.N.attn.masked_bias) and lm_head.weight (the tied copy) are accepted
-// and not used.
+// and not used. Every value the model takes must be a number (NaN or an infinity is refused, naming the
+// tensor). Float32 and float64 tensors are read; any other dtype is refused, naming the tensor.
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nn/gpt.h"
 #include "nn/safetensors.h"
@@ -35,10 +38,11 @@ bool is_gpt2_checkpoint(const Checkpoint& checkpoint);
 bool is_gpt2_file(const std::string& path);
 
 // The model of a GPT-2 checkpoint, configured from its shapes: vocab and emb_dim from wte, context from wpe,
-// layers from the h.N blocks; n_heads from the argument if positive, else the metadata's "n_head", else
-// emb_dim / 64. qkv_bias on, head tied, dropout 0, in eval mode. Every tensor is checked; a missing,
-// unexpected or misshapen one throws CheckpointError naming `path`, the tensor, and (for a shape) both
-// shapes.
+// layers from the h.N blocks (numbered h.0 up, each with all its tensors); n_heads from the metadata's
+// "n_head" when the file gives it, else from the argument if positive, else emb_dim / 64. A positive
+// n_heads for a file that gives another count is refused (the file knows its model). qkv_bias on, head
+// tied, dropout 0, in eval mode. Every tensor is checked; a missing, unexpected, misshapen or non-finite
+// one throws CheckpointError naming `path`, the tensor, and (for a shape) both shapes.
 std::unique_ptr<GPTModel> gpt2_from_checkpoint(const Checkpoint& checkpoint, const std::string& path,
                                                int64_t n_heads = 0);
 // The same, taking the checkpoint's tensors and dropping each once it is copied (a load then holds about
@@ -46,12 +50,26 @@ std::unique_ptr<GPTModel> gpt2_from_checkpoint(const Checkpoint& checkpoint, con
 std::unique_ptr<GPTModel> gpt2_from_checkpoint(Checkpoint&& checkpoint, const std::string& path, int64_t n_heads = 0);
 std::unique_ptr<GPTModel> load_gpt2(const std::string& path, int64_t n_heads = 0);
 
+// What a GPT-2 file holds, read and checked as load_gpt2 reads it (every name, shape and value, and the
+// checksum of a file that has one) but one tensor at a time and without building the model: what `info`
+// shows of a file of any size. config.n_heads is the metadata's n_head, else emb_dim / 64 when that
+// divides, else 0: the file cannot say, and a command needs the count given.
+struct Gpt2FileInfo {
+  GPTConfig config;
+  bool heads_in_file = false;         // the metadata gives n_head
+  int64_t parameters = 0;             // the model's numbers (lm_head and the mask buffers are not the model's)
+  std::vector<TensorHeader> tensors;  // in file order
+  std::map<std::string, std::string> metadata;
+};
+Gpt2FileInfo inspect_gpt2_file(const std::string& path);
+
 // llm.c's checkpoint (gpt2_124M.bin, written by its train_gpt2.py): 256 int32 of header (magic 20240326,
 // version 3, context, vocab, layers, heads, width, padded vocab), then float32 tensors in nn.Linear's
 // [out, in] layout, each kind for all layers in turn. CheckpointError names the file and what is wrong
-// (magic, version, sizes, the file's length against the one the header implies).
-bool is_llmc_checkpoint(const std::string& path);  // the file starts with llm.c's magic number
-std::unique_ptr<GPTModel> load_llmc_gpt2(const std::string& path);
+// (magic, version, sizes, the file's length against the one the header implies, a NaN or infinite value
+// under llm.c's name for its tensor). The header gives the head count: a positive n_heads must agree.
+bool is_llmc_checkpoint(const std::string& path);  // a regular file that starts with llm.c's magic number
+std::unique_ptr<GPTModel> load_llmc_gpt2(const std::string& path, int64_t n_heads = 0);
 
 // The model's tensors under GPT-2's names and layout (no prefix, no head), for save_safetensors; the
 // metadata gpt2_metadata gives records n_head. The model must have q, k, v biases and a tied head.

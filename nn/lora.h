@@ -5,7 +5,9 @@
 // "mlp" = each block's feed-forward expand and contract (c_fc and mlp.c_proj). The embeddings, the
 // LayerNorms and the tied head are never adapted.
 #pragma once
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,23 +41,58 @@ class LoraAdapters : public Module {
   explicit LoraAdapters(const GPTModel& model);
 };
 
-// Writes the adapters alone, with metadata "format" = "scratchgrad-lora", "base" = base_path (the file the
-// frozen weights came from), rank, alpha and targets. A training run adds its own metadata and tensors
-// (its optimizer's state, under names that start with "optimizer."), which apply_lora leaves alone.
-void save_lora(const std::string& path, const GPTModel& model, const LoraConfig& config, const std::string& base_path,
+// What identifies a file: its size and a hash of its bytes (16 hex digits). The hash is FNV-1a's step,
+// h = (h ^ w) * prime, over the file's 8-byte little-endian words w (its last bytes, if any, one at a time):
+// each step is a bijection of h, so a file that differs in any one word gives another hash, and a word at a
+// time is 8 times fewer multiplications than FNV-1a over bytes. It tells a replaced file, not a forged one.
+struct FileFingerprint {
+  uint64_t bytes = 0;
+  std::string hash;
+  bool operator==(const FileFingerprint&) const = default;
+};
+// The fingerprint of the regular file at `path` (read whole); CheckpointError naming it if it cannot be read.
+FileFingerprint fingerprint_file(const std::string& path);
+
+// The file a LoRA run's frozen weights came from: its path, and its fingerprint when they were read.
+struct LoraBase {
+  std::string path;
+  FileFingerprint file;
+};
+LoraBase lora_base(const std::string& path);  // `path` fingerprinted now
+
+// Writes the adapters alone, with metadata "format" = "scratchgrad-lora", "base" = base.path (the file the
+// frozen weights came from), "base_bytes" and "base_hash" (its fingerprint), rank, alpha and targets. A
+// training run adds its own metadata and tensors (its optimizer's state, under names that start with
+// "optimizer."), which apply_lora leaves alone.
+void save_lora(const std::string& path, const GPTModel& model, const LoraConfig& config, const LoraBase& base,
                const std::map<std::string, std::string>& run_metadata = {}, const NamedTensors& run_tensors = {});
 
 struct LoraCheckpoint {
   LoraConfig config;
-  std::string base_path;
+  std::string base_path;                    // the base it names (or the one given instead)
+  std::optional<FileFingerprint> base_file;  // the base's fingerprint when the adapters were trained
   Checkpoint checkpoint;
 };
-// Reads an adapters file; CheckpointError if it is not one.
-LoraCheckpoint load_lora(const std::string& path);
+// The adapters file `path` (already read into `checkpoint`), checked: its format; rank, a whole number of
+// at least 1; alpha, a finite number above 0; targets; every adapter's values finite; the base's
+// fingerprint well formed. CheckpointError naming the file and the field. Its base is not looked at.
+LoraCheckpoint read_lora(Checkpoint&& checkpoint, const std::string& path);
 
-// Adds the checkpoint's adapters to `model` (built from the base file) and loads their values: every adapter
-// of the configuration must be in the file with its shape, and nothing else but a training run's
-// "optimizer." tensors (CheckpointError naming it).
+// Refuses (CheckpointError) `base_path` as the base of the adapters at `lora_path` unless it is the file
+// they were trained on: the same size and hash as recorded (naming both files and both fingerprints). A
+// file written before the base's fingerprint was recorded has none to compare with, and passes.
+void check_lora_base(const LoraCheckpoint& adapters, const std::string& lora_path, const std::string& base_path);
+
+// read_lora and check_lora_base together: the adapters file, and its base (the one it names, or `base`
+// when given: merge --base) checked to be the file they were trained on. Every command reads a LoRA
+// file through this.
+LoraCheckpoint load_lora(const std::string& path, const std::string& base = "");
+LoraCheckpoint load_lora(Checkpoint&& checkpoint, const std::string& path, const std::string& base = "");
+
+// Adds the checkpoint's adapters to `model` (built from the base file) and loads their values: the rank at
+// most the model's width (the adapted layers' smaller side), every adapter of the configuration in the
+// file with its shape, and nothing else but a training run's "optimizer." tensors (CheckpointError
+// naming it).
 void apply_lora(GPTModel& model, const LoraCheckpoint& adapters, const std::string& path);
 
 // Merges every adapter into its weight (W += (α/r)·B·A) and removes it: a plain GPTModel again.

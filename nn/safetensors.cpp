@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -51,6 +52,12 @@ std::optional<DType> dtype_from_code(const std::string& code) {
 
 [[noreturn]] void fail(const std::string& path, const std::string& problem) {
   throw CheckpointError(fmt::format("{}: {}", path, problem));
+}
+
+// A header field as a message quotes it: its JSON, cut to 60 characters (a crafted one may be huge).
+std::string shortened_json(const json& value) {
+  std::string text = value.dump();
+  return text.size() <= 60 ? text : text.substr(0, 60) + "...";
 }
 
 // ---- the checksum ----
@@ -136,7 +143,7 @@ void verify_checksum(const std::string& path, const json& header, const Fnv1a64*
   static const std::regex checksum_value("fnv1a64:[0-9a-f]{16}");
   for (const auto& [key, value] : header["__metadata__"].items())
     if (key != kChecksumKey && std::regex_match(value.get<std::string>(), checksum_value))
-      fail(path, fmt::format("checksum entry damaged: metadata '{}' holds a checksum (the file is corrupt)", key));
+      fail(path, fmt::format("checksum entry damaged: metadata {} holds a checksum (the file is corrupt)", quoted_name(key)));
   if (!header["__metadata__"].contains(kChecksumKey) || !computed) return;
   const std::string stored = header["__metadata__"][kChecksumKey].get<std::string>();
   if (computed->str() != stored)
@@ -180,7 +187,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   size_t offset = 0;
   for (const auto& [name, t] : tensors) {
     if (name == "__metadata__") fail(path, "a tensor may not be called __metadata__");
-    if (header.contains(name)) fail(path, fmt::format("tensor name '{}' appears twice", name));
+    if (header.contains(name)) fail(path, fmt::format("tensor name {} appears twice", quoted_name(name)));
     Tensor c = t.detach().cpu().contiguous();
     size_t nbytes = size_t(c.numel()) * dtype_size(c.dtype());
     header[name] = {{"dtype", dtype_code(c.dtype())}, {"shape", c.shape()}, {"data_offsets", {offset, offset + nbytes}}};
@@ -260,31 +267,33 @@ struct TensorEntry {
 
 TensorEntry checked_entry(const std::string& path, const std::string& name, const json& entry, size_t data_size) {
   if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
-    fail(path, fmt::format("tensor '{}' lacks dtype, shape or data_offsets", name));
+    fail(path, fmt::format("tensor {} lacks dtype, shape or data_offsets", quoted_name(name)));
   auto dtype = entry["dtype"].is_string() ? dtype_from_code(entry["dtype"].get<std::string>()) : std::nullopt;
-  if (!dtype) fail(path, fmt::format("tensor '{}' has unsupported dtype {}", name, entry["dtype"].dump()));
+  if (!dtype)
+    fail(path, fmt::format("tensor {} has unsupported dtype {} (the dtypes read are F32, F64, I64 and BOOL)", quoted_name(name),
+                           shortened_json(entry["dtype"])));
   Shape shape;
-  if (!entry["shape"].is_array()) fail(path, fmt::format("tensor '{}' has a malformed shape", name));
+  if (!entry["shape"].is_array()) fail(path, fmt::format("tensor {} has a malformed shape", quoted_name(name)));
   for (const json& s : entry["shape"]) {
     if (!s.is_number_unsigned() || s.get<uint64_t>() > uint64_t(INT64_MAX))
-      fail(path, fmt::format("tensor '{}' has a malformed shape {}", name, entry["shape"].dump()));
+      fail(path, fmt::format("tensor {} has a malformed shape {}", quoted_name(name), shortened_json(entry["shape"])));
     shape.push_back(s.get<int64_t>());
   }
   const json& off = entry["data_offsets"];
   if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-    fail(path, fmt::format("tensor '{}' has malformed data_offsets", name));
+    fail(path, fmt::format("tensor {} has malformed data_offsets", quoted_name(name)));
   size_t begin = off[0].get<size_t>(), end = off[1].get<size_t>();
   size_t expected = 0;
   try {
     expected = checked_nbytes(shape, *dtype, "load_safetensors");
   } catch (const std::invalid_argument& e) {
-    fail(path, fmt::format("tensor '{}': {}", name, e.what()));
+    fail(path, fmt::format("tensor {}: {}", quoted_name(name), e.what()));
   }
   if (end < begin || end - begin != expected)
-    fail(path, fmt::format("tensor '{}' has data_offsets [{}, {}] but shape {} of {} needs {} bytes", name, begin, end,
+    fail(path, fmt::format("tensor {} has data_offsets [{}, {}] but shape {} of {} needs {} bytes", quoted_name(name), begin, end,
                            shape_to_string(shape), dtype_name(*dtype), expected));
   if (end > data_size)
-    fail(path, fmt::format("tensor '{}' ends at byte {} but the data has only {} bytes (truncated file)", name, end,
+    fail(path, fmt::format("tensor {} ends at byte {} but the data has only {} bytes (truncated file)", quoted_name(name), end,
                            data_size));
   return {name, *dtype, std::move(shape), begin, end};
 }
@@ -333,7 +342,7 @@ void read_safetensors(const std::string& path, const TensorSink& sink) {
     if (name == "__metadata__") {
       if (!entry.is_object()) fail(path, "__metadata__ is not an object");
       for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string()) fail(path, fmt::format("metadata value for '{}' is not a string", k));
+        if (!v.is_string()) fail(path, fmt::format("metadata value for {} is not a string", quoted_name(k)));
         if (k != kChecksumKey) metadata[k] = v.get<std::string>();
       }
       continue;
@@ -386,12 +395,12 @@ void read_safetensors(const std::string& path, const TensorSink& sink) {
     }
     char* bytes = static_cast<char*>(t.raw_data());
     const size_t n = e.end - e.begin;
-    if (n > 0) read_exactly(file.fd, bytes, n, path, fmt::format("data of tensor '{}'", e.name).c_str());
+    if (n > 0) read_exactly(file.fd, bytes, n, path, fmt::format("data of tensor {}", quoted_name(e.name)).c_str());
     if (checksummed) checksum.add(bytes, n);
     if (e.dtype == DType::Bool)  // a C++ bool holds 0 or 1; any other byte would be read as neither
       for (size_t i = 0; i < n; ++i)
         if (static_cast<unsigned char>(bytes[i]) > 1)
-          fail(path, fmt::format("tensor '{}' of dtype BOOL holds the byte {} at element {} (a bool is 0 or 1)", e.name,
+          fail(path, fmt::format("tensor {} of dtype BOOL holds the byte {} at element {} (a bool is 0 or 1)", quoted_name(e.name),
                                  int(static_cast<unsigned char>(bytes[i])), i));
     if (sink.on_tensor) sink.on_tensor(header, t);
     position = e.end;
@@ -406,6 +415,37 @@ Checkpoint load_safetensors(const std::string& path) {
                           .destination = {},
                           .on_tensor = [&](const TensorHeader& h, const Tensor& t) { ck.tensors.emplace_back(h.name, t); }});
   return ck;
+}
+
+// ---- checks on what a file holds
+
+std::string quoted_name(std::string_view name) {
+  constexpr size_t kShown = 60;
+  if (name.size() <= kShown) return fmt::format("'{}'", name);
+  return fmt::format("'{}...' ({} characters)", name.substr(0, kShown), name.size());
+}
+
+namespace {
+
+// How many of `n` values are NaN or infinite.
+template <typename T>
+int64_t count_not_finite(const T* values, int64_t n) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad += !std::isfinite(values[i]);
+  return bad;
+}
+
+}  // namespace
+
+void check_finite(const std::string& path, const std::string& name, const Tensor& tensor, const std::string& why) {
+  if (tensor.dtype() != DType::Float32 && tensor.dtype() != DType::Float64) return;
+  const Tensor values = tensor.cpu().contiguous();
+  const int64_t n = values.numel();
+  const int64_t bad = values.dtype() == DType::Float32 ? count_not_finite(static_cast<const float*>(values.raw_data()), n)
+                                                        : count_not_finite(static_cast<const double*>(values.raw_data()), n);
+  if (bad > 0)
+    throw CheckpointError(fmt::format("{}: tensor {} holds {} NaN or infinite values of {}{}", path, quoted_name(name), bad,
+                                      n, why.empty() ? "" : " (" + why + ")"));
 }
 
 }  // namespace nn

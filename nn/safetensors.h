@@ -8,6 +8,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "nn/module.h"
@@ -71,5 +72,15 @@ void remove_stale_temp_files(const std::string& path);
 // Throws CheckpointError if a file could not be created in the folder of `path` (checked before a long
 // training run, so a bad --save path fails at once).
 void check_writable(const std::string& path);
+
+// Refuses (CheckpointError) a floating-point tensor that holds NaN or an infinity, naming the file, the
+// tensor and how many of its values; `why` follows in parentheses (what it means, what to do). Every
+// loader of weights runs it: a model with one NaN weight computes NaN logits, and those sample as token 0
+// ("0 0 0 ..."), a silent wrong answer. Other dtypes pass.
+void check_finite(const std::string& path, const std::string& name, const Tensor& tensor, const std::string& why);
+
+// A tensor's name as a message quotes it: in quotes, and cut to its first 60 characters with its length
+// when longer (a crafted file's name may be 300,000 characters, and an error is one line).
+std::string quoted_name(std::string_view name);
 
 }  // namespace nn

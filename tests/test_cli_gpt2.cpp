@@ -130,7 +130,7 @@ TEST(CliGpt2, BadInputIsRefused) {
   expect_refused(scratchgrad(g + " --prompt-ids 1 --stop-id 50"), "--stop-id 50 is outside the vocabulary of 50");
   expect_refused(scratchgrad(g + " --prompt-ids 1 --context-full wrap"), "--context-full must be refuse or slide");
   expect_refused(scratchgrad(g + " --prompt-ids 1 --top-p 0"), "--top-p must be in (0, 1]");
-  expect_refused(scratchgrad(g + " --prompt-ids 1 --heads 5"), "cannot split emb_dim 32 into 5 heads");
+  expect_refused(scratchgrad(g + " --prompt-ids 1 --heads 5"), "its metadata gives n_head 4, not the 5 heads asked for");
   expect_refused(scratchgrad(g + " --prompt-ids 1 --threads 0"), "--threads");
 }
 
@@ -282,7 +282,7 @@ TEST(CliMerge, WritesTheAdaptedModelAsAPlainGpt2File) {
   }
   const std::string adapters = testing_process::scratch("merge_adapters.safetensors").string();
   const std::string merged = testing_process::scratch("merge_out.safetensors").string();
-  nn::save_lora(adapters, *adapted, config, kModel);
+  nn::save_lora(adapters, *adapted, config, nn::lora_base(kModel));
   CliRun r = scratchgrad("merge --lora " + adapters + " --out " + merged);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("(rank 2, alpha 4, attn,mlp)"), std::string::npos) << r.out;

@@ -6,14 +6,19 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
+
+#include <fmt/format.h>
 
 #include <unistd.h>
 
 #include "nn/gpt2.h"
 #include "nn/safetensors.h"
+#include "test_helpers.h"
 
 #ifndef SCRATCHGRAD_SOURCE_DIR
 #define SCRATCHGRAD_SOURCE_DIR "/work/main"
@@ -177,7 +182,13 @@ TEST(Gpt2Import, AMissingTensorIsNamed) {
   ck = fixture();  // a gap in the blocks: h.1 missing entirely while h.2 exists
   for (auto& [name, t] : ck.tensors)
     if (name.starts_with("h.1.")) name.replace(0, 4, "h.2.");
-  EXPECT_NE(load_error(ck).find("'h.1.ln_1.weight' is missing"), std::string::npos) << load_error(ck);
+  EXPECT_NE(load_error(ck).find("GPT-2 block h.1 is missing: the blocks are numbered h.0 up, and the file has h.2"),
+            std::string::npos)
+      << load_error(ck);
+
+  ck = fixture();  // one tensor of a block the file has not got
+  ck.tensors.emplace_back("h.2.ln_1.weight", zeros({32}));
+  EXPECT_NE(load_error(ck).find("'h.2.ln_1.bias' is missing"), std::string::npos) << load_error(ck);
 }
 
 TEST(Gpt2Import, OtherFilesAndTensorsAreRefused) {
@@ -195,14 +206,88 @@ TEST(Gpt2Import, OtherFilesAndTensorsAreRefused) {
   EXPECT_NE(load_error(ck).find("'ln_f.bias' has dtype int64"), std::string::npos) << load_error(ck);
 }
 
-TEST(Gpt2Import, TheHeadCountComesFromTheArgumentTheMetadataOrTheHeadWidth) {
+TEST(Gpt2Import, TheHeadCountComesFromTheMetadataTheArgumentOrTheHeadWidth) {
   nn::Checkpoint ck = fixture();
-  EXPECT_EQ(nn::gpt2_from_checkpoint(ck, kModel, 8)->cfg.n_heads, 8);
+  EXPECT_EQ(nn::gpt2_from_checkpoint(ck, kModel)->cfg.n_heads, 4);     // the metadata's n_head
+  EXPECT_EQ(nn::gpt2_from_checkpoint(ck, kModel, 4)->cfg.n_heads, 4);  // a count that agrees with it
+  EXPECT_NE(load_error(ck, 8).find("its metadata gives n_head 4, not the 8 heads asked for"), std::string::npos)
+      << load_error(ck, 8);
   ck.metadata.erase("n_head");  // 32 / 64 heads: none, so the file needs the count from elsewhere
-  EXPECT_NE(load_error(ck).find("cannot split emb_dim 32 into 0 heads"), std::string::npos) << load_error(ck);
+  EXPECT_EQ(nn::gpt2_from_checkpoint(ck, kModel, 8)->cfg.n_heads, 8);
+  EXPECT_NE(load_error(ck).find("cannot split emb_dim 32 into 0 heads (the file does not give its head count"),
+            std::string::npos)
+      << load_error(ck);
   EXPECT_NE(load_error(ck, 3).find("cannot split emb_dim 32 into 3 heads"), std::string::npos) << load_error(ck, 3);
-  ck.metadata["n_head"] = "four";
-  EXPECT_NE(load_error(ck).find("'n_head' is not a number"), std::string::npos) << load_error(ck);
+  // read whole: not "four", not "4x" (once read as 4), not 0
+  for (const char* bad : {"four", "4x", " 4", "0", "-4", "99999999999999999999"}) {
+    ck.metadata["n_head"] = bad;
+    EXPECT_NE(load_error(ck).find("metadata 'n_head' is not a number of heads"), std::string::npos) << bad << ": " << load_error(ck);
+  }
+  ck.metadata["n_head"] = "5";
+  EXPECT_NE(load_error(ck).find("cannot split emb_dim 32 into 5 heads (its metadata's n_head)"), std::string::npos)
+      << load_error(ck);
+}
+
+TEST(Gpt2Import, NamesAreReadWithoutRecursionAndTheBlocksCountedFromTheFile) {
+  nn::Checkpoint ck = fixture();  // 300,000 characters: std::regex recursed once per character
+  ck.tensors.emplace_back("h.0.attn." + std::string(300000, 'x'), zeros({1}));
+  EXPECT_NE(load_error(ck).find("unexpected tensor 'h.0.attn.xxxx"), std::string::npos) << load_error(ck).substr(0, 300);
+  EXPECT_LT(load_error(ck).size(), 300u) << "the name is cut in the message";
+  ck = fixture();  // a block a million on: h.2 missing, found without listing a million blocks' names
+  ck.tensors.emplace_back("h.999999.ln_1.weight", zeros({32}));
+  EXPECT_NE(load_error(ck).find("GPT-2 block h.2 is missing"), std::string::npos) << load_error(ck);
+  for (const char* name : {"h.-1.ln_1.weight", "h.+1.ln_1.weight", "h.1e3.ln_1.weight", "h..ln_1.weight", "h.7",
+                           "h.00.attn.bias"}) {
+    ck = fixture();  // not a block's name (and not tolerated as a mask either)
+    ck.tensors.emplace_back(name, zeros({32}));
+    EXPECT_NE(load_error(ck).find(fmt::format("unexpected tensor '{}'", name)), std::string::npos) << load_error(ck);
+  }
+  ck = fixture();  // the masks some conversions keep are accepted, in any block the file has
+  ck.tensors.emplace_back("h.1.attn.masked_bias", zeros({1}));
+  ck.tensors.emplace_back("transformer.h.0.attn.masked_bias", zeros({1}));
+  EXPECT_EQ(load_error(ck), "no error");
+}
+
+TEST(Gpt2Import, ValuesThatAreNotNumbersAreRefusedNamingTheTensor) {
+  nn::Checkpoint ck = fixture();
+  Tensor& w = tensor_named(ck, "h.0.attn.c_attn.weight");
+  w = w.clone();
+  w.data_ptr<float>()[100] = std::numeric_limits<float>::infinity();
+  w.data_ptr<float>()[200] = std::nanf("");
+  EXPECT_NE(load_error(ck).find("model.safetensors: tensor 'h.0.attn.c_attn.weight' holds 2 NaN or infinite values of "
+                                "3072 (the file is damaged: a model with it computes NaN)"),
+            std::string::npos)
+      << load_error(ck);
+  // read from the file, straight into the parameter (wte) or through a buffer (c_attn): the same check
+  const std::string path = temp_file("nan");
+  nn::save_safetensors(path, ck.tensors, ck.metadata);
+  EXPECT_THROW_WITH(nn::load_gpt2(path), nn::CheckpointError, "tensor 'h.0.attn.c_attn.weight' holds 2 NaN");
+  EXPECT_THROW_WITH(nn::inspect_gpt2_file(path), nn::CheckpointError, "tensor 'h.0.attn.c_attn.weight' holds 2 NaN");
+  ck = fixture();
+  tensor_named(ck, "wte.weight") = tensor_named(ck, "wte.weight").clone().fill_(std::nan(""));
+  nn::save_safetensors(path, ck.tensors, ck.metadata);
+  EXPECT_THROW_WITH(nn::load_gpt2(path), nn::CheckpointError, "tensor 'wte.weight' holds 1600 NaN");
+  std::remove(path.c_str());
+}
+
+TEST(Gpt2Import, InspectingAFileDescribesItAsLoadingWould) {
+  const nn::Gpt2FileInfo info = nn::inspect_gpt2_file(kModel);
+  EXPECT_EQ(info.config.n_layers, 2);
+  EXPECT_EQ(info.config.emb_dim, 32);
+  EXPECT_EQ(info.config.vocab_size, 50);
+  EXPECT_EQ(info.config.context_length, 16);
+  EXPECT_EQ(info.config.n_heads, 4);
+  EXPECT_TRUE(info.heads_in_file);
+  EXPECT_EQ(info.parameters, nn::load_gpt2(kModel)->num_parameters());
+  EXPECT_EQ(info.tensors.size(), fixture().tensors.size());
+  // without n_head and at a width that is no multiple of 64, the head count is unknown (0), not an error
+  nn::Checkpoint ck = fixture();
+  ck.metadata.erase("n_head");
+  const std::string path = temp_file("inspect");
+  nn::save_safetensors(path, ck.tensors, ck.metadata);
+  EXPECT_EQ(nn::inspect_gpt2_file(path).config.n_heads, 0);
+  EXPECT_FALSE(nn::inspect_gpt2_file(path).heads_in_file);
+  std::remove(path.c_str());
 }
 
 TEST(Gpt2Import, WithoutMetadataTheHeadsAre64Wide) {
@@ -255,6 +340,19 @@ TEST(LlmcImport, ATruncatedOrForeignFileIsRefused) {
   heads[20] = 3;  // 32 is not divisible by 3 heads
   EXPECT_NE(message_for(heads).find("llm.c header is inconsistent"), std::string::npos) << message_for(heads);
   EXPECT_NE(message_for("not llm.c at all, but long enough? no").find("shorter than"), std::string::npos);
+  // a value that is not a number, under llm.c's name for its tensor (qkvw: after wte, wpe, ln1w and ln1b)
+  std::string nan = bytes;
+  const float not_a_number = std::nanf("");
+  std::memcpy(nan.data() + 1024 + 4 * (64 * 32 + 16 * 32 + 2 * 2 * 32 + 5), &not_a_number, 4);
+  EXPECT_NE(message_for(nan).find("tensor 'qkvw' holds 1 NaN or infinite values of 6144"), std::string::npos)
+      << message_for(nan);
+}
+
+TEST(LlmcImport, TheHeaderGivesTheHeadCount) {
+  const std::string path = kDir + "tiny_gpt2_llmc.bin";
+  EXPECT_EQ(nn::load_llmc_gpt2(path, 4)->cfg.n_heads, 4);
+  EXPECT_THROW_WITH(nn::load_llmc_gpt2(path, 2), nn::CheckpointError, "its header gives 4 heads, not the 2 asked for");
+  EXPECT_FALSE(nn::is_llmc_checkpoint("/dev/zero"));  // not a regular file: not read (a FIFO would block)
 }
 
 }  // namespace

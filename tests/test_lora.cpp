@@ -3,8 +3,13 @@
 // training, their checkpoint naming the base file, and merging.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
+
+#include <fmt/format.h>
 
 #include <unistd.h>
 
@@ -28,6 +33,11 @@ using testing_helpers::transposed_leaf;
 using Inputs = std::vector<Tensor>;
 
 const std::string kBase = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/gpt2/tiny_gpt2.safetensors";
+
+std::string slurp_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 // An adapted Linear (in 3, out 4, rank 2, alpha 3) with every tensor taken from the gradcheck's inputs:
 // x, weight, bias, A, B. The base weights require grad here too, so their backward through the sum is
@@ -118,7 +128,7 @@ TEST(Lora, AdaptersCheckpointNamesItsBaseAndLoadsOntoIt) {
   const nn::LoraConfig config{.rank = 2, .alpha = 5, .targets = {"mlp", "attn"}};
   auto model = adapted_model(config);
   const std::string path = ::testing::TempDir() + "lora_" + std::to_string(::getpid()) + ".safetensors";
-  nn::save_lora(path, *model, config, kBase);
+  nn::save_lora(path, *model, config, nn::lora_base(kBase));
   const nn::LoraCheckpoint file = nn::load_lora(path);
   EXPECT_EQ(file.base_path, kBase);
   EXPECT_EQ(file.config.rank, 2);
@@ -146,6 +156,114 @@ TEST(Lora, AdaptersCheckpointNamesItsBaseAndLoadsOntoIt) {
         << e.what();
   }
   EXPECT_THROW(nn::load_lora(kBase), nn::CheckpointError);  // not an adapters file
+  std::remove(path.c_str());
+}
+
+// A file with these bytes, in this test process's temporary folder.
+std::string file_with(const std::string& name, const std::string& bytes) {
+  const std::string path = ::testing::TempDir() + "lora_" + name + "_" + std::to_string(::getpid());
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  return path;
+}
+
+TEST(LoraBase, TheFingerprintIsTheSizeAndAHashOfEveryByte) {
+  // FNV-1a's step over 8-byte little-endian words, then the tail's bytes: computed here the long way
+  auto expected = [](const std::string& bytes) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    size_t i = 0;
+    for (; i + 8 <= bytes.size(); i += 8) {
+      uint64_t w = 0;
+      for (int k = 7; k >= 0; --k) w = (w << 8) | static_cast<unsigned char>(bytes[i + size_t(k)]);
+      h = (h ^ w) * 0x100000001b3ull;
+    }
+    for (; i < bytes.size(); ++i) h = (h ^ static_cast<unsigned char>(bytes[i])) * 0x100000001b3ull;
+    return fmt::format("{:016x}", h);
+  };
+  std::string bytes;
+  for (int i = 0; i < (1 << 20) + 13; ++i) bytes += char(i * 7 + (i >> 9));  // past one read's chunk, with a tail
+  for (size_t size : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(9), size_t(1) << 20, bytes.size()}) {
+    const nn::FileFingerprint f = nn::fingerprint_file(file_with("fp", bytes.substr(0, size)));
+    EXPECT_EQ(f.bytes, size);
+    EXPECT_EQ(f.hash, expected(bytes.substr(0, size))) << size;
+  }
+  // one changed byte anywhere changes it, a word's or the tail's
+  const std::string whole = nn::fingerprint_file(file_with("fp", bytes)).hash;
+  for (size_t at : {size_t(0), size_t(5), size_t(1) << 19, bytes.size() - 1}) {
+    std::string changed = bytes;
+    changed[at] ^= 1;
+    EXPECT_NE(nn::fingerprint_file(file_with("fp", changed)).hash, whole) << at;
+  }
+  EXPECT_THROW_WITH(nn::fingerprint_file("/nonexistent/base.safetensors"), nn::CheckpointError,
+                    "/nonexistent/base.safetensors: cannot open");
+  EXPECT_THROW_WITH(nn::fingerprint_file("/dev/zero"), nn::CheckpointError, "/dev/zero: is not a regular file");
+}
+
+TEST(LoraBase, AdaptersOnlyLoadWithTheBaseTheyWereTrainedOn) {
+  const nn::LoraConfig config{.rank = 2, .alpha = 5, .targets = {"attn"}};
+  auto model = adapted_model(config);
+  const std::string base = file_with("base", slurp_file(kBase));
+  const std::string path = ::testing::TempDir() + "lora_base_" + std::to_string(::getpid()) + ".safetensors";
+  nn::save_lora(path, *model, config, nn::lora_base(base));
+  const nn::LoraCheckpoint file = nn::load_lora(path);
+  ASSERT_TRUE(file.base_file);
+  EXPECT_EQ(*file.base_file, nn::fingerprint_file(kBase)) << "a copy is the same file";
+
+  // the same size, one byte changed: refused, naming both files and both fingerprints
+  std::string changed = slurp_file(kBase);
+  changed[changed.size() - 5] ^= 0x40;
+  file_with("base", changed);
+  const nn::FileFingerprint now = nn::fingerprint_file(base);
+  EXPECT_THROW_WITH(nn::load_lora(path), nn::CheckpointError, path, base,
+                    fmt::format("is not the file the adapters were trained on: that one had {} bytes and hash {}, this "
+                                "one has {} bytes and hash {}",
+                                file.base_file->bytes, file.base_file->hash, now.bytes, now.hash));
+  // another base given instead (merge --base) is held to the same
+  EXPECT_THROW_WITH(nn::load_lora(path, base), nn::CheckpointError, "is not the file the adapters were trained on");
+  EXPECT_EQ(nn::load_lora(path, kBase).base_path, kBase);
+  // read_lora alone does not look at the base
+  EXPECT_EQ(nn::read_lora(nn::load_safetensors(path), path).base_path, base);
+
+  // a file from before the base's fingerprint was recorded has nothing to compare: it loads
+  nn::Checkpoint old = nn::load_safetensors(path);
+  old.metadata.erase("base_bytes");
+  old.metadata.erase("base_hash");
+  nn::save_safetensors(path, old.tensors, old.metadata);
+  EXPECT_FALSE(nn::load_lora(path).base_file);
+  std::remove(path.c_str());
+}
+
+TEST(LoraBase, TheMetadataIsReadWholeAndAlphaIsPositive) {
+  const nn::LoraConfig config{.rank = 2, .alpha = 5, .targets = {"attn"}};
+  auto model = adapted_model(config);
+  const std::string path = ::testing::TempDir() + "lora_meta_" + std::to_string(::getpid()) + ".safetensors";
+  nn::save_lora(path, *model, config, nn::lora_base(kBase));
+  auto with = [&](const std::string& key, const std::string& value) {
+    nn::Checkpoint ck = nn::load_safetensors(path);
+    ck.metadata[key] = value;
+    return ck;
+  };
+  for (const char* alpha : {"-5", "0", "nan", "inf", "5x", ""})
+    EXPECT_THROW_WITH(nn::read_lora(with("alpha", alpha), path), nn::CheckpointError, "LoRA metadata 'alpha'",
+                      "not a number above 0");
+  for (const char* rank : {"0", "-2", "2x", " 2", "2.0", "99999999999999999999"})
+    EXPECT_THROW_WITH(nn::read_lora(with("rank", rank), path), nn::CheckpointError, "LoRA metadata 'rank'",
+                      "not a whole number of at least 1");
+  EXPECT_THROW_WITH(nn::read_lora(with("targets", "attn,head"), path), nn::CheckpointError, "LoRA metadata 'targets'",
+                    "'head' is not a target");
+  EXPECT_THROW_WITH(nn::read_lora(with("base_bytes", "12x"), path), nn::CheckpointError, "'base_bytes' '12x'");
+  nn::Checkpoint no_rank = nn::load_safetensors(path);
+  no_rank.metadata.erase("rank");
+  EXPECT_THROW_WITH(nn::read_lora(std::move(no_rank), path), nn::CheckpointError, "LoRA metadata has no 'rank'");
+  // an adapter holding NaN (a run that diverged) is refused, naming it
+  nn::Checkpoint nan = nn::load_safetensors(path);
+  nan.tensors[0].second = nan.tensors[0].second.clone().fill_(std::nan(""));
+  EXPECT_THROW_WITH(nn::read_lora(std::move(nan), path), nn::CheckpointError, "NaN or infinite");
+  // a rank no layer of the base has room for is refused before anything is allocated
+  nn::LoraCheckpoint huge = nn::read_lora(nn::load_safetensors(path), path);
+  huge.config.rank = 4'000'000'000'000;
+  auto base = nn::load_gpt2(kBase);
+  EXPECT_THROW_WITH(nn::apply_lora(*base, huge, path), nn::CheckpointError,
+                    "LoRA rank 4000000000000 is larger than the adapted layers of its base (width 32)");
   std::remove(path.c_str());
 }
 

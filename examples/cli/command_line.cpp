@@ -58,7 +58,8 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   train_cmd->add_option("--batch", train.batch, "windows per batch (B)")->capture_default_str();
   train_cmd->add_option("--context", train.context, "characters per window (T)")->capture_default_str();
   train_cmd->add_option("--dim", train.dim, "embedding size (D)")->capture_default_str();
-  train_cmd->add_option("--heads", train.heads, "attention heads (must divide D)")->capture_default_str();
+  train_cmd->add_option("--heads", train.heads,
+                        "attention heads (must divide D); with --init, those of a GPT-2 file that does not give its own")->capture_default_str();
   train_cmd->add_option("--lr", train.lr, "Adam learning rate")->capture_default_str();
   train_cmd->add_option("--seed", train.seed, "manual_seed before building the model")->capture_default_str();
   train_cmd->add_option("--device", train.device, "cpu or cuda")->capture_default_str();
@@ -81,7 +82,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
                         "--tokenizer gpt2: the folder of encoder.json and vocab.bpe, or a tokenizer.json");
   train_cmd->add_option("--init", train.init,
                         "fine-tune: start from these weights (GPT-2's model.safetensors, llm.c's .bin, or a checkpoint "
-                        "of --model gpt); their shapes set the model, so --dim, --layers, --heads, --preset are refused; "
+                        "of --model gpt); their shapes set the model, so --dim, --layers, --preset are refused; "
                         "defaults B 4, 200 steps, lr 1e-4 (1e-3 with LoRA), --context min(64, the model's), the file's "
                         "tokenizer (GPT-2: --tokenizer gpt2 with --tokenizer-file)");
   train_cmd->add_option("--lora-rank", train.lora_rank,
@@ -147,7 +148,9 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   gen_cmd->get_option("--seed")->check(seed);
 
   CLI::App* info_cmd = app.add_subcommand("info", "describe a checkpoint");
-  info_cmd->add_option("--checkpoint", c.info_checkpoint, "safetensors file")->required();
+  info_cmd->add_option("--checkpoint", c.info_checkpoint,
+                       "a checkpoint of train, a LoRA adapters file, GPT-2's model.safetensors or llm.c's .bin")
+      ->required();
 
   TokenizeOptions& tok = c.tokenize;
   CLI::App* tokenize_cmd = app.add_subcommand("tokenize", "show a text as tokens and their ids");
@@ -182,8 +185,10 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   MergeOptions& mg = c.merge;
   CLI::App* merge_cmd = app.add_subcommand("merge", "add LoRA adapters into their GPT-2 base and write the merged model");
   merge_cmd->add_option("--lora", mg.lora, "adapters file (nn::save_lora)")->required();
-  merge_cmd->add_option("--out", mg.out, "where to write the merged model.safetensors")->required();
-  merge_cmd->add_option("--base", mg.base, "the base model.safetensors (default: the one the adapters name)");
+  merge_cmd->add_option("--out", mg.out, "where to write the merged model.safetensors (not --lora, nor the base)")
+      ->required();
+  merge_cmd->add_option("--base", mg.base,
+                        "the base model (default: the one the adapters name); it must be the file they were trained on");
   merge_cmd->add_option("--heads", mg.heads, "attention heads, if the base file does not say (default: width / 64)");
 
   try {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -23,11 +24,17 @@ void apply_finetune_options(TrainOptions& o, const std::function<bool(const char
   }
   if (given("--model") && o.model != "gpt")
     throw UsageError(fmt::format("--model {} with --init: a fine-tune trains the GPT that {} holds", o.model, o.init));
-  for (const char* flag : {"--preset", "--dim", "--layers", "--heads", "--vocab-size"})
+  for (const char* flag : {"--preset", "--dim", "--layers", "--vocab-size"})
     if (given(flag))
       throw UsageError(fmt::format("{} cannot be given with --init: the model's shape comes from {} (leave out --preset, "
-                                   "--dim, --layers, --heads and --vocab-size)",
+                                   "--dim, --layers and --vocab-size)",
                                    flag, o.init));
+  // The shapes of a GPT-2 file do not say how its width splits into heads: --heads says it for a file
+  // whose metadata does not (checked against the file when it is read). The run's o.heads is the model's.
+  if (given("--heads")) {
+    if (o.heads < 1) throw UsageError(fmt::format("--heads must be at least 1, got {}", o.heads));
+    o.init_heads = std::exchange(o.heads, TrainOptions().heads);
+  }
   if (given("--lora-rank") && o.lora_rank < 1)
     throw UsageError(fmt::format("--lora-rank must be at least 1 (leave it out for a full fine-tune), got {}", o.lora_rank));
   if (!given("--lora-rank") && lora_flags) throw UsageError("--lora-alpha and --lora-targets need --lora-rank R");
@@ -47,10 +54,17 @@ void apply_finetune_options(TrainOptions& o, const std::function<bool(const char
   if (!given("--tokenizer")) o.tokenizer.clear();  // the file's own: gpt2 for GPT-2, the checkpoint's for ours
 }
 
-std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& path) {
-  if (nn::is_llmc_checkpoint(path)) return nn::load_llmc_gpt2(path);
+std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& path, int64_t heads) {
+  if (nn::is_llmc_checkpoint(path)) return nn::load_llmc_gpt2(path, heads);
   if (!nn::is_gpt2_file(path)) return nullptr;
-  return nn::load_gpt2(path);  // each tensor read straight into its parameter: one model's memory
+  return nn::load_gpt2(path, heads);  // each tensor read straight into its parameter: one model's memory
+}
+
+void check_heads_agree(int64_t given, const nn::GPTModel& model, const std::string& path) {
+  if (given > 0 && given != model.cfg.n_heads)
+    throw UsageError(fmt::format("--heads {}: {} records its own head count, {} (a head count is for a GPT-2 file that "
+                                 "does not give its own)",
+                                 given, path, model.cfg.n_heads));
 }
 
 void set_dropout(nn::GPTModel& model, double p) {

@@ -18,15 +18,21 @@
 namespace cli {
 
 // Parse time, `train --init FILE` without --resume: refuses the flags that would set the model's shape
-// (--dim, --layers, --heads, --preset, --vocab-size, --model other than gpt) and gives the recipe flags the
-// command line left unset a fine-tune's values (B 4, 200 steps, 20 warm-up, lr 1e-4, or 1e-3 with LoRA).
-// `given(flag)` says whether the command line gave that flag. The --lora-* flags without --init are
-// refused too. UsageError names the flag.
+// (--dim, --layers, --preset, --vocab-size, --model other than gpt) and gives the recipe flags the command
+// line left unset a fine-tune's values (B 4, 200 steps, 20 warm-up, lr 1e-4, or 1e-3 with LoRA). --heads
+// becomes init_heads: the head count of a GPT-2 file that does not give its own (a file that does must
+// agree with it). `given(flag)` says whether the command line gave that flag. The --lora-* flags without
+// --init are refused too. UsageError names the flag.
 void apply_finetune_options(TrainOptions& options, const std::function<bool(const char*)>& given);
 
-// GPT-2's weights from --init's file: Hugging Face's safetensors (nn::load_gpt2's checks) or llm.c's .bin.
-// Null when the file is a safetensors file without GPT-2's tensors (it may be a checkpoint of ours).
-std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& path);
+// GPT-2's weights from --init's file (or a LoRA file's base): Hugging Face's safetensors (nn::load_gpt2's
+// checks) or llm.c's .bin, with `heads` heads if the file does not give its count (0: width / 64; a file
+// that gives one must agree). Null when the file is a safetensors file without GPT-2's tensors (it may be
+// a checkpoint of ours).
+std::unique_ptr<nn::GPTModel> load_gpt2_weights(const std::string& path, int64_t heads = 0);
+
+// A head count given for a checkpoint of ours, which records its own: refused (UsageError) unless they agree.
+void check_heads_agree(int64_t given, const nn::GPTModel& model, const std::string& path);
 
 // Sets every dropout of the model (embeddings, attention weights, residual branches) to p: a model read
 // from a file comes with none.

@@ -182,15 +182,8 @@ void check_distinct_characters(const std::u32string& vocabulary, const std::stri
 }
 
 void check_finite_parameters(const nn::NamedTensors& tensors, const std::string& checkpoint) {
-  for (const auto& [name, t] : tensors) {
-    if (t.dtype() != autograd::DType::Float32 && t.dtype() != autograd::DType::Float64) continue;
-    const std::vector<double> values = t.to_vector<double>();
-    const auto bad = std::count_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); });
-    if (bad > 0)
-      throw nn::CheckpointError(fmt::format("{}: tensor '{}' holds {} NaN or infinite values of {} (the run that saved "
-                                            "it diverged; retrain with a smaller --lr)",
-                                            checkpoint, name, bad, values.size()));
-  }
+  for (const auto& [name, t] : tensors)
+    nn::check_finite(checkpoint, name, t, "the run that saved it diverged; retrain with a smaller --lr");
 }
 
 int usable_threads(int requested, std::string& note) {

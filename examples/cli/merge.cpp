@@ -3,10 +3,13 @@
 #include "commands.h"
 
 #include <ostream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "guards.h"
+#include "model_files.h"
 #include "nn/gpt2.h"
 #include "nn/lora.h"
 
@@ -14,16 +17,29 @@ namespace cli {
 
 int run_merge(const MergeOptions& o, std::ostream& out) {
   if (o.lora.empty() || o.out.empty()) throw UsageError("merge: give --lora ADAPTERS and --out FILE");
-  const nn::LoraCheckpoint adapters = nn::load_lora(o.lora);
-  const std::string base = o.base.empty() ? adapters.base_path : o.base;
-  if (base.empty()) throw UsageError(fmt::format("merge: {} names no base file; give --base", o.lora));
-  nn::check_writable(o.out);
-  const std::unique_ptr<nn::GPTModel> model = nn::load_gpt2(base, o.heads);
-  nn::apply_lora(*model, adapters, o.lora);
+  if (o.heads < 0) throw UsageError(fmt::format("--heads must be positive, got {}", o.heads));
+  use_kernels("");  // SCRATCHGRAD_KERNELS and SCRATCHGRAD_NUMERICS checked as every command checks them
+  use_numerics_for("gpt", "");
+  // The output replaces its file (by rename): it may be neither input, nor a device or a folder.
+  check_distinct_files({{"--lora", o.lora}, {"--base", o.base}, {"--out", o.out}});
+  const std::string target = checkpoint_target("--out", o.out);
+  const nn::LoraCheckpoint adapters = nn::load_lora(o.lora, o.base);  // the base checked: the adapters' own
+  if (adapters.base_path.empty()) throw UsageError(fmt::format("merge: {} names no base file; give --base", o.lora));
+  if (o.base.empty()) check_distinct_files({{"--lora's base", adapters.base_path}, {"--out", o.out}});
+  nn::check_writable(target);
+  const std::unique_ptr<nn::GPTModel> model = lora_model(adapters, o.lora, o.heads);
   nn::merge_lora(*model);
-  nn::save_safetensors(o.out, nn::gpt2_state_dict(*model), nn::gpt2_metadata(*model));
+  nn::NamedTensors merged;
+  try {
+    merged = nn::gpt2_state_dict(*model);
+  } catch (const std::invalid_argument&) {
+    throw UsageError(fmt::format("merge: the base {} is a GPT without GPT-2's q, k, v biases and tied head, and merge "
+                                 "writes GPT-2's layout (generate, eval and train --init read the adapters file as it is)",
+                                 adapters.base_path));
+  }
+  nn::save_safetensors(target, merged, nn::gpt2_metadata(*model));  // a temporary file renamed into place
   out << fmt::format("merged {} (rank {}, alpha {}, {}) into {}: wrote {}\n", o.lora, adapters.config.rank,
-                     adapters.config.alpha, fmt::join(adapters.config.targets, ","), base, o.out);
+                     adapters.config.alpha, fmt::join(adapters.config.targets, ","), adapters.base_path, o.out);
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "finetune.h"
 #include "guards.h"
 #include "nn/lora.h"
+#include "nn/numbers.h"
 #include "options.h"
 
 namespace cli {
@@ -26,13 +27,9 @@ std::map<std::string, std::string> model_metadata(const nn::CharModelConfig& c, 
 int64_t metadata_int(const nn::Checkpoint& ck, const std::string& path, const std::string& key) {
   auto it = ck.metadata.find(key);
   if (it == ck.metadata.end()) throw nn::CheckpointError(fmt::format("{}: metadata has no '{}'", path, key));
-  try {
-    size_t used = 0;
-    int64_t v = std::stoll(it->second, &used);
-    if (used == it->second.size() && v > 0) return v;
-  } catch (const std::exception&) {
-  }
-  throw nn::CheckpointError(fmt::format("{}: metadata '{}' is not a positive integer: '{}'", path, key, it->second));
+  if (const std::optional<int64_t> v = nn::parse_whole(it->second, 1)) return *v;
+  throw nn::CheckpointError(fmt::format("{}: metadata '{}' is not a positive integer: '{}'", path, key,
+                                        it->second.substr(0, 40)));
 }
 
 bool head_is_tied(const nn::GPTModel& model) { return &model.out_head->weight.impl() == &model.tok_emb->weight.impl(); }
@@ -169,22 +166,58 @@ LoadedModel load_model(const std::string& path, const std::string& gpt2_tokenize
   return m;
 }
 
+std::unique_ptr<nn::GPTModel> lora_model(const nn::LoraCheckpoint& adapters, const std::string& lora_path, int64_t heads,
+                                         const std::string& gpt2_tokenizer_file) {
+  const std::string& base = adapters.base_path;
+  if (heads == 0 && adapters.checkpoint.metadata.count("heads")) heads = metadata_int(adapters.checkpoint, lora_path, "heads");
+  std::unique_ptr<nn::GPTModel> model = load_gpt2_weights(base, heads);
+  if (!model) {  // a GPT of ours (a LoRA run's base may itself be a LoRA run: it goes on from its merged weights)
+    model = std::move(load_model(base, gpt2_tokenizer_file).gpt);
+    if (!model) throw nn::CheckpointError(fmt::format("{}: its base {} is not a GPT", lora_path, base));
+    if (!nn::lora_parameters(*model).empty()) nn::merge_lora(*model);
+  }
+  nn::apply_lora(*model, adapters, lora_path);
+  model->eval();
+  return model;
+}
+
 namespace {
 
-// A LoRA fine-tune's checkpoint: the base file it names, loaded, with its adapters on; the run's tokenizer
+// A LoRA run's base may be a LoRA run in turn, and so on; a file whose base is itself (or two that name
+// each other) would go round until the stack overflowed. The fingerprint a file records rules that out
+// (no file can hold its own hash), but files from before it was recorded have none.
+constexpr int kMaxLoraChain = 16;
+
+class LoraChainLink {
+ public:
+  explicit LoraChainLink(const std::string& path) {
+    if (depth_ == kMaxLoraChain)
+      throw nn::CheckpointError(fmt::format("{}: more than {} LoRA files, each the base of the one before (does a base "
+                                            "name a file that names it?)",
+                                            path, kMaxLoraChain));
+    ++depth_;
+  }
+  ~LoraChainLink() { --depth_; }
+  LoraChainLink(const LoraChainLink&) = delete;
+  LoraChainLink& operator=(const LoraChainLink&) = delete;
+
+ private:
+  static thread_local inline int depth_ = 0;
+};
+
+// A LoRA fine-tune's checkpoint: its base, checked and loaded, with its adapters on; the run's tokenizer
 // and sample prompt as its metadata records them.
 LoadedModel load_lora_run(const std::string& path, nn::Checkpoint&& ck, const std::string& gpt2_tokenizer_file) {
-  const nn::LoraCheckpoint adapters = nn::load_lora(path);
-  std::unique_ptr<nn::GPTModel> model = load_gpt2_weights(adapters.base_path);
-  if (!model) model = std::move(load_model(adapters.base_path, gpt2_tokenizer_file).gpt);
-  if (!model) throw nn::CheckpointError(fmt::format("{}: its base {} is not a GPT", path, adapters.base_path));
-  nn::apply_lora(*model, adapters, path);
-  model->eval();
+  const LoraChainLink link(path);
+  nn::LoraCheckpoint adapters = nn::load_lora(std::move(ck), path);
+  if (adapters.base_path.empty()) throw nn::CheckpointError(fmt::format("{}: LoRA metadata has no 'base'", path));
+  std::unique_ptr<nn::GPTModel> model = lora_model(adapters, path, 0, gpt2_tokenizer_file);
+  nn::Checkpoint& run = adapters.checkpoint;
   LoadedModel m;
-  m.tokenizer = tokenizer_of_checkpoint(ck.metadata, path, gpt2_tokenizer_file);
+  m.tokenizer = tokenizer_of_checkpoint(run.metadata, path, gpt2_tokenizer_file);
   if (m.tokenizer.is_char()) {
     try {
-      m.vocab = Vocabulary(decode_utf8(ck.metadata.count("vocab") ? ck.metadata["vocab"] : ""));
+      m.vocab = Vocabulary(decode_utf8(run.metadata.count("vocab") ? run.metadata["vocab"] : ""));
     } catch (const UsageError&) {
       throw nn::CheckpointError(fmt::format("{}: vocabulary is not valid UTF-8", path));
     }
@@ -193,8 +226,8 @@ LoadedModel load_lora_run(const std::string& path, nn::Checkpoint&& ck, const st
     throw nn::CheckpointError(fmt::format("{}: the run's tokenizer has {} tokens, its base {} a vocabulary of {}", path,
                                           m.vocab_size(), adapters.base_path, model->cfg.vocab_size));
   m.gpt = std::move(model);
-  read_sample_prompt(m, ck);
-  m.checkpoint = std::move(ck);
+  read_sample_prompt(m, run);
+  m.checkpoint = std::move(run);
   return m;
 }
 

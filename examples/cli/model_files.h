@@ -10,6 +10,7 @@
 
 #include "nn/char_model.h"
 #include "nn/gpt.h"
+#include "nn/lora.h"
 #include "nn/safetensors.h"
 #include "text.h"
 #include "train_tokenizer.h"
@@ -52,5 +53,13 @@ struct LoadedModel {
 
 // A checkpoint of `train` (either model), or of a LoRA fine-tune (its base with its adapters on).
 LoadedModel load_model(const std::string& path, const std::string& gpt2_tokenizer_file = "");
+
+// The model a LoRA file adapts, with the adapters on. `adapters` comes from nn::load_lora, which checked
+// the file and that adapters.base_path is the base they were trained on; the base is read as --init reads
+// it (GPT-2's safetensors, llm.c's .bin, or a GPT of ours, whose own adapters are merged first), with
+// `heads` heads, else the run's recorded "heads", for a GPT-2 file that does not give its count.
+// generate, eval and merge read a LoRA file through it.
+std::unique_ptr<nn::GPTModel> lora_model(const nn::LoraCheckpoint& adapters, const std::string& lora_path, int64_t heads,
+                                         const std::string& gpt2_tokenizer_file = "");
 
 }  // namespace cli

@@ -69,6 +69,7 @@ struct TrainOptions {
   // .bin, or a checkpoint of `train --model gpt`), whose shapes decide the model
   std::string init;
   bool context_set = false;  // --context was given (else a fine-tune takes min(64, the model's context))
+  int64_t init_heads = 0;    // --heads with --init: the head count of a file that does not give it (0: width / 64)
   int64_t lora_rank = 0;     // 0: a full fine-tune; else LoRA adapters of this rank, the rest frozen
   double lora_alpha = 16;    // the adapters' update is scaled by alpha / rank
   std::string lora_targets = "attn";  // attn, mlp or attn,mlp

@@ -315,6 +315,7 @@ optim::AdamW gpt_optimizer(const nn::GPTModel& model, const TrainOptions& o) {
 struct RunModel {
   std::unique_ptr<nn::GPTModel> model;
   std::string base;                       // a fine-tune: the absolute path of the weights it started from
+  nn::FileFingerprint base_file;          // a LoRA fine-tune: the base's size and hash, which its --save records
   std::optional<nn::LoraConfig> lora;     // a LoRA fine-tune's adapters
   std::unique_ptr<nn::LoraAdapters> adapters;
   std::optional<RunTokenizer> base_tokenizer;  // a fine-tune of a checkpoint of ours: its tokenizer,
@@ -413,7 +414,8 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
   auto save = [&](int64_t steps_done) {
     nn::NamedTensors optimizer_state;
     for (auto& [name, t] : opt.state_dict()) optimizer_state.emplace_back(kOptimizerPrefix + name, t);
-    if (run.lora) return nn::save_lora(o.save, model, *run.lora, run.base, metadata_at(steps_done), optimizer_state);
+    if (run.lora)
+      return nn::save_lora(o.save, model, *run.lora, {run.base, run.base_file}, metadata_at(steps_done), optimizer_state);
     nn::NamedTensors tensors = gpt_state(model);
     tensors.insert(tensors.end(), optimizer_state.begin(), optimizer_state.end());
     nn::save_safetensors(o.save, tensors, metadata_at(steps_done));  // a temporary file renamed into place
@@ -490,7 +492,7 @@ std::unique_ptr<nn::GPTModel> load_base(const std::string& path, TrainOptions& o
                                              "--tokenizer {})",
                                              o.tokenizer, path, why, kind));
   };
-  if (std::unique_ptr<nn::GPTModel> gpt2 = load_gpt2_weights(path)) {
+  if (std::unique_ptr<nn::GPTModel> gpt2 = load_gpt2_weights(path, o.init_heads)) {
     tokenizer_must_be("gpt2", "GPT-2's weights read GPT-2's tokens (with --tokenizer-file DIR)");
     return gpt2;
   }
@@ -499,6 +501,7 @@ std::unique_ptr<nn::GPTModel> load_base(const std::string& path, TrainOptions& o
     throw UsageError(fmt::format("--init {}: a checkpoint of the workshop's one-layer model; --init fine-tunes a GPT "
                                  "(GPT-2's weights or a checkpoint of train --model gpt)",
                                  path));
+  check_heads_agree(o.init_heads, *ours.gpt, path);
   tokenizer_must_be(ours.tokenizer.kind, fmt::format("the checkpoint reads its own {} tokenizer", ours.tokenizer.kind));
   if (!nn::lora_parameters(*ours.gpt).empty()) nn::merge_lora(*ours.gpt);  // a LoRA run goes on from its merged weights
   run.base_tokenizer = ours.tokenizer;
@@ -512,7 +515,14 @@ RunModel finetune_model(TrainOptions& o) {
   RunModel run;
   const bool resumed = !o.resume.empty();
   if (!resumed) o.init = absolute_path(o.init);  // what a checkpoint records
+  else o.init_heads = o.heads;                   // the run's heads (a base file that does not give them needs them)
   run.base = o.init;
+  // a LoRA run's base is fingerprinted as it is read (its --save records it); a resumed one's adapters are
+  // read first, and their base checked to be the file they were trained on
+  std::optional<nn::LoraCheckpoint> saved_adapters;
+  if (resumed && o.lora_rank > 0) saved_adapters = nn::load_lora(o.resume);
+  if (o.lora_rank > 0)
+    run.base_file = saved_adapters && saved_adapters->base_file ? *saved_adapters->base_file : nn::fingerprint_file(o.init);
   if (resumed && o.lora_rank == 0) {  // a full fine-tune: all the weights are in the checkpoint
     LoadedModel saved = load_model(o.resume, o.tokenizer_file);
     run.model = std::move(saved.gpt);
@@ -527,7 +537,7 @@ RunModel finetune_model(TrainOptions& o) {
     run.lora = lora_config(o, model);
     if (resumed) {
       try {
-        nn::apply_lora(model, nn::load_lora(o.resume), o.resume);
+        nn::apply_lora(model, *saved_adapters, o.resume);
       } catch (const std::invalid_argument& e) {
         throw nn::CheckpointError(fmt::format("{}: {}", o.resume, e.what()));
       }
