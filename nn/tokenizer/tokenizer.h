@@ -13,24 +13,27 @@
 // Every bad input (a file that is not what it claims, an id out of range, a vocabulary size the text cannot
 // give) throws tokenizer::TokenizerError with a message that names the file or value at fault.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "nn/tokenizer/error.h"
 #include "nn/tokenizer/split.h"
 
 namespace tokenizer {
 
-class TokenizerError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// The largest tokenizer file read (encoder.json, vocab.bpe, tokenizer.json, a scratchgrad-bpe file): GPT-2's
+// are 1 MB, Llama 3's tokenizer.json 9 MB. Anything larger is refused before it is read.
+inline constexpr size_t kMaxFileBytes = size_t(64) << 20;  // 64 MiB
+// How deep the JSON of a tokenizer file may nest (tokenizer.json needs about 6 levels), checked before it is
+// parsed: nlohmann's parser recurses once per level.
+inline constexpr size_t kMaxJsonDepth = 64;
 
 // One learned merge: tokens `left` and `right`, side by side inside a chunk, become token `result`.
 struct Merge {
@@ -79,8 +82,14 @@ class Tokenizer {
   // train() makes) have this form; others throw TokenizerError.
   std::string to_text() const;
   static Tokenizer from_text(std::string_view text, const std::string& source_name);
+  // save() writes a temporary file and renames it over `path`, so a failed save keeps the previous file.
   void save(const std::string& path) const;
   static Tokenizer load(const std::string& path);
+
+  // 16 hex digits (FNV-1a 64) of everything that decides the ids: the split pattern, the byte ids, the
+  // merges and the special tokens. Two tokenizers with the same fingerprint encode every text alike,
+  // whichever files they were read from (encoder.json + vocab.bpe or tokenizer.json).
+  std::string fingerprint() const;
 
  private:
   std::vector<int32_t> merge_chunk(std::string_view chunk) const;
