@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   if (o.attention != "auto")
     for (const auto& block : *model.trf_blocks)
       block->att->attention = nn::parse_attention_kernel(o.attention, "--attention");
-  auto [decay, no_decay] = nn::weight_decay_groups(model);  // as examples/cli/trainer.cpp's gpt_optimizer
+  auto [decay, no_decay] = nn::weight_decay_groups(model);  // as examples/cli/train.cpp's gpt_optimizer
   optim::AdamW opt(nn::tensors_of(decay), {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
   opt.add_param_group(nn::tensors_of(no_decay), {{"weight_decay", 0.0}});
   const std::vector<Tensor> params = model.parameters();

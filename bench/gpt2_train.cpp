@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
   std::vector<Tensor> trained;
   std::unique_ptr<optim::AdamW> opt;
   if (o.mode == "full") {
-    auto [decay, no_decay] = nn::weight_decay_groups(model);  // as examples/cli/trainer.cpp's gpt_optimizer
+    auto [decay, no_decay] = nn::weight_decay_groups(model);  // as examples/cli/train.cpp's gpt_optimizer
     opt = std::make_unique<optim::AdamW>(nn::tensors_of(decay), optim::AdamW::Options{.lr = 3e-4, .beta1 = 0.9, .beta2 = 0.95,
                                                                                 .eps = 1e-8, .weight_decay = 0.1});
     opt->add_param_group(nn::tensors_of(no_decay), {{"weight_decay", 0.0}});

@@ -15,7 +15,7 @@
 #include "test_process.h"
 #include "command_line.h"
 #include "text.h"
-#include "trainer.h"
+#include "commands.h"
 
 using namespace autograd;
 namespace fs = std::filesystem;

@@ -230,3 +230,10 @@ TEST(Docs, TheArchitectureTreeListsEveryAutogradFile) {
     EXPECT_TRUE(listed) << fs::relative(e.path(), kSource).generic_string() << " is missing from docs/architecture.md";
   }
 }
+
+// The command line grows a command at a time: each lives in a file of its own, and no file there outgrows
+// one sitting's reading.
+TEST(House, NoCommandLineFileIsOver800Lines) {
+  for (const auto& e : fs::directory_iterator(kSource / "examples" / "cli"))
+    if (e.is_regular_file()) EXPECT_LE(line_count(e.path()), 800u) << e.path().filename() << " is over 800 lines: split it";
+}

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "tokenize.h"
-#include "trainer.h"
+#include "commands.h"
 
 namespace cli {
 

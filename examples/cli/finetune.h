@@ -2,7 +2,7 @@
 // ones, and trains all of them (a full fine-tune) or only LoRA adapters added to them (--lora-rank).
 //
 // The file decides the model's shape: Hugging Face's GPT-2 model.safetensors, llm.c's gpt2_124M.bin, or a
-// checkpoint of `train --model gpt`. Everything else is the trainer's own loop (trainer.cpp): schedule,
+// checkpoint of `train --model gpt`. Everything else is the trainer's own loop (train.cpp): schedule,
 // clipping, accumulation, --save / --resume, mpirun. What is particular to a fine-tune lives here: its
 // flags and their defaults, the file's kind, the adapters, and what a run of that model needs in memory.
 #pragma once
@@ -13,7 +13,7 @@
 
 #include "nn/gpt.h"
 #include "nn/lora.h"
-#include "trainer.h"
+#include "options.h"
 
 namespace cli {
 

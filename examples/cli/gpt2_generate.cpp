@@ -17,7 +17,8 @@
 #include "nn/lora.h"
 #include "command_line.h"
 #include "token_text.h"
-#include "trainer.h"
+#include "commands.h"
+#include "sampling.h"
 
 namespace cli {
 
@@ -146,21 +147,6 @@ int run_generate_gpt2(const GenerateOptions& o, const std::string& path, nn::Che
   report << fmt::format("{} tokens in {:.2f} s ({:.1f} tokens/s, prompt of {}, {} thread{})\n", produced.size(), seconds,
                         seconds > 0 ? double(produced.size()) / seconds : 0.0, prompt.size(), o.threads,
                         o.threads == 1 ? "" : "s");
-  return 0;
-}
-
-int run_merge(const MergeOptions& o, std::ostream& out) {
-  if (o.lora.empty() || o.out.empty()) throw UsageError("merge: give --lora ADAPTERS and --out FILE");
-  const nn::LoraCheckpoint adapters = nn::load_lora(o.lora);
-  const std::string base = o.base.empty() ? adapters.base_path : o.base;
-  if (base.empty()) throw UsageError(fmt::format("merge: {} names no base file; give --base", o.lora));
-  nn::check_writable(o.out);
-  const std::unique_ptr<nn::GPTModel> model = nn::load_gpt2(base, o.heads);
-  nn::apply_lora(*model, adapters, o.lora);
-  nn::merge_lora(*model);
-  nn::save_safetensors(o.out, nn::gpt2_state_dict(*model), nn::gpt2_metadata(*model));
-  out << fmt::format("merged {} (rank {}, alpha {}, {}) into {}: wrote {}\n", o.lora, adapters.config.rank,
-                     adapters.config.alpha, fmt::join(adapters.config.targets, ","), base, o.out);
   return 0;
 }
 

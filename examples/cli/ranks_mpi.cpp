@@ -11,7 +11,7 @@
 #include "nn/dist/data_parallel.h"
 #include "nn/dist/distributed.h"
 #include "ranks.h"
-#include "trainer.h"
+#include "commands.h"
 
 namespace cli {
 

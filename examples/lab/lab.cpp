@@ -26,7 +26,7 @@
 #include "autograd/inspect/trace.h"
 #include "autograd/random/float_sincos.h"
 #include "examples/cli/text.h"
-#include "examples/cli/trainer.h"
+#include "examples/cli/options.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
 
@@ -304,7 +304,7 @@ json backward_panel(const json& request) {
 
 // ---------------------------------------------------------------- train
 
-// The workshop's run, as `scratchgrad train` does it with its defaults (examples/cli/trainer.cpp):
+// The workshop's run, as `scratchgrad train` does it with its defaults (examples/cli/train.cpp):
 // manual_seed, the model, Adam, then per step random windows, cross entropy, zero_grad, backward, step.
 struct TrainingRun {
   cli::TrainOptions options;

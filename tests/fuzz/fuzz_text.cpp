@@ -11,7 +11,7 @@
 #include "fuzz_common.h"
 #include "nn/safetensors.h"
 #include "text.h"
-#include "trainer.h"
+#include "commands.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = fuzz::write_scratch("input.txt", data, size);

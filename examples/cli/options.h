@@ -1,4 +1,5 @@
-// trainer.h — what `scratchgrad train | generate | info` do, callable from tests as well as main().
+// options.h — the options of every `scratchgrad` command (train, generate, eval, info, merge), and the checks and
+// settings they share. commands.h declares the commands themselves.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/device.h"
 #include "autograd/numerics.h"
 #include "nn/safetensors.h"
 #include "text.h"
@@ -111,6 +113,12 @@ struct EvalOptions {
   std::string numerics;
 };
 
+struct MergeOptions {
+  std::string base;     // GPT-2 model.safetensors; default: the base file the adapters name
+  std::string lora;     // adapters written by nn::save_lora
+  std::string out;      // the merged model, in GPT-2's layout
+  int64_t heads = 0;
+};
 // Sets the numerics a run of `model` ("mini" or "gpt") uses: `requested` if given (exact or fast, else
 // UsageError), else SCRATCHGRAD_NUMERICS, else exact for mini and fast for gpt. Returns the choice.
 autograd::Numerics use_numerics_for(const std::string& model, const std::string& requested);
@@ -122,38 +130,12 @@ void use_kernels(const std::string& requested);
 // UsageError naming the flag and the value.
 void check_train_options(const TrainOptions& options);
 
-// Each returns the process exit status; bad input throws UsageError or nn::CheckpointError.
-int run_train(const TrainOptions& options, std::ostream& out);
-int run_generate(const GenerateOptions& options, std::ostream& out);
-// `generate` on a GPT-2 checkpoint (a safetensors file already read; or, with no tensors, llm.c's .bin at
-// `path`): prefill and cached steps, streaming the ids to `out`, the speed to `report`.
-int run_generate_gpt2(const GenerateOptions& options, const std::string& path, nn::Checkpoint&& checkpoint,
-                      std::ostream& out, std::ostream& report);
-int run_info(const std::string& checkpoint, std::ostream& out);
+// Throws UsageError(message) unless ok: a command's check on its options.
+void require(bool ok, const std::string& message);
 
-// A long generation says how long it will take: after two seconds, once, on stderr, when the tokens left
-// need more than a minute at the rate so far (--tokens is bounded only by int64; the text streams anyway).
-class DurationNotice {
- public:
-  explicit DurationNotice(int64_t tokens);
-  void token_made();
+// --device's value as a Device this build and machine can use, else UsageError naming the flag.
+autograd::Device checked_device(const std::string& name);
 
- private:
-  int64_t tokens_, made_ = 0;
-  bool said_ = false;
-  std::chrono::steady_clock::time_point start_;
-};
-struct MergeOptions {
-  std::string base;     // GPT-2 model.safetensors; default: the base file the adapters name
-  std::string lora;     // adapters written by nn::save_lora
-  std::string out;      // the merged model, in GPT-2's layout
-  int64_t heads = 0;
-};
-// Adds the adapters into the base weights and writes a plain GPT-2 file.
-int run_merge(const MergeOptions& options, std::ostream& out);
-
-// Mean loss, perplexity and (for a text) bits per byte of a checkpoint on a whole text, sliding windows.
-int run_eval(const EvalOptions& options, std::ostream& out);
 // "464 3290, 318" → {464, 3290, 318}: ids separated by spaces, commas or line breaks; UsageError naming
 // `flag` for anything else.
 std::vector<int64_t> parse_token_ids(const std::string& text, const std::string& flag);
