@@ -3,7 +3,6 @@
 
 #include <unistd.h>
 
-#include <charconv>
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -14,6 +13,9 @@
 #include <fmt/format.h>
 
 #include "guards.h"
+#include "model_files.h"
+#include "nn/gpt2.h"
+#include "nn/numbers.h"
 #include "nn/safetensors.h"
 #include "nn/tokenizer/tokenizer.h"
 #include "text.h"
@@ -114,6 +116,24 @@ Codec named_codec(const TokenizeOptions& o) {
   return c;
 }
 
+// The tokenizer a checkpoint of ours carries (model_files.h reads it as generate does: a gpt2 run's files
+// from its recorded path, or from --tokenizer-file where they have moved).
+Codec checkpoint_codec(const TokenizeOptions& o) {
+  if (!o.tokenizer.empty())
+    throw UsageError("tokenize: --tokenizer cannot be given with --checkpoint (the checkpoint's own tokenizer is used)");
+  if (nn::is_gpt2_file(o.checkpoint) || nn::is_llmc_checkpoint(o.checkpoint))
+    throw UsageError("tokenize: --checkpoint " + o.checkpoint + " is a GPT-2 (or llm.c) file, which holds no tokenizer: "
+                     "give --tokenizer gpt2 --tokenizer-file with GPT-2's encoder.json and vocab.bpe");
+  const LoadedModel m = load_model(o.checkpoint, o.tokenizer_file);
+  if (!o.tokenizer_file.empty() && m.tokenizer.kind != "gpt2")
+    throw UsageError("tokenize: --tokenizer-file is for a checkpoint trained with --tokenizer gpt2; " + o.checkpoint +
+                     " carries its own " + m.tokenizer.kind + " tokenizer");
+  Codec c;
+  if (m.tokenizer.is_char()) c.chars = m.vocab;
+  else c.bpe = m.tokenizer.bpe;
+  return c;
+}
+
 // --decode's input: whitespace-separated whole numbers, each an id of the vocabulary.
 std::vector<int64_t> parse_ids(const std::string& text, int64_t vocab_size, const std::string& where) {
   std::vector<int64_t> ids;
@@ -126,12 +146,11 @@ std::vector<int64_t> parse_ids(const std::string& text, int64_t vocab_size, cons
     size_t end = at;
     while (end < text.size() && !is_space(text[end])) ++end;
     const std::string_view word(text.data() + at, end - at);
-    int64_t id = -1;
-    const auto [stop, error] = std::from_chars(word.data(), word.data() + word.size(), id);
-    if (error != std::errc() || stop != word.data() + word.size() || id < 0 || id >= vocab_size)
+    const std::optional<int64_t> id = nn::parse_whole(word, 0, vocab_size - 1);
+    if (!id)
       throw UsageError(fmt::format("tokenize --decode: {}: '{}' (word {}) is not a token id, a whole number from 0 to {}",
                                    where, tokenizer::escape_bytes(clipped(word)), ids.size() + 1, vocab_size - 1));
-    ids.push_back(id);
+    ids.push_back(*id);
     at = end;
   }
   if (ids.empty()) throw UsageError(fmt::format("tokenize --decode: {} holds no ids", where));
@@ -165,7 +184,7 @@ int run_tokenize(const TokenizeOptions& o, std::ostream& out) {
   try {
     if (o.decode && o.ids_only) throw UsageError("tokenize: --ids shows a text's ids; --decode reads ids");
     const std::string where = o.text_file.empty() ? "standard input" : o.text_file;
-    Codec codec = named_codec(o);
+    Codec codec = o.checkpoint.empty() ? named_codec(o) : checkpoint_codec(o);
     const std::string input = read_input(o.text_file, where);
     if (o.decode) {
       out << codec.decode(parse_ids(input, codec.size(), where)) << std::flush;
