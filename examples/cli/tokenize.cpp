@@ -29,28 +29,31 @@ std::string clipped(std::string_view word) {
   return word.size() <= 40 ? std::string(word) : std::string(word.substr(0, 40)) + "...";
 }
 
-// Standard input to its end, but no further than kMaxTextBytes (the limit of a --text file): an endless
-// stream (`yes | scratchgrad tokenize`) is refused, not read until the memory runs out.
-std::string read_standard_input() {
+}  // namespace
+
+std::string read_bounded(std::istream& in, uint64_t limit, const std::string& where) {
   std::string text;
   std::vector<char> chunk(size_t(1) << 20);
-  while (std::cin.read(chunk.data(), std::streamsize(chunk.size())) || std::cin.gcount() > 0) {
-    const size_t got = size_t(std::cin.gcount());
-    if (text.size() + got > kMaxTextBytes)
-      throw UsageError(fmt::format("tokenize: standard input holds more than {} bytes (1 GiB), the most tokenize reads",
-                                   kMaxTextBytes));
+  while (in.read(chunk.data(), std::streamsize(chunk.size())) || in.gcount() > 0) {
+    const size_t got = size_t(in.gcount());
+    if (text.size() + got > limit)
+      throw UsageError(fmt::format("tokenize: {} holds more than {} bytes, the most tokenize reads", where, limit));
     text.append(chunk.data(), got);
   }
-  if (std::cin.bad()) throw UsageError("tokenize: cannot read standard input");
+  if (in.bad()) throw UsageError(fmt::format("tokenize: cannot read {}", where));
   return text;
 }
+
+namespace {
 
 // The input (a text, or ids for --decode): the --text file, or standard input. An empty one is refused: it
 // has nothing to show.
 std::string read_input(const std::string& path, const std::string& where) {
   std::string text;
   try {
-    text = path.empty() ? read_standard_input() : read_text_file(path);
+    // An endless stream (`yes | scratchgrad tokenize`) stops at the limit of a --text file, not when the
+    // memory runs out.
+    text = path.empty() ? read_bounded(std::cin, kMaxTextBytes, where) : read_text_file(path);
   } catch (const std::bad_alloc&) {
     throw UsageError(fmt::format("tokenize: out of memory reading {}", where));
   }

@@ -25,6 +25,10 @@ struct BpeOptions {
   std::string save;              // write the tokenizer (scratchgrad-bpe text format) here
 };
 
+// `in` to its end, refusing (UsageError naming `where`) more than `limit` bytes: tokenize reads standard input
+// so, with the limit of a --text file (kMaxTextBytes), and a failed allocation names standard input too.
+std::string read_bounded(std::istream& in, uint64_t limit, const std::string& where);
+
 // Both return the exit status; bad input throws UsageError (a TokenizerError becomes one).
 int run_tokenize(const TokenizeOptions& options, std::ostream& out);
 int run_bpe(const BpeOptions& options, std::ostream& out);

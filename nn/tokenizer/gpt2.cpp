@@ -158,7 +158,7 @@ void check_token_counts(const Tokenizer& t, size_t tokens, size_t merges, const 
   if (tokens != 256 + merges + specials)
     throw TokenizerError(encoder_json + " and " + vocab_bpe + " do not belong together: " + encoder_json + " has " +
                          std::to_string(tokens) + " tokens, but the 256 bytes, " + std::to_string(merges) +
-                         " merges and " + std::to_string(specials) + " special tokens (<|...|>) make " +
+                         " merges and " + std::to_string(specials) + (specials == 1 ? " special token" : " special tokens") + " (<|...|>) make " +
                          std::to_string(256 + merges + specials) + " (a vocab.bpe cut short, or another model's?)");
 }
 

@@ -18,9 +18,19 @@ namespace {
 // At most this many bytes of a key or a string are quoted in a message, which stays one short line.
 constexpr size_t kQuotedBytes = 40;
 
-std::string quote_clipped(std::string_view bytes) {
-  const bool cut = bytes.size() > kQuotedBytes;
-  return "\"" + escape_bytes(bytes.substr(0, kQuotedBytes)) + (cut ? "...\"" : "\"");
+// A key or string of the file, quoted for a message: as it is (JSON strings are valid UTF-8, and GPT-2's
+// tokens read best as spelt: "Ġthe"), but cut at a character boundary after kQuotedBytes, with quotes,
+// backslashes and control characters escaped.
+std::string quote_clipped(std::string_view text) {
+  size_t cut = std::min(text.size(), kQuotedBytes);
+  while (cut < text.size() && cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  std::string out = "\"";
+  for (char c : text.substr(0, cut)) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b < 0x20 || b == 0x7F || c == '"' || c == '\\') out += escape_bytes(std::string_view(&c, 1));
+    else out += c;
+  }
+  return out + (cut < text.size() ? "...\"" : "\"");
 }
 
 bool is_identifier(std::string_view key) {
