@@ -240,6 +240,11 @@ TEST(TokenizerTrain, SavedTextFormatLoadsBackTheSameTokenizer) {
   EXPECT_EQ(back.pattern(), t.pattern());
   EXPECT_EQ(back.encode(some_text() + "<|endoftext|>"), t.encode(some_text() + "<|endoftext|>"));
   EXPECT_NE(t.to_text().find("merge 97 116  # 256 = \"a\" + \"t\""), std::string::npos) << t.to_text().substr(0, 600);
+  EXPECT_EQ(back.fingerprint(), t.fingerprint());
+  o.vocab_size = 321;  // one merge more: another tokenizer
+  EXPECT_NE(train(some_text() + some_text(), o).fingerprint(), t.fingerprint());
+  // a save that cannot be made is a TokenizerError, and nothing is left behind
+  EXPECT_TOKENIZER_ERROR(t.save(testing_process::scratch("no-such-folder").string() + "/t.bpe"), "cannot save the tokenizer: ");
 }
 
 // ---- bad input ----
@@ -339,6 +344,7 @@ TEST(TokenizerGpt2, HuggingFaceTokenizerJsonGivesTheSameIds) {
   const std::string text = some_text() + "<|endoftext|>" + some_text();
   EXPECT_EQ(hf.encode(text), openai.encode(text));
   EXPECT_EQ(hf.vocab_size(), 50257);
+  EXPECT_EQ(hf.fingerprint(), openai.fingerprint());  // the same tokenizer, whichever files it came from
 
   root["pre_tokenizer"] = {{"type", "Metaspace"}};
   EXPECT_TOKENIZER_ERROR(load_gpt2_tokenizer(write_file("meta.json", root.dump())), "not a byte-level BPE");

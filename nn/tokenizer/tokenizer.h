@@ -6,7 +6,7 @@
 // Before merging, text is cut into chunks (split.h: GPT-2's or GPT-4's pattern, or none), and merges never
 // cross a chunk boundary. Special tokens (such as GPT-2's <|endoftext|>) are whole strings with their own ids.
 //
-//   tokenizer::Tokenizer gpt2 = tokenizer::load_gpt2_tokenizer("models/gpt2");   // encoder.json + vocab.bpe
+//   tokenizer::Tokenizer gpt2 = tokenizer::load_gpt2_tokenizer("tests/tokenizer/gpt2");  // encoder.json + vocab.bpe
 //   std::vector<int32_t> ids = gpt2.encode("Hello world<|endoftext|>");           // {15496, 995, 50256}
 //   std::string text = gpt2.decode(ids);
 //
