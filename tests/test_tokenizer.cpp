@@ -358,7 +358,7 @@ TEST(TokenizerErrors, Gpt2FilesThatDoNotBelongTogether) {
   EXPECT_TOKENIZER_ERROR(load_gpt2_tokenizer(enc_path, write_file("other.bpe", vocab + "Ġqz xq\n")),
                          "do not belong together: ");
   EXPECT_TOKENIZER_ERROR(load_gpt2_tokenizer(enc_path, write_file("other.bpe", vocab + "Ġqz xq\n")),
-                         "merge 50001 (Ġqz xq) joins a token");
+                         "merge 50001 (\"Ġqz\" \"xq\") joins a token");
   // Merges in another order make other tokens than encoder.json spells.
   std::string swapped = vocab;
   swapped.replace(swapped.find("\nĠ t\n"), 5, "\nĠ a\n");

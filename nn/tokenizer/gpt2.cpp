@@ -47,17 +47,11 @@ bool to_bytes(std::string_view written, std::string& bytes) {
   return true;
 }
 
-// At most the first 40 bytes of a file's token, cut at a character boundary: a message stays short even
-// when a crafted file's token is megabytes long.
-std::string clipped(std::string_view s) {
-  if (s.size() <= 40) return std::string(s);
-  size_t cut = 40;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-  return std::string(s.substr(0, cut)) + "...";
+// Bytes (a token's, or a line of vocab.bpe, which need not be UTF-8) quoted for a message: escaped, and at
+// most 40 of them (a crafted file's token may be megabytes long).
+std::string shown(std::string_view bytes) {
+  return "\"" + escape_bytes(bytes.substr(0, 40)) + (bytes.size() > 40 ? "...\"" : "\"");
 }
-
-// A token's bytes, quoted and escaped for a message.
-std::string shown(std::string_view s) { return "\"" + escape_bytes(clipped(s)) + "\""; }
 
 // The tokenizer from a vocabulary (the files' spelling -> id) and the merges in rank order (pairs of spellings).
 // Ids that are neither a byte nor made by a merge are special tokens (GPT-2 has one: <|endoftext|>).
@@ -75,7 +69,7 @@ Tokenizer assemble(const std::unordered_map<std::string, int32_t>& vocab,
   };
   for (const auto& [written, id] : vocab)
     if (id < 0 || size_t(id) >= vocab.size())
-      throw TokenizerError(vocab_name + ": token " + shown(written) + " has id " + std::to_string(id) + ", outside 0.." +
+      throw TokenizerError(vocab_name + ": token " + quoted_for_message(written) + " has id " + std::to_string(id) + ", outside 0.." +
                            std::to_string(vocab.size() - 1) + " (ids must number the tokens from 0)");
   for (int b = 0; b < 256; ++b) {
     byte_ids[b] = id_of(gpt2_byte_to_unicode()[b]);
@@ -89,9 +83,10 @@ Tokenizer assemble(const std::unordered_map<std::string, int32_t>& vocab,
   for (size_t k = 0; k < merge_pairs.size(); ++k) {
     const auto& [left, right] = merge_pairs[k];
     const int32_t l = id_of(left), r = id_of(right), n = id_of(left + right);
-    const std::string where = merges_name + "'s merge " + std::to_string(k + 1) + " (" + clipped(left) + " " + clipped(right) + ")";
+    const std::string where = merges_name + "'s merge " + std::to_string(k + 1) + " (" + quoted_for_message(left) + " " +
+                              quoted_for_message(right) + ")";
     if (l < 0 || r < 0) throw mismatch(where + " joins a token " + vocab_name + " does not have");
-    if (n < 0) throw mismatch(where + " makes " + shown(left + right) + ", which " + vocab_name + " does not have");
+    if (n < 0) throw mismatch(where + " makes " + quoted_for_message(left + right) + ", which " + vocab_name + " does not have");
     merges.push_back({l, r, n});
     used[n] = 1;
   }
@@ -112,7 +107,7 @@ Tokenizer assemble(const std::unordered_map<std::string, int32_t>& vocab,
   for (const auto& [written, id] : vocab) {
     if (!used[id]) continue;
     if (!to_bytes(written, bytes) || bytes != built->token_bytes(id))
-      throw mismatch("token " + std::to_string(id) + " is spelt " + shown(written) + " in " + vocab_name +
+      throw mismatch("token " + std::to_string(id) + " is spelt " + quoted_for_message(written) + " in " + vocab_name +
                      " but the merges make " + shown(built->token_bytes(id)));
   }
   return std::move(*built);
@@ -155,11 +150,13 @@ void check_token_counts(const Tokenizer& t, size_t tokens, size_t merges, const 
                         const std::string& vocab_bpe) {
   size_t specials = 0;
   for (const auto& [text, id] : t.specials()) specials += spelt_as_special(text);
-  if (tokens != 256 + merges + specials)
-    throw TokenizerError(encoder_json + " and " + vocab_bpe + " do not belong together: " + encoder_json + " has " +
-                         std::to_string(tokens) + " tokens, but the 256 bytes, " + std::to_string(merges) +
-                         " merges and " + std::to_string(specials) + (specials == 1 ? " special token" : " special tokens") + " (<|...|>) make " +
-                         std::to_string(256 + merges + specials) + " (a vocab.bpe cut short, or another model's?)");
+  if (tokens == 256 + merges + specials) return;
+  const std::string counted = std::to_string(merges) + " merges and " + std::to_string(specials) +
+                              (specials == 1 ? " special token" : " special tokens") + " (<|...|>) make " +
+                              std::to_string(256 + merges + specials);
+  throw TokenizerError(encoder_json + " and " + vocab_bpe + " do not belong together: " + encoder_json + " has " +
+                       std::to_string(tokens) + " tokens, but the 256 bytes, " + counted +
+                       " (a vocab.bpe cut short, or another model's?)");
 }
 
 // pre_tokenizer {"type": "ByteLevel", ...}, or a "Sequence" of pre-tokenizers one of which is.

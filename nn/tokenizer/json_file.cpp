@@ -13,15 +13,8 @@ namespace tokenizer {
 
 using nlohmann::json;
 
-namespace {
-
-// At most this many bytes of a key or a string are quoted in a message, which stays one short line.
-constexpr size_t kQuotedBytes = 40;
-
-// A key or string of the file, quoted for a message: as it is (JSON strings are valid UTF-8, and GPT-2's
-// tokens read best as spelt: "Ġthe"), but cut at a character boundary after kQuotedBytes, with quotes,
-// backslashes and control characters escaped.
-std::string quote_clipped(std::string_view text) {
+std::string quoted_for_message(std::string_view text) {
+  constexpr size_t kQuotedBytes = 40;
   size_t cut = std::min(text.size(), kQuotedBytes);
   while (cut < text.size() && cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
   std::string out = "\"";
@@ -32,6 +25,8 @@ std::string quote_clipped(std::string_view text) {
   }
   return out + (cut < text.size() ? "...\"" : "\"");
 }
+
+namespace {
 
 bool is_identifier(std::string_view key) {
   if (key.empty() || std::isdigit(static_cast<unsigned char>(key[0]))) return false;
@@ -46,7 +41,7 @@ std::string describe_value(const json& value) {
     case json::value_t::number_integer:
     case json::value_t::number_unsigned:
     case json::value_t::number_float: return "a number (" + value.dump() + ")";  // a scalar: a short dump
-    case json::value_t::string: return "a string (" + quote_clipped(value.get_ref<const std::string&>()) + ")";
+    case json::value_t::string: return "a string (" + quoted_for_message(value.get_ref<const std::string&>()) + ")";
     case json::value_t::array: return "an array";
     case json::value_t::object: return "an object";
     default: return "not a JSON value";
@@ -97,7 +92,7 @@ void JsonField::expect(bool is_right_type, const char* type_wanted) const {
 
 std::string JsonField::member_path(std::string_view key) const {
   if (is_identifier(key)) return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
-  return path_ + "[" + quote_clipped(key) + "]";
+  return path_ + "[" + quoted_for_message(key) + "]";
 }
 
 JsonField JsonField::operator[](std::string_view key) const {

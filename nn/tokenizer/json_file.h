@@ -17,6 +17,11 @@
 
 namespace tokenizer {
 
+// A key or string of a file, quoted for a message: as it is (GPT-2's tokens read best as spelt: "Ġthe"),
+// with quotes, backslashes and control characters escaped (a message is one line), and cut at a character
+// boundary after 40 bytes (a crafted file's key may be megabytes long).
+std::string quoted_for_message(std::string_view text);
+
 class JsonField {
  public:
   JsonField(const nlohmann::json& value, const std::string& file, std::string path);
