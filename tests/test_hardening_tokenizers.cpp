@@ -239,6 +239,12 @@ TEST(TokenizerHardening, RunningOutOfMemoryNamesTheFileBeingRead) {
   // an endless standard input under a memory limit: the message names standard input, not --dim
   const Shell r = testing_process::shell("ulimit -v 250000 && yes | " + kBin + " tokenize --ids");
   expect_refused(r, {"standard input"});
+  // bpe on a text too large for the memory left: the message names the text
+  std::string words;
+  for (int i = 0; i < 3'000'000; ++i) words += "ab cd ef ";
+  const std::string text = write_file("big_words.txt", words);
+  expect_refused(testing_process::shell("ulimit -v 200000 && " + kBin + " bpe --vocab-size 300 --text " + text),
+                 {"bpe: out of memory learning merges from " + text + " (27000000 bytes)"});
 }
 #endif
 

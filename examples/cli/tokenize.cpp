@@ -22,15 +22,6 @@
 
 namespace cli {
 
-namespace {
-
-// At most the first 40 bytes of a word a message quotes.
-std::string clipped(std::string_view word) {
-  return word.size() <= 40 ? std::string(word) : std::string(word.substr(0, 40)) + "...";
-}
-
-}  // namespace
-
 std::string read_bounded(std::istream& in, uint64_t limit, const std::string& where) {
   std::string text;
   std::vector<char> chunk(size_t(1) << 20);
@@ -45,6 +36,11 @@ std::string read_bounded(std::istream& in, uint64_t limit, const std::string& wh
 }
 
 namespace {
+
+// At most the first 40 bytes of a word a message quotes.
+std::string clipped(std::string_view word) {
+  return word.size() <= 40 ? std::string(word) : std::string(word.substr(0, 40)) + "...";
+}
 
 // The input (a text, or ids for --decode): the --text file, or standard input. An empty one is refused: it
 // has nothing to show.
@@ -239,14 +235,21 @@ int run_bpe(const BpeOptions& o, std::ostream& out) {
       };
     }
     const auto start = std::chrono::steady_clock::now();
-    const tokenizer::Tokenizer tok = tokenizer::train(text, t);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const size_t tokens = tok.encode(text).size();
-    out << fmt::format("learned {} merges ({} split) from {} bytes in {:.2f} s: vocabulary {}\n", tok.merges().size(),
-                       o.pattern, text.size(), seconds, tok.vocab_size());
+    std::optional<tokenizer::Tokenizer> tok;
+    double seconds = 0;
+    size_t tokens = 0;
+    try {
+      tok.emplace(tokenizer::train(text, t));
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      tokens = tok->encode(text).size();
+    } catch (const std::bad_alloc&) {  // the text's size is the cause, not a model's (as the command line would say)
+      throw UsageError(fmt::format("bpe: out of memory learning merges from {} ({} bytes)", o.text_file, text.size()));
+    }
+    out << fmt::format("learned {} merges ({} split) from {} bytes in {:.2f} s: vocabulary {}\n", tok->merges().size(),
+                       o.pattern, text.size(), seconds, tok->vocab_size());
     out << fmt::format("the text is {} tokens: {:.2f} bytes per token\n", tokens, double(text.size()) / double(tokens));
     if (!o.save.empty()) {
-      tok.save(save_target);
+      tok->save(save_target);
       out << "saved " << o.save << "\n";
     }
     return 0;
