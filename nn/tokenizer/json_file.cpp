@@ -6,8 +6,9 @@
 #include <new>
 
 #include "nn/json_depth.h"
+#include "nn/tokenizer/error.h"
+#include "nn/tokenizer/limits.h"
 #include "nn/tokenizer/read_file.h"
-#include "nn/tokenizer/tokenizer.h"
 
 namespace tokenizer {
 
@@ -20,7 +21,9 @@ std::string quoted_for_message(std::string_view text) {
   std::string out = "\"";
   for (char c : text.substr(0, cut)) {
     const auto b = static_cast<unsigned char>(c);
-    if (b < 0x20 || b == 0x7F || c == '"' || c == '\\') out += escape_bytes(std::string_view(&c, 1));
+    static const char* hex = "0123456789abcdef";
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (b < 0x20 || b == 0x7F) out += "\\x", out += hex[b >> 4], out += hex[b & 15];
     else out += c;
   }
   return out + (cut < text.size() ? "...\"" : "\"");
@@ -97,7 +100,7 @@ std::string JsonField::member_path(std::string_view key) const {
 
 JsonField JsonField::operator[](std::string_view key) const {
   std::optional<JsonField> member = find(key);
-  if (!member) fail("has no \"" + escape_bytes(key) + "\"");
+  if (!member) fail("has no " + quoted_for_message(key));
   return *member;
 }
 

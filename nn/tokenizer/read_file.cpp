@@ -7,9 +7,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <new>
 
-#include "nn/tokenizer/tokenizer.h"
+#include "nn/tokenizer/limits.h"
 
 namespace tokenizer {
 

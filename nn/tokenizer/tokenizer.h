@@ -13,7 +13,6 @@
 // Every bad input (a file that is not what it claims, an id out of range, a vocabulary size the text cannot
 // give) throws tokenizer::TokenizerError with a message that names the file or value at fault.
 #pragma once
-#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -24,16 +23,10 @@
 #include <vector>
 
 #include "nn/tokenizer/error.h"
+#include "nn/tokenizer/limits.h"
 #include "nn/tokenizer/split.h"
 
 namespace tokenizer {
-
-// The largest tokenizer file read (encoder.json, vocab.bpe, tokenizer.json, a scratchgrad-bpe file): GPT-2's
-// are 1 MB, Llama 3's tokenizer.json 9 MB. Anything larger is refused before it is read.
-inline constexpr size_t kMaxFileBytes = size_t(64) << 20;  // 64 MiB
-// How deep the JSON of a tokenizer file may nest (tokenizer.json needs about 6 levels), checked before it is
-// parsed: nlohmann's parser recurses once per level.
-inline constexpr size_t kMaxJsonDepth = 64;
 
 // One learned merge: tokens `left` and `right`, side by side inside a chunk, become token `result`.
 struct Merge {
