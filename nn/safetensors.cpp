@@ -2,7 +2,6 @@
 #include "nn/safetensors.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,7 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <regex>
 #include <string_view>
 #include <utility>
@@ -20,6 +18,8 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "nn/json_depth.h"
 
 namespace nn {
 
@@ -86,54 +86,6 @@ std::string header_for_checksum(json header) {
   return header.dump();
 }
 
-// ---- writing: write(2) and fsync, so that every failure (ENOSPC, EFBIG, EIO) is seen and named ----
-std::string temp_path_for(const std::string& path) {
-  std::random_device rd;
-  return fmt::format("{}.tmp-{}-{:08x}", path, ::getpid(), rd());
-}
-
-class TempFile {
- public:
-  TempFile(const std::string& path) : path_(path), temp_(temp_path_for(path)) {
-    fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail(path_, fmt::format("cannot create {} ({})", temp_, std::strerror(errno)));
-  }
-  ~TempFile() {  // not committed: an error was thrown, so the old file stays and the temp one goes
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(temp_.c_str());
-  }
-  void write(const void* bytes, size_t n) {
-    const char* p = static_cast<const char*>(bytes);
-    while (n > 0) {
-      const ssize_t done = ::write(fd_, p, std::min<size_t>(n, size_t(1) << 30));
-      if (done < 0 && errno == EINTR) continue;
-      if (done <= 0)
-        fail(path_, fmt::format("write failed after {} bytes ({}); the previous file is kept", written_,
-                                done < 0 ? std::strerror(errno) : "no progress"));
-      p += done, n -= size_t(done), written_ += size_t(done);
-    }
-  }
-  // fsync, close, rename over the target, fsync the folder: after this returns the new file is the one
-  // a reader sees, even after a power cut; before it, the old one is.
-  void commit() {
-    if (::fsync(fd_) != 0) fail(path_, fmt::format("fsync failed ({}); the previous file is kept", std::strerror(errno)));
-    const int fd = std::exchange(fd_, -1);
-    if (::close(fd) != 0) fail(path_, fmt::format("close failed ({}); the previous file is kept", std::strerror(errno)));
-    if (::rename(temp_.c_str(), path_.c_str()) != 0)
-      fail(path_, fmt::format("cannot rename the finished file into place ({})", std::strerror(errno)));
-    committed_ = true;
-    const std::filesystem::path folder = std::filesystem::path(path_).parent_path();
-    const int dir = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir >= 0) ::fsync(dir), ::close(dir);
-  }
-
- private:
-  std::string path_, temp_;
-  int fd_ = -1;
-  size_t written_ = 0;
-  bool committed_ = false;
-};
-
 // A file that carries a checksum must match it: a flipped byte is reported, never trained on. `computed`:
 // the hash of the header (without the checksum) and of every data byte, when the file has a checksum.
 void verify_checksum(const std::string& path, const json& header, const Fnv1a64* computed) {
@@ -153,22 +105,13 @@ void verify_checksum(const std::string& path, const json& header, const Fnv1a64*
 
 }  // namespace
 
-// "<name>.tmp-<pid>-<8 hex>" next to `path`, left by a process that is gone: removed. A live process's
-// temporary file is never touched (a pid reused since is the rare case where one stays).
-void remove_stale_temp_files(const std::string& path) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path folder = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const std::regex pattern(R"(\.tmp-([0-9]+)-[0-9a-f]{8})");
-  const std::string prefix = target.filename().string();
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(folder, ec)) {
-    const std::string name = entry.path().filename().string();
-    std::smatch m;
-    const std::string rest = name.size() > prefix.size() ? name.substr(prefix.size()) : std::string();
-    if (!name.starts_with(prefix) || !std::regex_match(rest, m, pattern)) continue;
-    const long pid = std::stol(m[1]);
-    if (pid > 0 && ::kill(pid_t(pid), 0) == -1 && errno == ESRCH) fs::remove(entry.path(), ec);
+// The shared writer (nn/atomic_file.h) names the file and the problem; here that is a checkpoint's error.
+template <typename Write>
+void as_checkpoint_error(Write&& write) {
+  try {
+    write();
+  } catch (const FileWriteError& e) {
+    throw CheckpointError(e.what());
   }
 }
 
@@ -176,7 +119,7 @@ void check_writable(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) fail(path, "is a folder, not a file to write");
   remove_stale_temp_files(path);
-  TempFile probe(path);  // created, then removed by its destructor
+  as_checkpoint_error([&] { AtomicFile probe(path); });  // created, then removed by its destructor
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
@@ -204,39 +147,18 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
 
   remove_stale_temp_files(path);
-  TempFile out(path);
-  unsigned char length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(uint64_t(text.size()) >> (8 * i));  // little-endian
-  out.write(length, 8);
-  out.write(text.data(), text.size());
-  for (const Tensor& c : contiguous) out.write(c.raw_data(), size_t(c.numel()) * dtype_size(c.dtype()));
-  out.commit();
+  as_checkpoint_error([&] {
+    AtomicFile out(path);
+    unsigned char length[8];
+    for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(uint64_t(text.size()) >> (8 * i));  // little-endian
+    out.write(length, 8);
+    out.write(text.data(), text.size());
+    for (const Tensor& c : contiguous) out.write(c.raw_data(), size_t(c.numel()) * dtype_size(c.dtype()));
+    out.commit();
+  });
 }
 
 namespace {
-
-// The deepest nesting of [ and { in `text`, outside strings; stops counting once past `limit`. Run before
-// the JSON parser and the checksum's dump, whose recursion a crafted header could otherwise drive deep
-// enough to overflow the stack.
-size_t json_nesting_depth(std::string_view text, size_t limit) {
-  size_t depth = 0, deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') ++i;  // the escaped character, whatever it is
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return deepest;
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 // Reads exactly n bytes at the file's current position, or names what went wrong.
 void read_exactly(int fd, char* into, size_t n, const std::string& path, const char* what) {

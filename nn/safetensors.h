@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nn/atomic_file.h"
 #include "nn/module.h"
 
 namespace nn {
@@ -65,9 +66,8 @@ struct TensorSink {
 };
 void read_safetensors(const std::string& path, const TensorSink& sink);
 
-// Removes the temporary files that saves of `path` left when their process died (kill -9 mid-save).
-// save_safetensors and check_writable call it; so does a run that resumes from `path`.
-void remove_stale_temp_files(const std::string& path);
+// (nn::remove_stale_temp_files, from nn/atomic_file.h, removes what a killed save of `path` left;
+// save_safetensors and check_writable call it, and so does a run that resumes from `path`.)
 
 // Throws CheckpointError if a file could not be created in the folder of `path` (checked before a long
 // training run, so a bad --save path fails at once).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
@@ -240,6 +241,54 @@ TEST(TokenizerTrain, SavedTextFormatLoadsBackTheSameTokenizer) {
   EXPECT_EQ(back.pattern(), t.pattern());
   EXPECT_EQ(back.encode(some_text() + "<|endoftext|>"), t.encode(some_text() + "<|endoftext|>"));
   EXPECT_NE(t.to_text().find("merge 97 116  # 256 = \"a\" + \"t\""), std::string::npos) << t.to_text().substr(0, 600);
+  EXPECT_EQ(back.fingerprint(), t.fingerprint());
+  o.vocab_size = 321;  // one merge more: another tokenizer
+  EXPECT_NE(train(some_text() + some_text(), o).fingerprint(), t.fingerprint());
+  // a save that cannot be made is a TokenizerError, and nothing is left behind
+  EXPECT_TOKENIZER_ERROR(t.save(testing_process::scratch("no-such-folder").string() + "/t.bpe"), "cannot save the tokenizer: ");
+}
+
+// ---- the house ----
+
+// No part of nn/tokenizer/ reaches back to a part that includes it: a part is a stem (split.h and split.cpp),
+// and its arrows are the nn/tokenizer headers its files include. (split.cpp once included tokenizer.h for
+// TokenizerError while tokenizer.h included split.h; the error type now has its own header, error.h.)
+TEST(TokenizerHouse, NoTwoPartsOfTheTokenizerIncludeEachOther) {
+  const fs::path dir = fs::path(SCRATCHGRAD_SOURCE_DIR) / "nn" / "tokenizer";
+  std::map<std::string, std::set<std::string>> includes;  // part -> the parts it includes
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string ext = entry.path().extension().string();
+    if (ext != ".h" && ext != ".cpp") continue;
+    const std::string part = entry.path().stem().string();
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      const std::string prefix = "#include \"nn/tokenizer/";
+      if (line.rfind(prefix, 0) != 0 || line.find(".h\"") == std::string::npos) continue;
+      const std::string included = line.substr(prefix.size(), line.find(".h\"") - prefix.size());
+      if (included != part) includes[part].insert(included);
+    }
+  }
+  ASSERT_TRUE(includes.count("tokenizer") && includes.count("split")) << "no sources found in " << dir;
+  // depth-first search for a cycle, naming it when there is one
+  std::map<std::string, int> state;  // 1: on the current path, 2: done
+  std::vector<std::string> path;
+  std::function<void(const std::string&)> visit = [&](const std::string& part) {
+    state[part] = 1;
+    path.push_back(part);
+    for (const std::string& next : includes[part]) {
+      if (state[next] == 1) {
+        std::string cycle;
+        for (auto it = std::find(path.begin(), path.end(), next); it != path.end(); ++it) cycle += *it + " -> ";
+        ADD_FAILURE() << "nn/tokenizer/ parts include each other: " << cycle << next;
+      } else if (state[next] == 0) {
+        visit(next);
+      }
+    }
+    path.pop_back();
+    state[part] = 2;
+  };
+  for (const auto& [part, _] : includes)
+    if (state[part] == 0) visit(part);
 }
 
 // ---- bad input ----
@@ -339,6 +388,7 @@ TEST(TokenizerGpt2, HuggingFaceTokenizerJsonGivesTheSameIds) {
   const std::string text = some_text() + "<|endoftext|>" + some_text();
   EXPECT_EQ(hf.encode(text), openai.encode(text));
   EXPECT_EQ(hf.vocab_size(), 50257);
+  EXPECT_EQ(hf.fingerprint(), openai.fingerprint());  // the same tokenizer, whichever files it came from
 
   root["pre_tokenizer"] = {{"type", "Metaspace"}};
   EXPECT_TOKENIZER_ERROR(load_gpt2_tokenizer(write_file("meta.json", root.dump())), "not a byte-level BPE");
@@ -352,7 +402,7 @@ TEST(TokenizerErrors, Gpt2FilesThatDoNotBelongTogether) {
   EXPECT_TOKENIZER_ERROR(load_gpt2_tokenizer(enc_path, write_file("other.bpe", vocab + "Ġqz xq\n")),
                          "do not belong together: ");
   EXPECT_TOKENIZER_ERROR(load_gpt2_tokenizer(enc_path, write_file("other.bpe", vocab + "Ġqz xq\n")),
-                         "merge 50001 (Ġqz xq) joins a token");
+                         "merge 50001 (\"Ġqz\" \"xq\") joins a token");
   // Merges in another order make other tokens than encoder.json spells.
   std::string swapped = vocab;
   swapped.replace(swapped.find("\nĠ t\n"), 5, "\nĠ a\n");

@@ -153,13 +153,15 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
       ->required();
 
   TokenizeOptions& tok = c.tokenize;
-  CLI::App* tokenize_cmd = app.add_subcommand("tokenize", "show a text as tokens and their ids");
-  tokenize_cmd->add_option("--tokenizer", tok.tokenizer, "char, bpe (a file from `scratchgrad bpe --save`) or gpt2")
-      ->capture_default_str();
+  CLI::App* tokenize_cmd = app.add_subcommand("tokenize", "show a text as tokens and their ids, or ids as text (--decode)");
+  tokenize_cmd->add_option("--tokenizer", tok.tokenizer,
+                           "char (the default), bpe (a file from `scratchgrad bpe --save`) or gpt2");
   tokenize_cmd->add_option("--tokenizer-file", tok.tokenizer_file,
                            "bpe: the saved tokenizer; gpt2: the folder of encoder.json and vocab.bpe, or a tokenizer.json");
-  tokenize_cmd->add_option("--text", tok.text_file, "the text file (default: standard input)");
+  tokenize_cmd->add_option("--checkpoint", tok.checkpoint, "use this checkpoint's own tokenizer (instead of --tokenizer)");
+  tokenize_cmd->add_option("--text", tok.text_file, "the text file, or the ids for --decode (default: standard input)");
   tokenize_cmd->add_flag("--ids", tok.ids_only, "print only the ids, space-separated");
+  tokenize_cmd->add_flag("--decode", tok.decode, "read ids (whitespace-separated) and write the bytes they stand for");
 
   BpeOptions& bpe = c.bpe;
   CLI::App* bpe_cmd = app.add_subcommand("bpe", "learn a byte-level BPE tokenizer from a text");

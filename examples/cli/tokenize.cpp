@@ -5,22 +5,54 @@
 
 #include <chrono>
 #include <iostream>
-#include <iterator>
 #include <memory>
+#include <new>
+#include <optional>
 #include <ostream>
 
 #include <fmt/format.h>
 
+#include "guards.h"
+#include "model_files.h"
+#include "nn/gpt2.h"
+#include "nn/numbers.h"
+#include "nn/safetensors.h"
 #include "nn/tokenizer/tokenizer.h"
 #include "text.h"
 
 namespace cli {
 
+std::string read_bounded(std::istream& in, uint64_t limit, const std::string& where) {
+  std::string text;
+  std::vector<char> chunk(size_t(1) << 20);
+  while (in.read(chunk.data(), std::streamsize(chunk.size())) || in.gcount() > 0) {
+    const size_t got = size_t(in.gcount());
+    if (text.size() + got > limit)
+      throw UsageError(fmt::format("tokenize: {} holds more than {} bytes, the most tokenize reads", where, limit));
+    text.append(chunk.data(), got);
+  }
+  if (in.bad()) throw UsageError(fmt::format("tokenize: cannot read {}", where));
+  return text;
+}
+
 namespace {
 
-// The text to read: the file, or standard input. An empty text is refused: it has no tokens to show.
-std::string read_input(const std::string& path) {
-  std::string text = path.empty() ? std::string(std::istreambuf_iterator<char>(std::cin), {}) : read_text_file(path);
+// At most the first 40 bytes of a word a message quotes.
+std::string clipped(std::string_view word) {
+  return word.size() <= 40 ? std::string(word) : std::string(word.substr(0, 40)) + "...";
+}
+
+// The input (a text, or ids for --decode): the --text file, or standard input. An empty one is refused: it
+// has nothing to show.
+std::string read_input(const std::string& path, const std::string& where) {
+  std::string text;
+  try {
+    // An endless stream (`yes | scratchgrad tokenize`) stops at the limit of a --text file, not when the
+    // memory runs out.
+    text = path.empty() ? read_bounded(std::cin, kMaxTextBytes, where) : read_text_file(path);
+  } catch (const std::bad_alloc&) {
+    throw UsageError(fmt::format("tokenize: out of memory reading {}", where));
+  }
   if (text.empty()) throw UsageError("the text " + (path.empty() ? std::string("on standard input") : path) + " is empty");
   return text;
 }
@@ -40,59 +72,133 @@ std::string printable_token(const std::string& bytes) {
   return out;
 }
 
-struct Tokens {
-  std::vector<int32_t> ids;
-  std::vector<std::string> pieces;  // what each id stands for, as bytes
+// What tokenize reads and writes text with: a character vocabulary (a checkpoint's, or the text's own
+// characters) or a byte-level BPE.
+struct Codec {
+  std::optional<Vocabulary> chars;                  // char
+  std::shared_ptr<const tokenizer::Tokenizer> bpe;  // bpe and gpt2
+
+  int64_t size() const { return bpe ? bpe->vocab_size() : chars->size(); }
+  std::string piece(int64_t id) const {  // the bytes one token stands for
+    return bpe ? bpe->token_bytes(int32_t(id)) : encode_utf8(chars->chars()[size_t(id)]);
+  }
+  std::vector<int64_t> encode(const std::string& text) const {
+    if (!bpe) return chars->encode(decode_utf8(text));
+    const std::vector<int32_t> ids = bpe->encode(text);
+    return {ids.begin(), ids.end()};
+  }
+  std::string decode(const std::vector<int64_t>& ids) const {
+    if (!bpe) return encode_utf8(chars->decode(ids));
+    return bpe->decode(std::vector<int32_t>(ids.begin(), ids.end()));
+  }
 };
 
-Tokens tokenize(const TokenizeOptions& o, const std::string& text) {
-  Tokens t;
-  if (o.tokenizer == "char") {
-    const std::u32string chars = decode_utf8(text);
-    const Vocabulary vocab = Vocabulary::from_text(chars);
-    for (int64_t id : vocab.encode(chars)) {
-      t.ids.push_back(int32_t(id));
-      t.pieces.push_back(encode_utf8(vocab.chars()[size_t(id)]));
-    }
-    return t;
+// The tokenizer the flags name. A char one without a checkpoint has no characters yet: the text gives them.
+Codec named_codec(const TokenizeOptions& o) {
+  const std::string kind = o.tokenizer.empty() ? "char" : o.tokenizer;
+  if (kind == "char") {
+    if (!o.tokenizer_file.empty()) throw UsageError("tokenize: --tokenizer-file is for --tokenizer bpe or gpt2");
+    if (o.decode)
+      throw UsageError("tokenize --decode: --tokenizer char has no alphabet to decode with (a character model's ids "
+                       "number the characters of its own text): give --checkpoint of that model, or --tokenizer bpe "
+                       "or gpt2 with --tokenizer-file");
+    return {};
   }
-  if (o.tokenizer != "bpe" && o.tokenizer != "gpt2")
-    throw UsageError("tokenize: unknown --tokenizer '" + o.tokenizer + "' (expected char, bpe or gpt2)");
+  if (kind != "bpe" && kind != "gpt2") throw UsageError("tokenize: unknown --tokenizer '" + kind + "' (expected char, bpe or gpt2)");
   if (o.tokenizer_file.empty())
-    throw UsageError("tokenize: --tokenizer " + o.tokenizer + " needs --tokenizer-file (" +
-                     (o.tokenizer == "bpe" ? "a file from `scratchgrad bpe --save`)"
-                                           : "the folder of GPT-2's encoder.json and vocab.bpe, or a tokenizer.json)"));
-  const tokenizer::Tokenizer tok = o.tokenizer == "bpe" ? tokenizer::Tokenizer::load(o.tokenizer_file)
-                                                        : tokenizer::load_gpt2_tokenizer(o.tokenizer_file);
-  t.ids = tok.encode(text);
-  for (int32_t id : t.ids) t.pieces.push_back(tok.token_bytes(id));
-  return t;
+    throw UsageError("tokenize: --tokenizer " + kind + " needs --tokenizer-file (" +
+                     (kind == "bpe" ? "a file from `scratchgrad bpe --save`)"
+                                    : "the folder of GPT-2's encoder.json and vocab.bpe, or a tokenizer.json)"));
+  Codec c;
+  c.bpe = std::make_shared<tokenizer::Tokenizer>(kind == "bpe" ? tokenizer::Tokenizer::load(o.tokenizer_file)
+                                                               : tokenizer::load_gpt2_tokenizer(o.tokenizer_file));
+  return c;
+}
+
+// The tokenizer a checkpoint of ours carries (model_files.h reads it as generate does: a gpt2 run's files
+// from its recorded path, or from --tokenizer-file where they have moved).
+Codec checkpoint_codec(const TokenizeOptions& o) {
+  if (!o.tokenizer.empty())
+    throw UsageError("tokenize: --tokenizer cannot be given with --checkpoint (the checkpoint's own tokenizer is used)");
+  if (nn::is_gpt2_file(o.checkpoint) || nn::is_llmc_checkpoint(o.checkpoint))
+    throw UsageError("tokenize: --checkpoint " + o.checkpoint + " is a GPT-2 (or llm.c) file, which holds no tokenizer: "
+                     "give --tokenizer gpt2 --tokenizer-file with GPT-2's encoder.json and vocab.bpe");
+  const LoadedModel m = load_model(o.checkpoint, o.tokenizer_file);
+  if (!o.tokenizer_file.empty() && m.tokenizer.kind != "gpt2")
+    throw UsageError("tokenize: --tokenizer-file is for a checkpoint trained with --tokenizer gpt2; " + o.checkpoint +
+                     " carries its own " + m.tokenizer.kind + " tokenizer");
+  Codec c;
+  if (m.tokenizer.is_char()) c.chars = m.vocab;
+  else c.bpe = m.tokenizer.bpe;
+  return c;
+}
+
+// --decode's input: whitespace-separated whole numbers, each an id of the vocabulary.
+std::vector<int64_t> parse_ids(const std::string& text, int64_t vocab_size, const std::string& where) {
+  std::vector<int64_t> ids;
+  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
+  for (size_t at = 0; at < text.size();) {
+    if (is_space(text[at])) {
+      ++at;
+      continue;
+    }
+    size_t end = at;
+    while (end < text.size() && !is_space(text[end])) ++end;
+    const std::string_view word(text.data() + at, end - at);
+    const std::optional<int64_t> id = nn::parse_whole(word, 0, vocab_size - 1);
+    if (!id)
+      throw UsageError(fmt::format("tokenize --decode: {}: '{}' (word {}) is not a token id, a whole number from 0 to {}",
+                                   where, tokenizer::escape_bytes(clipped(word)), ids.size() + 1, vocab_size - 1));
+    ids.push_back(*id);
+    at = end;
+  }
+  if (ids.empty()) throw UsageError(fmt::format("tokenize --decode: {} holds no ids", where));
+  return ids;
+}
+
+void print_tokens(const Codec& codec, const std::vector<int64_t>& ids, size_t text_bytes, bool ids_only, std::ostream& out) {
+  if (ids_only) {
+    for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
+    out << "\n";
+    return;
+  }
+  if (&out == &std::cout && ::isatty(STDOUT_FILENO)) {
+    // As the tiktokenizer page shows it: the text itself, each token on its own background colour.
+    static const int kColours[] = {44, 42, 45, 43, 46, 41};
+    for (size_t i = 0; i < ids.size(); ++i)
+      out << "\x1b[30;" << kColours[i % 6] << "m" << printable_token(codec.piece(ids[i])) << "\x1b[0m";
+    out << "\n\n";
+    for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << "\x1b[" << (kColours[i % 6] - 10) << "m" << ids[i] << "\x1b[0m";
+    out << "\n";
+  } else {
+    for (int64_t id : ids) out << fmt::format("{:>6} {}\n", id, shown(codec.piece(id)));
+  }
+  out << fmt::format("{} tokens for {} bytes ({:.2f} bytes per token)\n", ids.size(), text_bytes,
+                     double(text_bytes) / double(ids.size()));
 }
 
 }  // namespace
 
 int run_tokenize(const TokenizeOptions& o, std::ostream& out) {
   try {
-    const std::string text = read_input(o.text_file);
-    const Tokens t = tokenize(o, text);
-    if (o.ids_only) {
-      for (size_t i = 0; i < t.ids.size(); ++i) out << (i ? " " : "") << t.ids[i];
-      out << "\n";
+    if (o.decode && o.ids_only) throw UsageError("tokenize: --ids shows a text's ids; --decode reads ids");
+    const std::string where = o.text_file.empty() ? "standard input" : o.text_file;
+    Codec codec = o.checkpoint.empty() ? named_codec(o) : checkpoint_codec(o);
+    const std::string input = read_input(o.text_file, where);
+    if (o.decode) {
+      out << codec.decode(parse_ids(input, codec.size(), where)) << std::flush;
       return 0;
     }
-    if (&out == &std::cout && ::isatty(STDOUT_FILENO)) {
-      // As the tiktokenizer page shows it: the text itself, each token on its own background colour.
-      static const int kColours[] = {44, 42, 45, 43, 46, 41};
-      for (size_t i = 0; i < t.pieces.size(); ++i)
-        out << "\x1b[30;" << kColours[i % 6] << "m" << printable_token(t.pieces[i]) << "\x1b[0m";
-      out << "\n\n";
-      for (size_t i = 0; i < t.ids.size(); ++i) out << (i ? " " : "") << "\x1b[" << (kColours[i % 6] - 10) << "m" << t.ids[i] << "\x1b[0m";
-      out << "\n";
-    } else {
-      for (size_t i = 0; i < t.ids.size(); ++i) out << fmt::format("{:>6} {}\n", t.ids[i], shown(t.pieces[i]));
+    std::vector<int64_t> ids;
+    try {
+      if (!codec.bpe && !codec.chars) codec.chars = Vocabulary::from_text(decode_utf8(input));
+      ids = codec.encode(input);
+    } catch (const std::bad_alloc&) {
+      throw UsageError(fmt::format("tokenize: out of memory tokenizing {} ({} bytes)", where, input.size()));
+    } catch (const UsageError& e) {  // not UTF-8, or a character the checkpoint's vocabulary lacks
+      throw UsageError(fmt::format("tokenize: {}: {}", where, e.what()));
     }
-    out << fmt::format("{} tokens for {} bytes ({:.2f} bytes per token)\n", t.ids.size(), text.size(),
-                       double(text.size()) / double(t.ids.size()));
+    print_tokens(codec, ids, input.size(), o.ids_only, out);
     return 0;
   } catch (const tokenizer::TokenizerError& e) {
     throw UsageError(std::string("tokenize: ") + e.what());
@@ -102,6 +208,14 @@ int run_tokenize(const TokenizeOptions& o, std::ostream& out) {
 int run_bpe(const BpeOptions& o, std::ostream& out) {
   try {
     if (o.text_file.empty()) throw UsageError("bpe: --text is required (the text to learn the merges from)");
+    // The checks train makes of its outputs: --save must not name the text it learns from, nor a device
+    // (the save renames a new file over its target); a link is written through. Checked before training.
+    std::string save_target;
+    if (!o.save.empty()) {
+      check_distinct_files({{"--text", o.text_file}, {"--save", o.save}});
+      save_target = checkpoint_target("--save", o.save);
+      nn::check_writable(save_target);
+    }
     const std::string text = read_text_file(o.text_file);
     tokenizer::TrainOptions t;
     if (o.vocab_size > 10'000'000) throw UsageError("bpe: --vocab-size " + std::to_string(o.vocab_size) + " is too large");
@@ -121,14 +235,21 @@ int run_bpe(const BpeOptions& o, std::ostream& out) {
       };
     }
     const auto start = std::chrono::steady_clock::now();
-    const tokenizer::Tokenizer tok = tokenizer::train(text, t);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const size_t tokens = tok.encode(text).size();
-    out << fmt::format("learned {} merges ({} split) from {} bytes in {:.2f} s: vocabulary {}\n", tok.merges().size(),
-                       o.pattern, text.size(), seconds, tok.vocab_size());
+    std::optional<tokenizer::Tokenizer> tok;
+    double seconds = 0;
+    size_t tokens = 0;
+    try {
+      tok.emplace(tokenizer::train(text, t));
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      tokens = tok->encode(text).size();
+    } catch (const std::bad_alloc&) {  // the text's size is the cause, not a model's (as the command line would say)
+      throw UsageError(fmt::format("bpe: out of memory learning merges from {} ({} bytes)", o.text_file, text.size()));
+    }
+    out << fmt::format("learned {} merges ({} split) from {} bytes in {:.2f} s: vocabulary {}\n", tok->merges().size(),
+                       o.pattern, text.size(), seconds, tok->vocab_size());
     out << fmt::format("the text is {} tokens: {:.2f} bytes per token\n", tokens, double(text.size()) / double(tokens));
     if (!o.save.empty()) {
-      tok.save(o.save);
+      tok->save(save_target);
       out << "saved " << o.save << "\n";
     }
     return 0;

@@ -12,7 +12,7 @@ namespace cli {
 
 std::map<std::string, std::string> RunTokenizer::metadata() const {
   if (kind == "bpe") return {{"tokenizer", "bpe"}, {"tokenizer.bpe", bpe->to_text()}};
-  if (kind == "gpt2") return {{"tokenizer", "gpt2"}, {"tokenizer.gpt2", gpt2_path}};
+  if (kind == "gpt2") return {{"tokenizer", "gpt2"}, {"tokenizer.gpt2", gpt2_path}, {"tokenizer.gpt2_hash", gpt2_hash}};
   return {};
 }
 
@@ -45,6 +45,15 @@ RunTokenizer tokenizer_of_checkpoint(const std::map<std::string, std::string>& m
       throw UsageError(fmt::format("{} was trained with GPT-2's tokenizer from {}, which cannot be read ({}); give "
                                    "--tokenizer-file",
                                    path, t.gpt2_path, e.what()));
+    }
+    t.gpt2_hash = t.bpe->fingerprint();
+    auto recorded = m.find("tokenizer.gpt2_hash");
+    if (recorded != m.end() && recorded->second != t.gpt2_hash) {
+      const std::string now = gpt2_file.empty() ? "the files there now are" : "--tokenizer-file " + gpt2_file + " is";
+      throw UsageError(fmt::format("{} was trained with GPT-2's tokenizer from {} (fingerprint {}), but {} another "
+                                   "tokenizer (fingerprint {}): the model's ids would stand for other text",
+                                   path, m.count("tokenizer.gpt2") ? m.at("tokenizer.gpt2") : "?", recorded->second, now,
+                                   t.gpt2_hash));
     }
     return t;
   }
@@ -81,6 +90,7 @@ TokenText tokenize_for_run(const std::string& text, const std::string& kind, int
       out.tokenizer.kind = "gpt2";
       out.tokenizer.gpt2_path = std::filesystem::absolute(tokenizer_file).string();
       out.tokenizer.bpe = std::make_shared<tokenizer::Tokenizer>(load_gpt2_tokenizer_for("train", tokenizer_file));
+      out.tokenizer.gpt2_hash = out.tokenizer.bpe->fingerprint();
     } else {
       throw UsageError(fmt::format("--tokenizer must be char, bpe or gpt2, got '{}'", kind));
     }

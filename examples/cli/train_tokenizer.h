@@ -6,7 +6,9 @@
 //   bpe:  a byte-level BPE learned (nn/tokenizer's train()) from the training split alone, never the
 //         held-out tenth; the checkpoint's "tokenizer.bpe" holds its text form (the merges in order).
 //   gpt2: GPT-2's own tokenizer from --tokenizer-file; the checkpoint records that file's absolute path in
-//         "tokenizer.gpt2" (GPT-2's files are 1.5 MB and published: they are named, not copied).
+//         "tokenizer.gpt2" (GPT-2's files are 1.5 MB and published: they are named, not copied) and the
+//         tokenizer's fingerprint in "tokenizer.gpt2_hash", so that other files at that path (another
+//         model's merges) are refused instead of read as the run's.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -24,6 +26,7 @@ struct RunTokenizer {
   std::string kind = "char";                             // char, bpe or gpt2
   std::shared_ptr<const tokenizer::Tokenizer> bpe;       // bpe and gpt2
   std::string gpt2_path;                                 // gpt2: where its files are
+  std::string gpt2_hash;                                 // gpt2: the tokenizer's fingerprint() when trained
 
   bool is_char() const { return kind == "char"; }
   // The checkpoint metadata that records it (nothing for char: "vocab" does, as before).
@@ -34,7 +37,8 @@ struct RunTokenizer {
 
 // The tokenizer a checkpoint's metadata records; CheckpointError (naming `path`) when it is damaged. A
 // checkpoint without "tokenizer" is a character model's. `gpt2_file` (when given) replaces a gpt2 run's
-// recorded path, for a checkpoint moved to another machine.
+// recorded path, for a checkpoint moved to another machine; the tokenizer read there must have the
+// recorded fingerprint (UsageError naming both otherwise; checkpoints from before it was recorded have none).
 RunTokenizer tokenizer_of_checkpoint(const std::map<std::string, std::string>& metadata, const std::string& path,
                                      const std::string& gpt2_file = "");
 

@@ -3,7 +3,7 @@
 // alternatives in the pattern's order (a regex engine picks the first alternative that matches).
 #include "nn/tokenizer/split.h"
 
-#include "nn/tokenizer/tokenizer.h"
+#include "nn/tokenizer/error.h"
 #include "nn/tokenizer/unicode_classes.h"
 
 namespace tokenizer {

@@ -3,12 +3,12 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
 #include <functional>
 #include <mutex>
 #include <queue>
 #include <sstream>
 
+#include "nn/atomic_file.h"
 #include "nn/tokenizer/read_file.h"
 
 namespace tokenizer {
@@ -363,21 +363,35 @@ Tokenizer Tokenizer::from_text(std::string_view text, const std::string& source_
   }
 }
 
+// Written whole or not at all (nn/atomic_file.h): a save that fails half way (a full disk, a file-size
+// limit) keeps the previous file as it was.
 void Tokenizer::save(const std::string& path) const {
   const std::string text = to_text();
-  std::ofstream out(path, std::ios::binary);
-  if (!out || !out.write(text.data(), std::streamsize(text.size())) || !out.flush())
-    throw TokenizerError("cannot write the tokenizer to '" + path + "'");
+  try {
+    nn::write_file_atomically(path, text);
+  } catch (const nn::FileWriteError& e) {
+    throw TokenizerError(std::string("cannot save the tokenizer: ") + e.what());
+  }
 }
 
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TokenizerError(std::string("cannot read ") + what + " '" + path + "'");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+std::string Tokenizer::fingerprint() const {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64, as a run's text is identified
+  const auto add = [&](std::string_view bytes) {
+    for (unsigned char b : bytes) h = (h ^ b) * 0x100000001b3ull;
+  };
+  const auto add_number = [&](int64_t n) { add(std::to_string(n) + ","); };
+  add(pattern_name(pattern_));
+  for (int32_t id : byte_ids_) add_number(id);
+  for (const Merge& m : merges_) add_number(m.left), add_number(m.right), add_number(m.result);
+  for (const auto& [text, id] : specials_) add_number(int64_t(text.size())), add(text), add_number(id);
+  static const char* hex = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, h >>= 4) out[size_t(i)] = hex[h & 15];
+  return out;
 }
 
-Tokenizer Tokenizer::load(const std::string& path) { return from_text(read_file(path, "the tokenizer file"), path); }
+Tokenizer Tokenizer::load(const std::string& path) {
+  return naming_memory("the tokenizer from " + path, [&] { return from_text(read_file(path, "the tokenizer file"), path); });
+}
 
 }  // namespace tokenizer

@@ -6,7 +6,7 @@
 // Before merging, text is cut into chunks (split.h: GPT-2's or GPT-4's pattern, or none), and merges never
 // cross a chunk boundary. Special tokens (such as GPT-2's <|endoftext|>) are whole strings with their own ids.
 //
-//   tokenizer::Tokenizer gpt2 = tokenizer::load_gpt2_tokenizer("models/gpt2");   // encoder.json + vocab.bpe
+//   tokenizer::Tokenizer gpt2 = tokenizer::load_gpt2_tokenizer("tests/tokenizer/gpt2");  // encoder.json + vocab.bpe
 //   std::vector<int32_t> ids = gpt2.encode("Hello world<|endoftext|>");           // {15496, 995, 50256}
 //   std::string text = gpt2.decode(ids);
 //
@@ -17,20 +17,16 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "nn/tokenizer/error.h"
+#include "nn/tokenizer/limits.h"
 #include "nn/tokenizer/split.h"
 
 namespace tokenizer {
-
-class TokenizerError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 // One learned merge: tokens `left` and `right`, side by side inside a chunk, become token `result`.
 struct Merge {
@@ -79,8 +75,14 @@ class Tokenizer {
   // train() makes) have this form; others throw TokenizerError.
   std::string to_text() const;
   static Tokenizer from_text(std::string_view text, const std::string& source_name);
+  // save() writes a temporary file and renames it over `path`, so a failed save keeps the previous file.
   void save(const std::string& path) const;
   static Tokenizer load(const std::string& path);
+
+  // 16 hex digits (FNV-1a 64) of everything that decides the ids: the split pattern, the byte ids, the
+  // merges and the special tokens. Two tokenizers with the same fingerprint encode every text alike,
+  // whichever files they were read from (encoder.json + vocab.bpe or tokenizer.json).
+  std::string fingerprint() const;
 
  private:
   std::vector<int32_t> merge_chunk(std::string_view chunk) const;

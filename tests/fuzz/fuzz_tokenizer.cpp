@@ -1,7 +1,9 @@
 // fuzz_tokenizer.cpp — the byte-level BPE of nn/tokenizer/: its merges-file loader, and encode and decode.
 //
-// The input is read three ways. As a scratchgrad-bpe file: it loads or is refused with a one-line
-// TokenizerError, and a loaded tokenizer writes itself back to a file that loads to the same text. As a text:
+// The input is read five ways. As a scratchgrad-bpe file: it loads or is refused with a one-line
+// TokenizerError, and a loaded tokenizer writes itself back to a file that loads to the same text. As a
+// Hugging Face tokenizer.json, and as GPT-2's encoder.json (beside a vocab.bpe of one merge): it loads, and
+// round-trips its own bytes, or is refused with a one-line TokenizerError, never another exception. As a text:
 // a small BPE trained on it (GPT-2 split, GPT-4 split, raw bytes) must give decode(encode(x)) == x, on the
 // input and on its halves, with every id in range. As ids: decoding arbitrary ids either works or is
 // refused for an id out of range. Corpus: corpus/tokenizer/.
@@ -19,6 +21,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::expect(t.decode(t.encode(input)) == input, "a loaded tokenizer does not round-trip its own file's bytes");
   } catch (const tokenizer::TokenizerError& e) {
     fuzz::check_message(e, "TokenizerError");
+  }
+
+  // The JSON loaders (nn/tokenizer/json_file.h: the depth bound, every field's type, ids read whole).
+  static const std::string vocab_bpe = [] {
+    const std::string merge = "#version: 0.2\n\xc4\xa0 t\n";
+    return fuzz::write_scratch("vocab.bpe", reinterpret_cast<const uint8_t*>(merge.data()), merge.size());
+  }();
+  const std::string json_file = fuzz::write_scratch("tokenizer.json", data, size);
+  for (int as_encoder = 0; as_encoder < 2; ++as_encoder) {
+    try {
+      const tokenizer::Tokenizer t = as_encoder ? tokenizer::load_gpt2_tokenizer(json_file, vocab_bpe)
+                                                : tokenizer::load_hugging_face_tokenizer(json_file);
+      fuzz::expect(t.decode(t.encode(input)) == input, "a tokenizer read from JSON does not round-trip its file's bytes");
+    } catch (const tokenizer::TokenizerError& e) {
+      fuzz::check_message(e, "TokenizerError");
+    }
   }
 
   if (size > 2048) return 0;  // training is for small inputs: keep the target fast
