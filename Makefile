@@ -58,18 +58,31 @@ train: build
 	@$(BUILD)/bin/scratchgrad train
 
 # The exercises (docs/exercises.md): `make exercise N=6` (or `make exercise-6`) builds your files in
-# examples/exercises/ into the checker and checks rung 6; `make exercises` checks the whole ladder.
-exercise: configure
-	@if [ -z "$(N)" ]; then echo "usage: make exercise N=<1..14> (or make exercise-6; make exercises for all 14)"; exit 2; fi
-	@cmake --build $(BUILD) -j $(JOBS) --target exercise_check
-	@$(BUILD)/bin/exercise_check $(N)
+# examples/exercises/ into the checker and checks rung 6; `make exercises` checks the whole ladder. A failure's
+# report gives the diagnosis; HINT=1 adds how to write it, which gives the answer away. The build is quiet:
+# its output goes to EXERCISE_LOG, and a failed build shows only the errors in it.
+EXERCISE_LOG = $(BUILD)/exercise-build.log
+EXERCISE_HINT = $(if $(filter-out 0 no,$(HINT)),--hint)
+EXERCISE_ERRORS = 'error:|Error at|undefined reference|missing packages|run: sudo'
+EXERCISE_BUILD = mkdir -p $(BUILD); \
+	echo "building the checker with your files (the first build takes minutes; its output: $(EXERCISE_LOG))"; \
+	if ! { $(MAKE) --no-print-directory configure && cmake --build $(BUILD) -j $(JOBS) --target exercise_check; } \
+	     >$(EXERCISE_LOG) 2>&1; then \
+	  grep -E -B1 -A2 $(EXERCISE_ERRORS) $(EXERCISE_LOG) | head -n 30; \
+	  echo "the build failed; all of its output: $(EXERCISE_LOG)"; exit 1; \
+	fi
+
+exercise:
+	@if [ -z "$(N)" ]; then echo "usage: make exercise N=<1..15> [HINT=1] (or make exercise-6; make exercises for all 15)"; exit 2; fi
+	@$(EXERCISE_BUILD)
+	@$(BUILD)/bin/exercise_check $(EXERCISE_HINT) $(N)
 
 exercise-%:
 	@$(MAKE) --no-print-directory exercise N=$*
 
-exercises: configure
-	@cmake --build $(BUILD) -j $(JOBS) --target exercise_check
-	@$(BUILD)/bin/exercise_check all
+exercises:
+	@$(EXERCISE_BUILD)
+	@$(BUILD)/bin/exercise_check $(EXERCISE_HINT) all
 
 fuzz-deps:
 	@$(MAKE) --no-print-directory deps PACKAGES="$(FUZZ_PACKAGES)"

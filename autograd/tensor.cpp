@@ -10,7 +10,6 @@
 #include <fmt/ranges.h>
 
 #include "autograd/backend.h"
-#include "autograd/ops.h"
 #include "autograd/memory/pool.h"
 #include "autograd/node.h"
 #include "autograd/memory/out_of_memory.h"

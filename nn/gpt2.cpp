@@ -214,10 +214,12 @@ bool is_gpt2_file(const std::string& path) {
   struct HeaderRead {};  // thrown to stop before the data: the header is all this needs
   bool gpt2 = false;
   try {
-    read_safetensors(path, {.on_header = [&](const std::vector<TensorHeader>& headers, const std::map<std::string, std::string>&) {
-                              for (const TensorHeader& h : headers) gpt2 = gpt2 || without_prefix(h.name) == "wte.weight";
-                              throw HeaderRead{};
-                            }});
+    TensorSink sink;  // the header is all it reads (set by name: GCC 12 warns when a designated initializer leaves members out)
+    sink.on_header = [&](const std::vector<TensorHeader>& headers, const std::map<std::string, std::string>&) {
+      for (const TensorHeader& h : headers) gpt2 = gpt2 || without_prefix(h.name) == "wte.weight";
+      throw HeaderRead{};
+    };
+    read_safetensors(path, sink);
   } catch (const HeaderRead&) {
   }
   return gpt2;

@@ -14,6 +14,8 @@
 #include "autograd/node.h"
 #include "autograd/inspect/trace.h"
 
+// Text is built with fmt::format or appended to, never as "literal" + a temporary std::string: GCC 12 at -O3
+// reports a false -Wrestrict inside that operator+ (GCC bug 105329).
 namespace autograd::inspect {
 
 namespace {
@@ -77,16 +79,16 @@ std::string to_dot(const Tensor& root, const std::vector<std::pair<std::string, 
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = *nodes[i];
     std::string label = fmt::format("#{} {}\n{}", i + 1, n.name, recorded_at(n, options.source_lines));
-    if (!n.call_site.empty()) label += "\n" + std::string(n.call_site);
+    if (!n.call_site.empty()) label += fmt::format("\n{}", n.call_site);
     out += fmt::format("  {} [shape=box, style=\"rounded,filled\", fillcolor=\"#f2f2f2\", label={}];\n",
                        node_id[&n], quoted(label));
     for (const Edge& e : n.inputs) {
       if (e.node)
         edges += fmt::format("  {} -> {} [label={}];\n", node_id[e.node.get()], node_id[&n],
-                             quoted(" " + shape_to_string(e.node->output_shape)));
+                             quoted(fmt::format(" {}", shape_to_string(e.node->output_shape))));
       else if (e.leaf)
         edges += fmt::format("  {} -> {} [label={}];\n", leaf(*e.leaf), node_id[&n],
-                             quoted(" " + shape_to_string(e.leaf->shape)));
+                             quoted(fmt::format(" {}", shape_to_string(e.leaf->shape))));
     }
   }
 
@@ -95,11 +97,11 @@ std::string to_dot(const Tensor& root, const std::vector<std::pair<std::string, 
                        : !root.impl().name.empty() ? root.impl().name
                                                    : "output";
     std::string label = name + "\n" + shape_to_string(root.shape());
-    if (root.numel() == 1 && is_floating(root.dtype())) label += " = " + fmt::format("{:.4g}", root.detach().item());
+    if (root.numel() == 1 && is_floating(root.dtype())) label += fmt::format(" = {:.4g}", root.detach().item());
     out += fmt::format("  root [shape=box, style=filled, fillcolor=\"#cfe2ff\", label={}];\n", quoted(label));
     if (root.grad_fn())
       edges += fmt::format("  {} -> root [label={}];\n", node_id[root.grad_fn().get()],
-                           quoted(" " + shape_to_string(root.shape())));
+                           quoted(fmt::format(" {}", shape_to_string(root.shape()))));
     else if (root.requires_grad())
       edges += fmt::format("  {} -> root;\n", leaf(root.impl()));
   }

@@ -201,7 +201,14 @@ BackwardObserver make_trace_observer(TraceOptions options) {
   return [tracer](const BackwardEvent& e) { (*tracer)(e); };
 }
 
-TraceGuard::TraceGuard(std::ostream& out) : TraceGuard(TraceOptions{.out = &out}) {}
+// (Options set member by member: GCC 12 warns about a designated initializer that leaves out `names`.)
+static TraceOptions options_writing_to(std::ostream& out) {
+  TraceOptions options;
+  options.out = &out;
+  return options;
+}
+
+TraceGuard::TraceGuard(std::ostream& out) : TraceGuard(options_writing_to(out)) {}
 
 TraceGuard::TraceGuard(TraceOptions options) {
   BackwardObserver trace = make_trace_observer(std::move(options));
@@ -227,7 +234,9 @@ int64_t trace_passes_from_setting(const char* value) {
 BackwardObserver trace_observer_from_environment() {
   int64_t passes = trace_passes_from_setting(std::getenv("SCRATCHGRAD_TRACE"));
   if (passes < 0) return nullptr;
-  return make_trace_observer({.passes = passes});
+  TraceOptions options;
+  options.passes = passes;
+  return make_trace_observer(std::move(options));
 }
 
 }  // namespace autograd::inspect

@@ -14,6 +14,8 @@
 #include <xmmintrin.h>
 #endif
 
+// Text is built with fmt::format or appended to, never as "literal" + a temporary std::string: GCC 12 at -O3
+// reports a false -Wrestrict inside that operator+ (GCC bug 105329).
 namespace autograd::print {
 
 PrintOptions& print_options() {
@@ -204,7 +206,8 @@ class Printer {
       slices.push_back(i < 0 ? "..." : tensor_str(dim + 1, offset + i * strides_[dim], indent + 1));
     // Slices of a k-d block are separated by k-1 newlines, i.e. blank lines from 3-D up.
     const size_t remaining = data_.shape.size() - dim;
-    return "[" + join(slices, "," + std::string(remaining - 1, '\n') + std::string(indent + 1, ' ')) + "]";
+    const std::string separator = fmt::format(",{}{}", std::string(remaining - 1, '\n'), std::string(indent + 1, ' '));
+    return fmt::format("[{}]", join(slices, separator));
   }
 
   std::string vector_str(int64_t offset, int indent) const {
@@ -225,7 +228,7 @@ class Printer {
         lines.back() += ", ";
       lines.back() += items[i];
     }
-    return "[" + join(lines, ",\n" + std::string(indent + 1, ' ')) + "]";
+    return fmt::format("[{}]", join(lines, fmt::format(",\n{}", std::string(indent + 1, ' '))));
   }
 
   static std::string join(const std::vector<std::string>& parts, const std::string& sep) {
@@ -255,17 +258,17 @@ std::string python_tuple(const std::vector<int64_t>& shape) {
   return s + (shape.size() == 1 ? ",)" : ")");
 }
 
-std::string torch_dtype(DType d) { return "torch." + std::string(dtype_name(d)); }
+std::string torch_dtype(DType d) { return fmt::format("torch.{}", dtype_name(d)); }
 
 // size=/dtype= parts torch adds before the autograd ones. float32 is the default dtype; int64
 // and bool are recognisable from their values, except in an empty tensor.
 std::vector<std::string> derived_suffixes(const PrintData& data, bool empty) {
   std::vector<std::string> out;
   if (empty) {
-    if (data.shape.size() != 1) out.push_back("size=" + python_tuple(data.shape));
-    if (data.dtype != DType::Float32) out.push_back("dtype=" + torch_dtype(data.dtype));
+    if (data.shape.size() != 1) out.push_back(fmt::format("size={}", python_tuple(data.shape)));
+    if (data.dtype != DType::Float32) out.push_back(fmt::format("dtype={}", torch_dtype(data.dtype)));
   } else if (data.dtype == DType::Float64) {
-    out.push_back("dtype=" + torch_dtype(data.dtype));
+    out.push_back(fmt::format("dtype={}", torch_dtype(data.dtype)));
   }
   return out;
 }
@@ -278,7 +281,7 @@ std::string add_suffixes(std::string text, const std::vector<std::string>& suffi
   for (const std::string& suffix : suffixes) {
     const auto len = static_cast<int64_t>(suffix.size());
     if (last_line_len + len + 2 > linewidth) {
-      text += ",\n" + std::string(kPrefixIndent, ' ') + suffix;
+      text += fmt::format(",\n{}{}", std::string(kPrefixIndent, ' '), suffix);
       last_line_len = kPrefixIndent + len;
     } else {
       text += ", " + suffix;
@@ -359,10 +362,10 @@ std::string python_float_repr(double v) {
   std::string out = negative ? "-" : "";
   if (decpt <= -4 || decpt > 16) {
     out += digits.substr(0, 1);
-    if (ndigits > 1) out += "." + digits.substr(1);
+    if (ndigits > 1) out += fmt::format(".{}", digits.substr(1));
     out += fmt::format("e{}{:02d}", exponent < 0 ? '-' : '+', std::abs(exponent));
   } else if (decpt <= 0) {
-    out += "0." + std::string(-decpt, '0') + digits;
+    out += fmt::format("0.{}{}", std::string(-decpt, '0'), digits);
   } else if (decpt >= ndigits) {
     out += digits + std::string(decpt - ndigits, '0') + ".0";
   } else {

@@ -4,8 +4,11 @@
 //     y = ln x     dy/dx = 1/x
 //     y = tanh x   dy/dx = 1 − tanh² x = 1 − y²
 //
-// and dL/dx = g ⊙ dy/dx. Where the derivative is the output itself, save the output — but detached
-// (out.detach()): the output owns this node, so a closure holding the output itself would be a cycle.
+// and dL/dx = g ⊙ dy/dx. Each closure keeps what its formula needs: capture it, and list it in `saved`
+// (record's fourth argument), so that an in-place write to it before backward is caught. Where the
+// derivative is the output itself, keep the output — but detached, y = out.detach(): the same numbers
+// without the history. The output owns this node and the node owns the closure, so a closure holding
+// `out` itself would close a cycle that is never freed. The checker looks for it.
 //
 // Check it:  make exercise N=3      Explained in: docs/autograd.md ("Recording")
 #include "exercises.h"
@@ -19,8 +22,8 @@ Tensor my_exp(const Tensor& x) {
     out = exp(x);
   }
   if (!needs_grad({x})) return out;
-  Tensor y = out.detach();
-  return record("MyExpBackward", out, {x}, {y}, [y](const Tensor& g) -> Grads {
+  // YOUR CODE: what must the closure keep? Capture it in [] and list it in /*saved=*/{}.
+  return record("MyExpBackward", out, /*inputs=*/{x}, /*saved=*/{}, [](const Tensor& g) -> Grads {
     (void)g;
     not_implemented(3);  // YOUR CODE
   });
@@ -33,7 +36,7 @@ Tensor my_log(const Tensor& x) {
     out = log(x);
   }
   if (!needs_grad({x})) return out;
-  return record("MyLogBackward", out, {x}, {x}, [x](const Tensor& g) -> Grads {
+  return record("MyLogBackward", out, /*inputs=*/{x}, /*saved=*/{}, [](const Tensor& g) -> Grads {
     (void)g;
     not_implemented(3);  // YOUR CODE
   });
@@ -46,8 +49,7 @@ Tensor my_tanh(const Tensor& x) {
     out = tanh(x);
   }
   if (!needs_grad({x})) return out;
-  Tensor y = out.detach();
-  return record("MyTanhBackward", out, {x}, {y}, [y](const Tensor& g) -> Grads {
+  return record("MyTanhBackward", out, /*inputs=*/{x}, /*saved=*/{}, [](const Tensor& g) -> Grads {
     (void)g;
     not_implemented(3);  // YOUR CODE
   });
@@ -58,3 +60,4 @@ Tensor my_tanh(const Tensor& x) {
 // Hints, one at a time:
 // 1. Scalars mix with tensors: 1.0 - y * y is a tensor.
 // 2. No sum_to here: a unary op's output has its input's shape.
+// 3. my_log keeps x (an input owns no node of this op: no cycle); my_exp and my_tanh keep out.detach().

@@ -13,6 +13,8 @@
 //
 // Tools: Tensor(edge.leaf) is a handle on the leaf; leaf.grad() (undefined if none), leaf.set_grad(t).
 //
+// Rungs 14 and 15 train models on this engine of yours: every gradient they compute is run_backward's.
+//
 // Check it:  make exercise N=5      Explained in: docs/autograd.md ("backward()", "Why a topological
 //                                   order and not recursion?"), docs/backprop-walkthrough.md
 #include <algorithm>

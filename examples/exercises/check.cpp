@@ -1,7 +1,9 @@
 // check.cpp — the exercises' checker: `exercise_check N` checks rung N, `exercise_check` (or `all`) the
-// whole ladder as a table. Built three times from this one source: against the learner's files
-// (examples/exercises/, build/bin/exercise_check), the reference solutions and the deliberate mistakes
-// (examples/exercises/CMakeLists.txt); the tests in tests/exercises/ run the last two.
+// whole ladder as a table; `--hint` adds to a failure's report how to write it. Rungs 1 to 13 are here,
+// 14 and 15, the models trained on the learner's pieces, in check_char_model.cpp and check_gpt_block.cpp.
+// Linked three ways: against the learner's files (examples/exercises/, build/bin/exercise_check), the
+// reference solutions and the deliberate mistakes (examples/exercises/CMakeLists.txt); the tests in
+// tests/exercises/ run the last two.
 //
 // Each rung's checks: the values against PyTorch's (committed fixtures, tests/reference/
 // make_exercise_fixtures.py), each gradient against the true one with the usual mistakes named, and
@@ -11,15 +13,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 
 #include <fmt/format.h>
 
+#include "checks.h"
 #include "exercises.h"
-#include "nn/char_model.h"
 #include "optim/optimizer.h"
 #include "teacher.h"
 
@@ -108,6 +109,27 @@ void rung_2() {
 
 // ---------------------------------------------------------------- 3. exp, log, tanh
 
+// Once its last handle is dropped, an op's output must be freed, and its node with it. A closure that keeps
+// `out` itself (not out.detach()) closes a cycle: out holds its node, the node its closure, the closure out.
+// The gradients are right, and every graph built with the op stays in memory for good.
+void check_output_is_freed(const char* name, Tensor (*mine)(const Tensor&), const char* hint) {
+  const Tensor x = leaf(random_tensor({3}, 39, 0.2, 2));
+  std::weak_ptr<TensorImpl> output;
+  std::weak_ptr<Node> node;
+  {
+    Tensor out = mine(x);
+    output = out.impl_ptr();
+    node = out.grad_fn();
+  }
+  if (output.expired()) return passed(fmt::format("{}: the output and its node are freed with the last handle", name));
+  if (std::shared_ptr<Node> cycle = node.lock()) cycle->backward = nullptr;  // so that the checker frees it
+  fail(fmt::format("{}: the output outlives its last handle. Your closure keeps `out` itself, and out keeps its node, "
+                   "which keeps the closure: a cycle, never freed, so every graph made with {} would stay in memory. "
+                   "What the closure keeps must not own the node",
+                   name, name),
+       hint);
+}
+
 void rung_3() {
   struct Unary {
     const char* name;
@@ -117,9 +139,10 @@ void rung_3() {
     double lo, hi;
   };
   const Unary ops[] = {
-      {"my_exp", my_exp, exp, "(eˣ)' = eˣ: the output itself (save out.detach())", -2, 2},
-      {"my_log", my_log, log, "(ln x)' = 1/x", 0.2, 3},
-      {"my_tanh", my_tanh, tanh, "(tanh x)' = 1 − tanh² x = 1 − y²", -2, 2},
+      {"my_exp", my_exp, exp, "(eˣ)' = eˣ, the output itself: save y = out.detach() (the same numbers, no node) "
+                              "in `saved` and capture y", -2, 2},
+      {"my_log", my_log, log, "(ln x)' = 1/x: save and capture x", 0.2, 3},
+      {"my_tanh", my_tanh, tanh, "(tanh x)' = 1 − tanh² x = 1 − y²: save y = out.detach() and capture y", -2, 2},
   };
   Fixture f("03_exp_log_tanh");
   uint64_t seed = 31;
@@ -130,6 +153,7 @@ void rung_3() {
                    u.hint};
     check_fixture_case(op, f, std::string(u.name).substr(3));
     check_op(op, "non-contiguous", {transposed_leaf({3, 4}, seed++, u.lo, u.hi)});
+    check_output_is_freed(u.name, u.mine, u.hint);
   }
 }
 
@@ -195,17 +219,18 @@ void check_topological_order(const Tensor& root, const std::string& graph) {
                            "keeps each node once";
   std::unordered_map<Node*, size_t> position;
   for (size_t i = 0; i < order.size(); ++i) {
-    if (!order[i]) fail(fmt::format("topological_order ({}): entry {} is a null node\n  hint: {}", graph, i, hint));
+    if (!order[i]) fail(fmt::format("topological_order ({}): entry {} is a null node", graph, i), hint);
     if (!position.emplace(order[i], i).second)
       fail(fmt::format("topological_order ({}): {} appears twice (entries {} and {}); each node must run once, "
-                       "after all its gradient has arrived\n  hint: {}",
-                       graph, order[i]->name, position[order[i]], i, hint));
+                       "after all its gradient has arrived",
+                       graph, order[i]->name, position[order[i]], i),
+           hint);
   }
   for (Node* n : all)
     if (!position.count(n))
-      fail(fmt::format("topological_order ({}): {} is reachable from the root but missing ({} of {} nodes listed)"
-                       "\n  hint: {}",
-                       graph, n->name, order.size(), all.size(), hint));
+      fail(fmt::format("topological_order ({}): {} is reachable from the root but missing ({} of {} nodes listed)",
+                       graph, n->name, order.size(), all.size()),
+           hint);
   if (order.size() != all.size())
     fail(fmt::format("topological_order ({}): {} nodes listed, but only {} are reachable from the root", graph,
                      order.size(), all.size()));
@@ -213,8 +238,9 @@ void check_topological_order(const Tensor& root, const std::string& graph) {
     for (const Edge& e : n->inputs)
       if (e.node && position[e.node.get()] < position[n])
         fail(fmt::format("topological_order ({}): {} (entry {}) comes before {} (entry {}), which sends it "
-                         "gradients: it would run before its gradient is complete\n  hint: {}",
-                         graph, e.node->name, position[e.node.get()], n->name, position[n], hint));
+                         "gradients: it would run before its gradient is complete",
+                         graph, e.node->name, position[e.node.get()], n->name, position[n]),
+             hint);
   passed(fmt::format("topological_order ({}): {} nodes, each once, each before its inputs", graph, order.size()));
 }
 
@@ -239,21 +265,22 @@ void rung_5() {
   const Tensor* want[] = {&truth.a, &truth.b, &truth.c};
   for (int i = 0; i < 3; ++i) {
     if (!got[i]->grad().defined())
-      fail(fmt::format("run_backward: leaf {} has no .grad: add each gradient that reaches an edge to a leaf "
-                       "(edge.leaf) into that leaf's .grad\n  hint: {}",
-                       names[i], hint));
+      fail(fmt::format("run_backward: leaf {} has no .grad: a gradient that reaches an edge to a leaf (edge.leaf) "
+                       "belongs in that leaf's .grad",
+                       names[i]),
+           hint);
     const std::string what = fmt::format("run_backward: the gradient in {}.grad", names[i]);
     if (!close(got[i]->grad(), want[i]->grad()))
       fail(fmt::format("{} is not the true one: element 0 is {:.10g}, expected {:.10g}. A node whose output is used "
-                       "more than once must receive the sum of the gradients of all its uses before it runs\n"
-                       "  hint: {}",
-                       what, got[i]->grad().to_vector<double>()[0], want[i]->grad().to_vector<double>()[0], hint));
+                       "more than once must receive the sum of the gradients of all its uses before it runs",
+                       what, got[i]->grad().to_vector<double>()[0], want[i]->grad().to_vector<double>()[0]),
+           hint);
   }
   passed("run_backward: a, b, c get the engine's gradients on a graph where y is used three times");
   // A second backward adds into .grad, as PyTorch's does (that is why optimizers zero them).
   run_backward(small_graph_loss(mine.a, mine.b, mine.c));
-  expect_close("run_backward, called twice: a.grad", mine.a.grad(), truth.a.grad() * 2.0, 1e-7, 1e-10,
-               "the second pass must add into the .grad the first one left, not replace it");
+  expect_close("run_backward, called twice: a.grad (a second pass adds into the .grad the first one left)",
+               mine.a.grad(), truth.a.grad() * 2.0, 1e-7, 1e-10, hint);
   passed("run_backward: a second pass adds into .grad");
 }
 
@@ -377,8 +404,8 @@ void rung_9() {
            "torch.nn.Linear draws the weight first, then the bias (each draw moves the generator on)");
     expect_close("MyLinear(24, 13) after manual_seed(7): weight", lin.weight, f["seed7.weight"], 1e-5, 1e-6, init_hint);
   }
-  expect_same_bits("MyLinear(24, 13) after manual_seed(7): weight", lin.weight, f["seed7.weight"],
-                   "close, but not the same bits: compute the bound as PyTorch does, in double, √3 · (gain / √in)");
+  expect_same_bits("MyLinear(24, 13) after manual_seed(7): weight (close, but not the bits)", lin.weight,
+                   f["seed7.weight"], "compute the bound as PyTorch does, in double, √3 · (gain / √in)");
   expect_same_bits("MyLinear(24, 13) after manual_seed(7): bias", lin.bias, f["seed7.bias"], init_hint);
   passed("after manual_seed(7): PyTorch's weight and bias, bit for bit");
   expect_close("MyLinear(24, 13) forward on x [2, 5, 24]", lin(f["seed7.x"]), f["seed7.out"], 1e-5, 1e-6,
@@ -404,14 +431,6 @@ void rung_9() {
 }
 
 // ---------------------------------------------------------------- 10. one attention head
-
-// The reference: the engine's ops, as the workshop's model writes them.
-Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v) {
-  const int64_t T = q.size(-2);
-  Tensor blocked = triu(ones({T, T}), 1) == 1.0;
-  Tensor scores = matmul(q, k.mT()) / std::sqrt(double(q.size(-1)));
-  return matmul(softmax(masked_fill(scores, blocked, -kInf), -1), v);
-}
 
 // The gradient of the scores (after the 1/√d) for upstream g: what dq and dk are made of.
 Tensor attention_scores_gradient(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g) {
@@ -516,16 +535,15 @@ void check_adam_run(const Fixture& f, const std::string& name, const AdamConfig&
     if (!close(p, want, 1e-5, 1e-7)) {
       Tensor moved = p.to(DType::Float64) - before.to(DType::Float64), should = want.to(DType::Float64) - before.to(DType::Float64);
       if (close(moved, -should, 1e-3, 1e-9))
-        fail(fmt::format("{} moved the wrong way (the sign): Adam steps against the gradient, θ −= step_size · m / "
-                         "denom\n  hint: {}", what, hint));
+        fail(fmt::format("{} moved the wrong way (the sign): Adam steps against the gradient", what), hint);
       if (close(p, adam_variant(before, grad, m_before, v_before, t, c, false), 1e-5, 1e-7))
         fail(fmt::format("{} is the update without bias correction: m and v start at 0, so early on they are too "
-                         "small by (1 − β1ᵗ) and (1 − β2ᵗ); divide the step by 1 − β1ᵗ and √v by √(1 − β2ᵗ)\n  hint: {}",
-                         what, hint));
+                         "small by (1 − β1ᵗ) and (1 − β2ᵗ)",
+                         what),
+             "divide the step by 1 − β1ᵗ and √v by √(1 − β2ᵗ); " + hint);
       expect_close(what, p, want, 1e-5, 1e-7, hint);
     }
-    expect_same_bits(what, p, want,
-                     "right to float rounding but not bit for bit: " + hint);
+    expect_same_bits(what + " (right to float rounding)", p, want, hint);
     expect_same_bits(fmt::format("my_adam_step ({}, step {}): exp_avg", name, t), m, f[fmt::format("{}.m{}", name, t)], hint);
     expect_same_bits(fmt::format("my_adam_step ({}, step {}): exp_avg_sq", name, t), v, f[fmt::format("{}.v{}", name, t)], hint);
   }
@@ -550,282 +568,6 @@ void rung_13() {
   passed("my_adam_step: 20 steps, optim::Adam's parameters bit for bit");
 }
 
-// ---------------------------------------------------------------- 14. the character model
-
-const char* kPyTorchLosses[] = {"2.655", "0.219", "0.172", "0.131"};  // the workshop's run, PyTorch 1.13
-const char* kParameterNames[] = {"tok.weight", "pos.weight", "q.weight", "q.bias", "k.weight", "k.bias",
-                                 "v.weight", "v.bias", "head.weight", "head.bias"};
-
-using LossFn = std::function<Tensor(const MyCharModel&, const Tensor& idx, const Tensor& targets)>;
-
-// The workshop's run: manual_seed(7), the model, then 301 steps of Adam (lr 0.01) on batches of 16
-// windows of 8 characters, with `loss_of` and my_adam_step. Returns the losses printed at steps 0, 100,
-// 200 and 300 ("%.3f"); `after_first_backward` sees the model after step 0's backward.
-std::vector<std::string> train_workshop_model(const LossFn& loss_of,
-                                              const std::function<void(const MyCharModel&, const Tensor&, const Tensor&)>&
-                                                  after_first_backward = {}) {
-  const std::string text = "aditi likes warm dosa ";
-  const std::set<char> charset(text.begin(), text.end());
-  const std::string chars(charset.begin(), charset.end());  // sorted(set(text))
-  std::vector<int64_t> ids;
-  for (char ch : text) ids.push_back(int64_t(chars.find(ch)));
-  const Tensor data = from_vector(ids, {int64_t(ids.size())});
-  const int64_t V = int64_t(chars.size()), D = 24, T = 8, B = 16;
-  manual_seed(7);
-  MyCharModel model(V, D, T);
-  std::vector<Tensor> params = model.parameters(), exp_avg, exp_avg_sq;
-  for (const Tensor& p : params) {
-    exp_avg.push_back(zeros_like(p));
-    exp_avg_sq.push_back(zeros_like(p));
-  }
-  std::vector<std::string> printed;
-  for (int64_t step = 0; step < 301; ++step) {
-    Tensor starts = randint(0, data.size(0) - T - 1, {B});  // the workshop's batch()
-    std::vector<Tensor> xs, ys;
-    for (int64_t j : starts.to_vector<int64_t>()) {
-      xs.push_back(data.slice(0, j, j + T));
-      ys.push_back(data.slice(0, j + 1, j + T + 1));
-    }
-    const Tensor xb = stack(xs), yb = stack(ys);
-    Tensor loss = loss_of(model, xb, yb);
-    for (const Tensor& p : params) p.set_grad(Tensor());
-    loss.backward();
-    if (step == 0 && after_first_backward) after_first_backward(model, xb, yb);
-    for (size_t i = 0; i < params.size(); ++i)
-      my_adam_step(params[i], params[i].grad(), exp_avg[i], exp_avg_sq[i], step + 1, AdamConfig{.lr = 0.01});
-    if (step % 100 == 0) {
-      printed.push_back(fmt::format("{:.3f}", loss.item()));
-      if (!std::isfinite(loss.item())) fail(fmt::format("training: the loss is {} at step {}", loss.item(), step));
-    }
-  }
-  return printed;
-}
-
-std::string loss_table(const std::vector<std::string>& printed) {
-  std::string lines;
-  for (size_t i = 0; i < printed.size(); ++i)
-    lines += fmt::format("\n        step {:3} | loss {}   (PyTorch: {})", 100 * i, printed[i], kPyTorchLosses[i]);
-  return lines;
-}
-
-// Rung 14 stands on rungs 7, 9, 10 and 13 (and on what those use): each is probed with a tiny call, and the
-// ones still a stub are returned.
-std::set<int> unfinished_rungs_below() {
-  std::set<int> stubs;
-  auto probe = [&stubs](const std::function<void()>& call) {
-    try {
-      call();
-    } catch (const NotImplemented& e) {
-      stubs.insert(e.rung);
-    } catch (const std::exception&) {  // written but wrong: that rung's own check says what is wrong
-    }
-  };
-  probe([] { my_cross_entropy(zeros({2, 3}).requires_grad_(), from_vector(std::vector<int64_t>{0, 2}, {2})); });
-  probe([] { MyLinear(2, 3)(zeros({1, 2})); });
-  probe([] {
-    Tensor x = zeros({1, 2, 2}).requires_grad_();
-    my_attention_head(x, x, x);
-  });
-  probe([] {
-    Tensor p = zeros({2}), m = zeros({2}), v = zeros({2});
-    my_adam_step(p, ones({2}), m, v, 1, AdamConfig{});
-  });
-  return stubs;
-}
-
-// "7", "7 and 9", "7, 9 and 10"
-std::string list_of_rungs(const std::set<int>& rungs) {
-  std::string text;
-  size_t i = 0;
-  for (int n : rungs) {
-    text += (i == 0 ? "" : i + 1 == rungs.size() ? " and " : ", ") + std::to_string(n);
-    ++i;
-  }
-  return text;
-}
-
-// An untouched stub of rung 14 is reported as one even while rung 9 is not done: char_model_loss is first
-// called on a model of MyLinear::Zeros layers, which runs none of rung 9's code. A written rung 14 that
-// stands on an unfinished rung is sent there ("exercise 14 needs exercise 9 first").
-void check_started(int64_t V, int64_t D, int64_t T) {
-  std::set<int> below = unfinished_rungs_below();
-  MyCharModel zeros_model(V, D, T, MyLinear::Zeros{});
-  const Tensor idx = from_vector(std::vector<int64_t>(size_t(2 * T), 0), {2, T});
-  try {
-    char_model_loss(zeros_model, idx, idx);
-  } catch (const NotImplemented& e) {
-    if (e.rung == 14) {
-      NotImplemented untouched(14);
-      if (!below.empty()) untouched.note = fmt::format("it stands on exercises 7, 9, 10 and 13; not done yet either: {}",
-                                                       list_of_rungs(below));
-      throw untouched;
-    }
-    below.insert(e.rung);
-  } catch (const std::exception&) {  // on layers of zeros any error is beside the point: the checks below tell
-  }
-  if (!below.empty()) throw NotImplemented(*below.begin());
-}
-
-// Whether two tensors hold the same float32 bits (+0 and −0 count as equal, as do two NaNs).
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (!a.defined() || !b.defined() || a.shape() != b.shape()) return false;
-  std::vector<float> x = a.to(DType::Float32).to_vector<float>(), y = b.to(DType::Float32).to_vector<float>();
-  for (size_t i = 0; i < x.size(); ++i)
-    if (x[i] != y[i] && !(std::isnan(x[i]) && std::isnan(y[i]))) return false;
-  return true;
-}
-
-// f's value on fresh leaves copied from `inputs` (int64 ones stay constants), and their gradients for the
-// upstream gradient g (undefined: f's value is a scalar, and backward() starts from 1).
-struct ValueAndGradients {
-  Tensor value;
-  std::vector<Tensor> grads;
-};
-ValueAndGradients value_and_gradients(const Fn& f, const std::vector<Tensor>& inputs, const Tensor& g = {}) {
-  std::vector<Tensor> leaves;
-  for (const Tensor& x : inputs) leaves.push_back(x.dtype() == DType::Int64 ? x : leaf(x));
-  ValueAndGradients r{f(leaves), {}};
-  if (g.defined()) r.value.backward(g);
-  else r.value.backward();
-  for (const Tensor& l : leaves) r.grads.push_back(l.requires_grad() ? l.grad() : Tensor());
-  return r;
-}
-
-// "" when `mine` has `theirs`'s bits in the value and every gradient, else which of them does not.
-std::string first_bits_differing(const ValueAndGradients& mine, const ValueAndGradients& theirs,
-                                 const std::vector<std::string>& inputs) {
-  if (!same_bits(mine.value, theirs.value)) return "its value";
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (theirs.grads[i].defined() && !same_bits(mine.grads[i], theirs.grads[i])) return "the gradient of " + inputs[i];
-  return "";
-}
-
-// Step 0 of the run, when some gradient is right to float rounding but not PyTorch's to the bit: which of the
-// learner's pieces rounds differently from the engine's kernels (PyTorch's), tried one at a time on this
-// batch with everything else the engine's. `differing` names the parameters whose gradient bits differ.
-std::string why_the_bits_differ(const MyCharModel& m, const Tensor& xb, const Tensor& yb,
-                                const std::vector<std::string>& differing) {
-  const int64_t T = xb.size(1), V = m.head->weight.size(0);
-  Tensor x, qx, kx, vx, logits;
-  {
-    NoGradGuard no_grad;
-    x = (*m.tok)(xb) + (*m.pos)(arange(T));
-    qx = linear(x, m.q->weight, m.q->bias);
-    kx = linear(x, m.k->weight, m.k->bias);
-    vx = linear(x, m.v->weight, m.v->bias);
-    logits = linear(attention_reference(qx, kx, vx), m.head->weight, m.head->bias).view({-1, V});
-  }
-  auto upstream = [](const Tensor& like, uint64_t seed) { return random_tensor(like.shape(), seed).to(DType::Float32); };
-  // rung 9: MyLinear's forward (its backward is whatever engine ops it is made of)
-  const std::vector<Tensor> layer{x, m.q->weight, m.q->bias};
-  const std::string in_linear = first_bits_differing(
-      value_and_gradients([](const std::vector<Tensor>& in) {
-        MyLinear probe(in[1].size(1), in[1].size(0), MyLinear::Zeros{});
-        probe.weight = in[1];
-        probe.bias = in[2];
-        return probe(in[0]);
-      }, layer, upstream(qx, 141)),
-      value_and_gradients([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); }, layer, upstream(qx, 141)),
-      {"x", "weight", "bias"});
-  if (!in_linear.empty())
-    return fmt::format("MyLinear (rung 9) is right to float rounding, but {} is not torch.nn.Linear's to the bit: "
-                       "linear(x, weight, bias) is PyTorch's (one addmm over the rows of x as a matrix)",
-                       in_linear);
-  // rung 10: the attention head, against the workshop's chain of nodes
-  const std::vector<Tensor> qkv{qx, kx, vx};
-  const std::string in_attention = first_bits_differing(
-      value_and_gradients([](const std::vector<Tensor>& in) { return my_attention_head(in[0], in[1], in[2]); }, qkv,
-                          upstream(qx, 142)),
-      value_and_gradients([](const std::vector<Tensor>& in) { return attention_reference(in[0], in[1], in[2]); }, qkv,
-                          upstream(qx, 142)),
-      {"q", "k", "v"});
-  if (!in_attention.empty())
-    return fmt::format("my_attention_head (rung 10) is right to float rounding, but {} is not the bits of PyTorch's "
-                       "chain of nodes (the workshop's: matmul, division by √d, masked_fill, softmax, matmul). Round "
-                       "as they do, in this order: dv = pᵀ g and dp = g vᵀ; ds = p ⊙ (dp − Σ_row dp ⊙ p); ds / √d, "
-                       "a division (not a product with 1/√d); dq = ds k and dk = dsᵀ q",
-                       in_attention);
-  // rung 7: the loss
-  const std::string in_loss = first_bits_differing(
-      value_and_gradients([](const std::vector<Tensor>& in) { return my_cross_entropy(in[0], in[1]); },
-                          {logits, yb.view({-1})}),
-      value_and_gradients([](const std::vector<Tensor>& in) { return cross_entropy(in[0], in[1]); }, {logits, yb.view({-1})}),
-      {"logits"});
-  if (!in_loss.empty())
-    return fmt::format("my_cross_entropy (rung 7) is right to float rounding, but {} is not the bits of PyTorch's "
-                       "log_softmax and nll_loss: the value nll_loss(log_softmax(logits, 1), targets); the gradient "
-                       "exp(log_probs) · (g / N) − onehot · (g / N), in that order",
-                       in_loss);
-  if (differing == std::vector<std::string>{"tok.weight", "pos.weight"})
-    return "the gradients of tok.weight and pos.weight are not the workshop's to the bit, while every other "
-           "parameter's is, and each of your pieces rounds as PyTorch's: x's gradient is the sum of three, from "
-           "q(x), k(x) and v(x), and backward adds them in the reverse of the order the layers were called (the "
-           "newest node runs first). Call them as the workshop does, q, k, then v, one statement each: in "
-           "my_attention_head((*m.q)(x), (*m.k)(x), (*m.v)(x)) C++ leaves the order to the compiler (GCC calls v first)";
-  return fmt::format("the gradients of {} are not the workshop's to the bit, though each of your pieces rounds as "
-                     "PyTorch's: char_model_loss composes them otherwise than the workshop's model (x = tok(idx) + "
-                     "pos(arange(T)); q(x), k(x), then v(x); head; cross-entropy over [B·T, V])",
-                     fmt::join(differing, ", "));
-}
-
-void rung_14() {
-  NumericsGuard exact(Numerics::exact);  // PyTorch's bits, as the workshop's run
-  const int64_t V = 13, D = 24, T = 8;
-  check_started(V, D, T);
-  // The same seed gives the engine's model (nn::MiniSelfAttention) the same weights.
-  manual_seed(7);
-  MyCharModel first(V, D, T);
-  manual_seed(7);
-  nn::MiniSelfAttention engine({.vocab = V, .dim = D, .context = T});
-  const std::vector<Tensor> theirs = engine.parameters();
-  for (size_t i = 0; i < theirs.size(); ++i)
-    expect_same_bits(fmt::format("MyCharModel's parameter {} after manual_seed(7)", i), first.parameters()[i],
-                     theirs[i], "the layers are built in the workshop's order; MyLinear must draw as torch.nn.Linear (rung 9)");
-  passed("after manual_seed(7): the workshop's initial weights");
-
-  std::string why_not_bits;  // set at step 0 when a gradient is right but not PyTorch's bits
-  auto compare_step_0 = [&](const MyCharModel& model, const Tensor& xb, const Tensor& yb) {
-    Tensor engine_loss = cross_entropy(engine(xb).view({-1, V}), yb.view({-1}));
-    Tensor loss;
-    {
-      NoGradGuard no_grad;
-      loss = char_model_loss(model, xb, yb);
-    }
-    if (!close(loss, engine_loss.detach(), 1e-6, 0))
-      fail(fmt::format("char_model_loss at step 0: {:.7g}, the workshop's model gives {:.7g} (PyTorch prints 2.655): "
-                       "the forward differs (x = tok(idx) + pos(arange(T)); head(attention(q(x), k(x), v(x))); "
-                       "cross-entropy over [B·T, V])",
-                       loss.item(), engine_loss.item()));
-    engine_loss.backward();
-    const std::vector<Tensor> mine = model.parameters();
-    std::vector<std::string> differing;
-    for (size_t i = 0; i < mine.size(); ++i) {
-      expect_close(fmt::format("step 0: the gradient of {}", kParameterNames[i]), mine[i].grad(), theirs[i].grad(),
-                   1e-4, 1e-6,
-                   "your ops' gradients should be the engine model's, to float rounding: check the rung of the op "
-                   "that feeds this parameter");
-      if (!same_bits(mine[i].grad(), theirs[i].grad())) differing.push_back(kParameterNames[i]);
-    }
-    if (!differing.empty()) why_not_bits = why_the_bits_differ(model, xb, yb, differing);
-    passed(fmt::format("step 0: loss {:.3f}, and every parameter's gradient is the workshop model's{}", loss.item(),
-                       differing.empty() ? ", bit for bit" : ", to float rounding"));
-  };
-  const std::vector<std::string> yours = train_workshop_model(char_model_loss, compare_step_0);
-  std::printf("  the workshop's model, trained 301 steps on your ops:%s\n", loss_table(yours).c_str());
-  size_t first_different = 0;
-  while (first_different < yours.size() && yours[first_different] == kPyTorchLosses[first_different]) ++first_different;
-  if (first_different == yours.size()) return passed("2.655 -> 0.131: PyTorch's losses, to the last printed digit");
-  const std::string chaos = fmt::format(
-      "training: at step {} the loss is {}, PyTorch's is {}. After the first hundred steps training is chaotic: "
-      "only the same float roundings in the same order give the same digits",
-      100 * first_different, yours[first_different], kPyTorchLosses[first_different]);
-  if (!why_not_bits.empty()) fail(fmt::format("{}, and yours differ from step 0 on: {}", chaos, why_not_bits));
-  fail(fmt::format("{}; step 0's gradients were PyTorch's to the bit, so the updates or a later step differ: "
-                   "my_adam_step (rung 13) must be PyTorch's bit for bit, and char_model_loss must not change "
-                   "from step to step",
-                   chaos));
-}
-
 // ---------------------------------------------------------------- the ladder
 
 struct Rung {
@@ -848,13 +590,27 @@ const Rung kRungs[] = {
     {"11_layer_norm.cpp", "LayerNorm's backward", rung_11},
     {"12_gelu.cpp", "GELU's backward", rung_12},
     {"13_adam.cpp", "an Adam step, bit for bit", rung_13},
-    {"14_char_model.cpp", "train the workshop's model on your ops", rung_14},
+    {"14_char_model.cpp", "train the workshop's model on your ops", checks::rung_14},
+    {"15_gpt_block.cpp", "one GPT block of your pieces, trained", checks::rung_15},
 };
 constexpr int kCount = int(sizeof(kRungs) / sizeof(kRungs[0]));
 
 enum class Outcome { passed, not_implemented, failed };
 
-// Runs rung n's checks, printing the report; `quiet` prints only the outcome line's text back.
+// Whether a failure's report prints its hint (`--hint`, `make exercise N=1 HINT=1`). The diagnosis, what is
+// wrong and why, is always printed; the hint, how to write it, gives the answer away, so it waits until asked.
+bool show_hints = false;
+
+void report_failure(int n, const std::string& diagnosis, const std::string& hint) {
+  const Rung& r = kRungs[n - 1];
+  std::printf("exercise %d: FAILED\n  %s\n", n, diagnosis.c_str());
+  if (show_hints && !hint.empty()) std::printf("  hint: %s\n", hint.c_str());
+  if (show_hints) std::printf("  more hints: the end of examples/exercises/%s\n", r.file);
+  else if (!hint.empty()) std::printf("  a hint: make exercise N=%d HINT=1 (more at the end of examples/exercises/%s)\n", n, r.file);
+  else std::printf("  hints: the end of examples/exercises/%s\n", r.file);
+}
+
+// Runs rung n's checks, printing the report; `summary` gets the outcome in one line, for the table.
 Outcome run_rung(int n, std::string& summary) {
   const Rung& r = kRungs[n - 1];
   std::printf("exercise %d: %s (examples/exercises/%s)\n", n, r.title, r.file);
@@ -874,12 +630,11 @@ Outcome run_rung(int n, std::string& summary) {
     return Outcome::not_implemented;
   } catch (const Failure& e) {
     summary = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
-    std::printf("exercise %d: FAILED\n  %s\n  more hints: the end of examples/exercises/%s\n", n, e.what(), r.file);
+    report_failure(n, e.what(), e.hint);
     return Outcome::failed;
   } catch (const std::exception& e) {
     summary = e.what();
-    std::printf("exercise %d: FAILED\n  stopped by an exception: %s\n  more hints: the end of examples/exercises/%s\n", n,
-                e.what(), r.file);
+    report_failure(n, fmt::format("stopped by an exception: {}", e.what()), "");
     return Outcome::failed;
   }
   summary = "passed";
@@ -888,7 +643,8 @@ Outcome run_rung(int n, std::string& summary) {
 }
 
 int usage(const char* program) {
-  std::fprintf(stderr, "usage: %s [N | all]   (N from 1 to %d; no argument: all, as a table)\n", program, kCount);
+  std::fprintf(stderr, "usage: %s [--hint] [N | all]   (N from 1 to %d; no argument: all, as a table; --hint: a "
+               "failure's report adds how to write it)\n", program, kCount);
   return 2;
 }
 
@@ -896,8 +652,13 @@ int usage(const char* program) {
 
 int main(int argc, char** argv) {
   set_numerics(Numerics::exact);  // PyTorch's bits: the fixtures are PyTorch's portable kernels
-  if (argc > 2) return usage(argv[0]);
-  const std::string which = argc == 2 ? argv[1] : "all";
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args.front() == "--hint") {
+    show_hints = true;
+    args.erase(args.begin());
+  }
+  if (args.size() > 1) return usage(argv[0]);
+  const std::string which = args.empty() ? "all" : args.front();
   if (which != "all") {
     char* end = nullptr;
     const long n = std::strtol(which.c_str(), &end, 10);

@@ -138,4 +138,41 @@ struct MyCharModel {
 // idx, targets: int64 [B, T] → the mean cross-entropy of the next-character predictions
 Tensor char_model_loss(const MyCharModel& model, const Tensor& idx, const Tensor& targets);
 
+// ---- 15. one GPT block of your own pieces (15_gpt_block.cpp)
+// The book's TransformerBlock (nn/gpt.h) with one attention head and no dropout: two layer norms, the
+// attention's three projections (no bias) and its output projection, the feed-forward's two Linears.
+// Built in the book's order, so that after manual_seed(s) it holds nn::TransformerBlock's initial weights.
+struct MyGptBlock {
+  explicit MyGptBlock(int64_t dim)
+      : norm1_scale(ones({dim}).requires_grad_()),
+        norm1_shift(zeros({dim}).requires_grad_()),
+        W_query(std::make_shared<MyLinear>(dim, dim, false)),
+        W_key(std::make_shared<MyLinear>(dim, dim, false)),
+        W_value(std::make_shared<MyLinear>(dim, dim, false)),
+        out_proj(std::make_shared<MyLinear>(dim, dim)),
+        norm2_scale(ones({dim}).requires_grad_()),
+        norm2_shift(zeros({dim}).requires_grad_()),
+        expand(std::make_shared<MyLinear>(dim, 4 * dim)),
+        contract(std::make_shared<MyLinear>(4 * dim, dim)) {}
+  // The checker's: the same block with layers of zeros (MyLinear::Zeros), built without rung 9's code.
+  MyGptBlock(int64_t dim, MyLinear::Zeros z)
+      : norm1_scale(ones({dim})),
+        norm1_shift(zeros({dim})),
+        W_query(std::make_shared<MyLinear>(dim, dim, z)),
+        W_key(std::make_shared<MyLinear>(dim, dim, z)),
+        W_value(std::make_shared<MyLinear>(dim, dim, z)),
+        out_proj(std::make_shared<MyLinear>(dim, dim, z)),
+        norm2_scale(ones({dim})),
+        norm2_shift(zeros({dim})),
+        expand(std::make_shared<MyLinear>(dim, 4 * dim, z)),
+        contract(std::make_shared<MyLinear>(4 * dim, dim, z)) {}
+  Tensor norm1_scale, norm1_shift;  // my_layer_norm's weight and bias before the attention
+  std::shared_ptr<MyLinear> W_query, W_key, W_value, out_proj;
+  Tensor norm2_scale, norm2_shift;  // and before the feed-forward
+  std::shared_ptr<MyLinear> expand, contract;  // dim → 4·dim → dim
+};
+// x [B, T, dim] → [B, T, dim]: GPT-2's pre-norm block, x + attention(norm1(x)), then + feed_forward(norm2(x)),
+// each piece yours: my_layer_norm (rung 11), MyLinear (rung 9), my_attention_head (rung 10), my_gelu (rung 12)
+Tensor my_gpt_block(const MyGptBlock& block, const Tensor& x);
+
 }  // namespace exercises

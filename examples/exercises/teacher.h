@@ -15,11 +15,14 @@ namespace teacher {
 
 using namespace autograd;
 
-// A check that failed: what() is the report (which check, expected vs actual, the hint).
+// A check that failed. what() is the diagnosis: which check, expected against actual, and the usual
+// mistake it looks like. `hint` says how to write it instead, and gives the answer away: the report
+// prints it only when asked (`make exercise N=1 HINT=1`, `exercise_check --hint 1`).
 struct Failure : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  Failure(const std::string& diagnosis, std::string hint_) : std::runtime_error(diagnosis), hint(std::move(hint_)) {}
+  std::string hint;
 };
-[[noreturn]] void fail(const std::string& report);
+[[noreturn]] void fail(const std::string& diagnosis, const std::string& hint = "");
 
 // Prints "  ok  <what>" (a passed check), so the learner sees how far they got.
 void passed(const std::string& what);
@@ -71,7 +74,7 @@ struct OpUnderTest {
   Fn mine;                          // the learner's op
   Fn reference;                     // the engine's own op: the expected values and gradients
   std::vector<KnownMistake> mistakes;
-  std::string hint;                 // said under any failure of this op
+  std::string hint;                 // how to write it: under any failure of this op, when hints are asked for
   double rtol = 1e-7, atol = 1e-10;
   bool gradcheck = true;            // also against finite differences
 };
@@ -89,5 +92,29 @@ void check_op(const OpUnderTest& op, const std::string& label, const std::vector
 
 // The gradient `out`'s node sends to each input for the upstream gradient g (undefined where none).
 std::vector<Tensor> gradients_of(const Tensor& out, const std::vector<Tensor>& inputs, const Tensor& g);
+
+// ---- the engine's compositions the later rungs are held to
+// One causal attention head with the engine's ops, as the workshop's model writes them: matmul, division by
+// √d, masked_fill, softmax, matmul (rung 10's reference; rungs 14 and 15 build on it).
+Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v);
+// Whether two tensors hold the same float32 bits (+0 and −0 count as equal, as do two NaNs).
+bool same_bits(const Tensor& a, const Tensor& b);
+
+// ---- the rungs that stand on others (14 and 15: models made of the learner's pieces)
+// Reports an untouched stub of rung `rung` as one ("exercise 15: not implemented yet"), adding which of the
+// rungs it stands on are stubs too; a written rung that stands on a stub throws that rung's NotImplemented,
+// which the report turns into "exercise 15 needs exercise 9 first". `call_on_zeros` calls the rung's function
+// on layers of zeros (MyLinear::Zeros), which runs none of rung 9's code.
+void check_started(int rung, const std::vector<int>& stands_on, const std::function<void()>& call_on_zeros);
+
+// The workshop's text, "aditi likes warm dosa ", as character ids (sorted(set(text)) is the vocabulary).
+struct WorkshopText {
+  WorkshopText();
+  Tensor data;     // int64 [22]
+  int64_t vocab;   // 13
+  // The workshop's batch(): B windows of T characters from random starts (the global generator), and the
+  // windows one character on: int64 [B, T] each.
+  std::pair<Tensor, Tensor> batch(int64_t B, int64_t T) const;
+};
 
 }  // namespace teacher

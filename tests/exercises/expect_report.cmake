@@ -1,5 +1,5 @@
-# Runs `PROGRAM RUNG` and checks its report: EXPECT_STATUS (0: passed, 1: failed, 2: usage) and, if given, the
-# regular expression EXPECT in the output. With STUB_FILE: the test is skipped (it prints "skipped: ...",
+# Runs `PROGRAM [OPTIONS] RUNG` and checks its report: EXPECT_STATUS (0: passed, 1: failed, 2: usage) and, if
+# given, the regular expression EXPECT in the output, and REJECT nowhere in it. With STUB_FILE: the test is skipped (it prints "skipped: ...",
 # which its SKIP_REGULAR_EXPRESSION matches) once that file no longer holds its stub (`not_implemented(`),
 # i.e. when a learner has started on it.
 if(STUB_FILE)
@@ -10,7 +10,7 @@ if(STUB_FILE)
     return()
   endif()
 endif()
-execute_process(COMMAND ${PROGRAM} ${RUNG} OUTPUT_VARIABLE output ERROR_VARIABLE errors RESULT_VARIABLE status)
+execute_process(COMMAND ${PROGRAM} ${OPTIONS} ${RUNG} OUTPUT_VARIABLE output ERROR_VARIABLE errors RESULT_VARIABLE status)
 message("${output}${errors}")
 if(NOT status EQUAL EXPECT_STATUS)
   message(FATAL_ERROR "${PROGRAM} ${RUNG} exited with status ${status}, expected ${EXPECT_STATUS}")
@@ -19,5 +19,11 @@ if(DEFINED EXPECT)
   string(REGEX MATCH "${EXPECT}" found "${output}${errors}")
   if(NOT found)
     message(FATAL_ERROR "the report of ${PROGRAM} ${RUNG} does not say: ${EXPECT}")
+  endif()
+endif()
+if(DEFINED REJECT)
+  string(REGEX MATCH "${REJECT}" found "${output}${errors}")
+  if(found)
+    message(FATAL_ERROR "the report of ${PROGRAM} ${RUNG} says what it must not: ${found}")
   endif()
 endif()

@@ -38,6 +38,11 @@
 #include "autograd/cpu/kernels/loops.h"
 #include "autograd/cpu/kernels/matmul_plan.h"
 #include "autograd/cpu/runtime/runtime.h"
+
+// Every function here that takes or returns a GCC vector is always inlined into the AVX2 / AVX-512 kernels
+// (as lanes.h's are), so no vector crosses a call boundary and GCC's warning about such calls' ABI does not
+// apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
 #include "autograd/cpu/runtime/product_tally.h"
 #include "autograd/numerics.h"
 
