@@ -25,9 +25,27 @@ namespace fs = std::filesystem;
 using testing_process::Shell;
 
 const std::string kBin = std::string(SCRATCHGRAD_BIN_DIR) + "/scratchgrad ";
-const std::string kGpt2 = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/gpt2/tiny_gpt2.safetensors";
-const std::string kLlmc = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/gpt2/tiny_gpt2_llmc.bin";
-const std::string kGpt2Tokenizer = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/tokenizer/gpt2";
+
+// The source tree's GPT-2 fixtures, copied to the scratch folder: the refusals name them by a path that is
+// the same in every checkout (docs/reliability.md's catalog shows it as <tmp>).
+std::string scratch_copy(const std::string& from_source) {
+  const fs::path from = fs::path(SCRATCHGRAD_SOURCE_DIR) / from_source;
+  const fs::path to = testing_process::scratch(from.filename().string());
+  if (!fs::exists(to)) fs::copy(from, to, fs::copy_options::recursive);
+  return to.string();
+}
+const std::string& gpt2_file() {
+  static const std::string path = scratch_copy("tests/reference/fixtures/gpt2/tiny_gpt2.safetensors");
+  return path;
+}
+const std::string& llmc_file() {
+  static const std::string path = scratch_copy("tests/reference/fixtures/gpt2/tiny_gpt2_llmc.bin");
+  return path;
+}
+const std::string& gpt2_tokenizer() {
+  static const std::string path = scratch_copy("tests/tokenizer/gpt2");
+  return path;
+}
 
 Shell scratchgrad(const std::string& args) { return testing_process::shell(kBin + args); }
 
@@ -126,7 +144,7 @@ TEST(GenerateEveryKind, PromptIdsContinueThoseIdsNotTheSample) {
 
 TEST(GenerateEveryKind, TopPAppliesToEveryModel) {
   // a nucleus so small it holds only the likeliest token samples greedily; all of it samples otherwise
-  for (const std::string& ck : {char_model(), char_gpt(), kGpt2}) {
+  for (const std::string& ck : {char_model(), char_gpt(), gpt2_file()}) {
     const std::string g = "generate --checkpoint " + ck + " --prompt-ids '1 2 3' --tokens 12 --ids --seed 3";
     const Shell greedy = scratchgrad(g), nucleus = scratchgrad(g + " --temperature 5 --top-p 1e-9");
     const Shell hot = scratchgrad(g + " --temperature 5");
@@ -137,7 +155,7 @@ TEST(GenerateEveryKind, TopPAppliesToEveryModel) {
 }
 
 TEST(GenerateEveryKind, StopIdStopsEveryModel) {
-  for (const std::string& ck : {char_model(), char_gpt(), kGpt2}) {
+  for (const std::string& ck : {char_model(), char_gpt(), gpt2_file()}) {
     const std::string g = "generate --checkpoint " + ck + " --prompt-ids '1 2 3' --tokens 12 --ids --temperature 1 --seed 5";
     const Shell all = scratchgrad(g + " --stop-id -1");
     const std::vector<int64_t> ids = ids_in(all.out);
@@ -151,7 +169,7 @@ TEST(GenerateEveryKind, StopIdStopsEveryModel) {
 // ---- refusals: the same checks on every kind
 
 TEST(Cli, RefusesBadGenerateValuesOnEveryKindOfModel) {
-  for (const std::string& ck : {char_model(), char_gpt(), kGpt2, kLlmc}) {
+  for (const std::string& ck : {char_model(), char_gpt(), gpt2_file(), llmc_file()}) {
     const std::string g = "generate --checkpoint " + ck + " --prompt-ids 1";
     expect_refused(scratchgrad(g + " --top-p 7"), "--top-p must be in (0, 1], got 7");
     expect_refused(scratchgrad(g + " --top-p 0"), "--top-p must be in (0, 1], got 0");
@@ -174,18 +192,18 @@ TEST(Cli, RefusesGenerateFlagsThatCannotApplyToTheModel) {
                  "--context-full must be refuse or slide, got 'bogus'");
   expect_refused(scratchgrad("generate --checkpoint " + char_gpt() + " --context-full slide"),
                  "--context-full is for GPT-2's and llm.c's files");
-  expect_refused(scratchgrad("generate --checkpoint " + char_model() + " --tokenizer-file " + kGpt2Tokenizer),
+  expect_refused(scratchgrad("generate --checkpoint " + char_model() + " --tokenizer-file " + gpt2_tokenizer()),
                  "--tokenizer-file is for GPT-2's files and GPTs trained with --tokenizer gpt2");
-  expect_refused(scratchgrad("generate --checkpoint " + bpe_gpt() + " --tokenizer-file " + kGpt2Tokenizer),
+  expect_refused(scratchgrad("generate --checkpoint " + bpe_gpt() + " --tokenizer-file " + gpt2_tokenizer()),
                  "--tokenizer-file is for GPT-2's files");
   expect_refused(scratchgrad("generate --checkpoint " + char_model() + " --no-kv-cache"), "--no-kv-cache is for GPT models");
-  expect_refused(scratchgrad("generate --checkpoint " + kLlmc + " --prompt-ids 1 --heads 2"),
+  expect_refused(scratchgrad("generate --checkpoint " + llmc_file() + " --prompt-ids 1 --heads 2"),
                  "--heads is for GPT-2's model.safetensors");
 }
 
 TEST(Cli, RefusesEvalAndTrainFlagsThatCannotApply) {
   const std::string text = write_file("eval_story.txt", story()).string();
-  expect_refused(scratchgrad("eval --checkpoint " + char_model() + " --text " + text + " --tokenizer-file " + kGpt2Tokenizer),
+  expect_refused(scratchgrad("eval --checkpoint " + char_model() + " --text " + text + " --tokenizer-file " + gpt2_tokenizer()),
                  "--tokenizer-file is for GPT-2's files and GPTs trained with --tokenizer gpt2");
   expect_refused(scratchgrad("eval --checkpoint " + char_gpt() + " --text " + text + " --heads 2"), "--heads is for");
   expect_refused(scratchgrad("train --vocab-size 300"), "--vocab-size is for --tokenizer bpe");
@@ -203,7 +221,7 @@ TEST(Cli, RefusesAModelLargerThanItsTokenizerBeforeAnyOutput) {
   model.tie_weights();
   const std::string path = testing_process::scratch("vocab_50300.safetensors").string();
   nn::save_safetensors(path, nn::gpt2_state_dict(model), nn::gpt2_metadata(model));
-  const Shell r = scratchgrad("generate --checkpoint " + path + " --tokenizer-file " + kGpt2Tokenizer +
+  const Shell r = scratchgrad("generate --checkpoint " + path + " --tokenizer-file " + gpt2_tokenizer() +
                               " --prompt Hello --tokens 3");
   expect_refused(r, "the model's vocabulary of 50300 is larger than its tokenizer's of 50257");
   EXPECT_EQ(r.out, "");
