@@ -11,6 +11,7 @@
 #include "autograd/memory/out_of_memory.h"
 #include "finetune.h"
 #include "guards.h"
+#include "nn/numbers.h"
 #include "nn/safetensors.h"
 #include "ranks.h"
 
@@ -28,11 +29,32 @@ std::string one_line(std::string_view message) {
 }
 
 // This process's rank as mpirun's launcher gives it in the environment (MPI is not started yet while the
-// command line is parsed); 0 when not started by one.
+// command line is parsed); 0 when not started by one (or when the variable is not a rank).
 static int rank_from_launcher() {
   for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-    if (const char* value = std::getenv(name)) return std::atoi(value);
+    if (const char* value = std::getenv(name)) return int(nn::parse_whole(value, 0, INT32_MAX).value_or(0));
   return 0;
+}
+
+// Why `text` is not a whole number (nn::parse_whole: "2x", "+2", "2.0" and numbers past int64 are refused,
+// never read as their first digits or clamped); empty when it is one.
+static std::string whole_number_problem(const std::string& text) {
+  if (nn::parse_whole(text)) return "";
+  const std::string why = integer_problem(text);  // says "out of range" where it is
+  return why.empty() ? fmt::format("{} is not a whole number", text) : why;
+}
+
+// Why `text` is not a finite number (nn::parse_finite: "nan", "inf" and 1e400 are refused); empty when it is.
+static std::string finite_number_problem(const std::string& text) {
+  return nn::parse_finite(text) ? "" : fmt::format("{} is not a finite number", text);
+}
+
+// The flags of `command` that were given on its command line.
+static GivenFlags flags_given(const CLI::App& command) {
+  GivenFlags given;
+  for (const CLI::Option* option : command.get_options())
+    if (option->count() > 0) given.insert(option->get_name());
+  return given;
 }
 
 Command parse_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -56,7 +78,8 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   train_cmd->add_option("--text", train.text_file, "UTF-8 text file to learn (default: the workshop's phrase)");
   train_cmd->add_option("--steps", train.steps, "training steps")->capture_default_str();
   train_cmd->add_option("--batch", train.batch, "windows per batch (B)")->capture_default_str();
-  train_cmd->add_option("--context", train.context, "characters per window (T)")->capture_default_str();
+  train_cmd->add_option("--context", train.context, "tokens per window (T; characters for --tokenizer char)")
+      ->capture_default_str();
   train_cmd->add_option("--dim", train.dim, "embedding size (D)")->capture_default_str();
   train_cmd->add_option("--heads", train.heads,
                         "attention heads (must divide D); with --init, those of a GPT-2 file that does not give its own")->capture_default_str();
@@ -71,7 +94,9 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
                         "cpu (fast) or reference (the plain loops of autograd/reference/); default: "
                         "SCRATCHGRAD_KERNELS, else cpu");
   train_cmd->add_option("--eval-every", train.eval_every, "report every N steps")->capture_default_str();
-  train_cmd->add_option("--sample", train.sample_tokens, "characters to generate at the end")->capture_default_str();
+  train_cmd->add_option("--sample", train.sample_tokens,
+                        "tokens to generate at the end, greedily (characters for --tokenizer char)")
+      ->capture_default_str();
   train_cmd->add_option("--tokenizer", train.tokenizer,
                         "gpt: char (one id per character), bpe (a byte-level BPE learned from the training split) or "
                         "gpt2 (GPT-2's, from --tokenizer-file); the checkpoint carries it")
@@ -94,7 +119,9 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
                         "--lora-rank: the layers adapted: attn (q, k, v and the output projection), mlp, or attn,mlp")
       ->capture_default_str();
   train_cmd->add_option("--save", train.save, "write a safetensors checkpoint here");
-  train_cmd->add_option("--graph", train.graph, "write one step's autograd graph (Graphviz DOT) here");
+  train_cmd->add_option("--graph", train.graph,
+                        "write one step's autograd graph (Graphviz DOT) here; `dot -Tsvg step.dot -o step.svg` draws "
+                        "it (Graphviz: apt-get install graphviz)");
   train_cmd->add_option("--plot", train.plot, "write the loss curve (SVG) here");
   train_cmd->add_flag("--deterministic-reduce", train.deterministic_reduce,
                       "mpirun: add micro-shards' gradients in one fixed order (bits independent of the rank count)");
@@ -108,44 +135,39 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
 
   GenerateOptions& gen = c.generate;
   std::string prompt;
-  CLI::App* gen_cmd = app.add_subcommand("generate", "continue a prompt with a trained model");
-  gen_cmd->add_option("--checkpoint", gen.checkpoint, "safetensors file from `train --save`")->required();
-  CLI::Option* prompt_opt = gen_cmd->add_option("--prompt", prompt, "text to continue (default: the training sample's)");
-  gen_cmd->add_option("--tokens", gen.tokens, "characters to generate")->capture_default_str();
+  CLI::App* gen_cmd = app.add_subcommand("generate", "continue a prompt with a trained model (any checkpoint train "
+                                                     "writes, GPT-2's model.safetensors, llm.c's .bin)");
+  gen_cmd->add_option("--checkpoint", gen.checkpoint, "the model: a checkpoint of train, GPT-2's or llm.c's file")
+      ->required();
+  CLI::Option* prompt_opt =
+      gen_cmd->add_option("--prompt", prompt, "text to continue (default: the training sample's; GPT-2's files: with "
+                                              "--tokenizer-file)");
+  gen_cmd->add_option("--prompt-ids", gen.prompt_ids, "or the prompt as token ids, e.g. \"464 3290\"");
+  gen_cmd->add_option("--tokens", gen.tokens, "tokens to generate (characters for a character model)")->capture_default_str();
   gen_cmd->add_option("--temperature", gen.temperature, "0 = greedy, else sample softmax(logits / t)")->capture_default_str();
   gen_cmd->add_option("--top-k", gen.top_k, "sample only among the k likeliest (0 = all)")->capture_default_str();
+  gen_cmd->add_option("--top-p", gen.top_p, "sample only among the likeliest tokens whose probabilities sum to p, in (0, 1]")
+      ->capture_default_str();
   gen_cmd->add_option("--seed", gen.seed, "seed for sampling")->capture_default_str();
+  gen_cmd->add_flag("--ids", gen.print_ids, "print the generated token ids (not the prompt's), space-separated");
+  gen_cmd->add_option("--stop-id", gen.stop_id,
+                      "stop after this token (-1: never; default: <|endoftext|>, 50256, for GPT-2's and llm.c's files, "
+                      "never for train's)");
   gen_cmd->add_option("--numerics", gen.numerics, "exact or fast (default as for train)");
   gen_cmd->add_option("--kernels", gen.kernels, "cpu or reference (default as for train)");
-  gen_cmd->add_option("--top-p", gen.top_p, "sample only among the likeliest tokens whose probabilities sum to p")
-      ->capture_default_str();
-  gen_cmd->add_option("--prompt-ids", gen.prompt_ids, "GPT-2: the prompt as token ids, e.g. \"464 3290\"");
-  gen_cmd->add_option("--tokenizer-file", gen.tokenizer_file,
-                      "GPT-2: the folder of encoder.json and vocab.bpe (or a tokenizer.json), to read --prompt as "
-                      "text and print text");
-  gen_cmd->add_flag("--ids", gen.print_ids, "GPT-2: print the generated token ids, space-separated");
-  gen_cmd->add_option("--stop-id", gen.stop_id,
-                      "GPT-2: stop after this token (default: <|endoftext|>, 50256, in GPT-2's vocabulary; -1: never)");
-  gen_cmd->add_option("--context-full", gen.context_full,
-                      "GPT-2: when prompt + tokens exceed the context, refuse (before starting) or slide (the cache "
-                      "restarts from the last half of the context)")
-      ->capture_default_str();
-  gen_cmd->add_option("--heads", gen.heads, "GPT-2: attention heads, if the file does not say (default: width / 64)");
   gen_cmd->add_option("--threads", gen.threads, "CPU threads")->capture_default_str();
   gen_cmd->add_flag("!--no-kv-cache", gen.kv_cache,
                     "GPT models: recompute the whole window for every token instead of caching keys and values (the "
                     "reference the cache is tested against; slower)");
-
-  // Whole numbers past int64 are refused rather than clamped to its largest value.
-  const CLI::Validator whole_number([](std::string& text) { return integer_problem(text); }, "", "int64");
-  for (const char* flag : {"--layers", "--warmup", "--accumulate", "--save-every", "--steps", "--batch", "--context",
-                           "--dim", "--heads", "--threads", "--eval-every", "--sample", "--reduce-shards", "--check-every",
-                           "--lora-rank"})
-    train_cmd->get_option(flag)->check(whole_number);
-  for (const char* flag : {"--tokens", "--top-k"}) gen_cmd->get_option(flag)->check(whole_number);
-  const CLI::Validator seed([](std::string& text) { return seed_problem(text); }, "", "uint64");
-  train_cmd->get_option("--seed")->check(seed);
-  gen_cmd->get_option("--seed")->check(seed);
+  gen_cmd->add_option("--tokenizer-file", gen.tokenizer_file,
+                      "GPT-2's tokenizer (the folder of encoder.json and vocab.bpe, or a tokenizer.json): GPT-2's files "
+                      "read --prompt as text and print text with it; a run of --tokenizer gpt2 finds it there");
+  gen_cmd->add_option("--context-full", gen.context_full,
+                      "GPT-2's files: when prompt + tokens exceed the context, refuse (before starting) or slide (the "
+                      "cache restarts from the last half of the context); train's checkpoints slide a token at a time")
+      ->capture_default_str();
+  gen_cmd->add_option("--heads", gen.heads, "GPT-2's model.safetensors: attention heads, if the file does not say "
+                                            "(default: width / 64)");
 
   CLI::App* info_cmd = app.add_subcommand("info", "describe a checkpoint");
   info_cmd->add_option("--checkpoint", c.info_checkpoint,
@@ -177,10 +199,12 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   eval_cmd->add_option("--checkpoint", ev.checkpoint, "safetensors file (ours, or a GPT-2 model.safetensors)")->required();
   eval_cmd->add_option("--text", ev.text_file, "the text to score (GPT-2: with --tokenizer-file)");
   eval_cmd->add_option("--tokenizer-file", ev.tokenizer_file,
-                       "GPT-2: the folder of encoder.json and vocab.bpe (or a tokenizer.json), to read --text");
-  eval_cmd->add_option("--ids-file", ev.ids_file, "GPT-2: the text as token ids, whitespace-separated");
+                       "GPT-2's tokenizer (the folder of encoder.json and vocab.bpe, or a tokenizer.json): GPT-2's "
+                       "model.safetensors reads --text with it; a run of --tokenizer gpt2 finds it there");
+  eval_cmd->add_option("--ids-file", ev.ids_file, "GPT-2's model.safetensors: the text as token ids, whitespace-separated");
   eval_cmd->add_option("--stride", ev.stride, "windows start every S tokens (default: half the context)");
-  eval_cmd->add_option("--heads", ev.heads, "GPT-2: attention heads, if the file does not say (default: width / 64)");
+  eval_cmd->add_option("--heads", ev.heads, "GPT-2's model.safetensors: attention heads, if the file does not say "
+                                            "(default: width / 64)");
   eval_cmd->add_option("--threads", ev.threads, "CPU threads")->capture_default_str();
   eval_cmd->add_option("--numerics", ev.numerics, "exact or fast (default as for train)");
 
@@ -192,6 +216,31 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   merge_cmd->add_option("--base", mg.base,
                         "the base model (default: the one the adapters name); it must be the file they were trained on");
   merge_cmd->add_option("--heads", mg.heads, "attention heads, if the base file does not say (default: width / 64)");
+
+  // Every number on the command line is read whole (nn/numbers.h): "2x" is not 2, a whole number past int64
+  // is not clamped, 1e400 is not infinity. Each command's ranges are checked where it runs.
+  const CLI::Validator whole_number([](std::string& text) { return whole_number_problem(text); }, "", "int64");
+  const CLI::Validator finite_number([](std::string& text) { return finite_number_problem(text); }, "", "number");
+  const CLI::Validator seed([](std::string& text) { return seed_problem(text); }, "", "uint64");
+  struct Numbers {
+    CLI::App* command;
+    std::vector<const char*> whole, finite, seeds;
+  };
+  for (const Numbers& numbers : std::vector<Numbers>{
+           {train_cmd,
+            {"--layers", "--warmup", "--accumulate", "--save-every", "--steps", "--batch", "--context", "--dim", "--heads",
+             "--threads", "--eval-every", "--sample", "--reduce-shards", "--check-every", "--lora-rank", "--vocab-size"},
+            {"--lr", "--dropout", "--weight-decay", "--clip", "--lora-alpha"},
+            {"--seed"}},
+           {gen_cmd, {"--tokens", "--top-k", "--stop-id", "--threads", "--heads"}, {"--temperature", "--top-p"}, {"--seed"}},
+           {bpe_cmd, {"--vocab-size", "--explain-count"}, {}, {}},
+           {eval_cmd, {"--stride", "--heads", "--threads"}, {}, {}},
+           {merge_cmd, {"--heads"}, {}, {}},
+       }) {
+    for (const char* flag : numbers.whole) numbers.command->get_option(flag)->check(whole_number);
+    for (const char* flag : numbers.finite) numbers.command->get_option(flag)->check(finite_number);
+    for (const char* flag : numbers.seeds) numbers.command->get_option(flag)->check(seed);
+  }
 
   try {
     app.parse(argc, argv);
@@ -210,7 +259,8 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
 
   if (*train_cmd) {
     c.kind = Command::Kind::train;
-    auto given = [&](const char* flag) { return train_cmd->get_option(flag)->count() > 0; };
+    train.given = flags_given(*train_cmd);
+    auto given = [&](const char* flag) { return train.given.count(flag) > 0; };
     train.steps_set = given("--steps"), train.check_every_set = given("--check-every");
     if (!train.resume.empty()) {
       check_resume_flags(given);
@@ -223,13 +273,12 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
       throw UsageError("--allow-other-text is for --resume");
     }
     if (train.resume.empty()) apply_finetune_options(train, given);
-    if (train.resume.empty() && train.init.empty() && (train.model == "gpt" || !preset.empty())) {
-      if (train.model != "gpt") throw UsageError("--preset is for --model gpt");
-      apply_gpt_preset(train, preset.empty() ? "small" : preset,
-                       [&](const char* flag) { return train_cmd->get_option(flag)->count() > 0; });
-    }
+    // (--preset on the workshop's model is refused with the other flags it cannot take: train_flag_scopes)
+    if (train.resume.empty() && train.init.empty() && train.model == "gpt")
+      apply_gpt_preset(train, preset.empty() ? "small" : preset, given);
   } else if (*gen_cmd) {
     c.kind = Command::Kind::generate;
+    gen.given = flags_given(*gen_cmd);
     if (*prompt_opt) gen.prompt = prompt;
   } else if (*tokenize_cmd) {
     c.kind = Command::Kind::tokenize;
@@ -237,6 +286,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
     c.kind = Command::Kind::bpe;
   } else if (*eval_cmd) {
     c.kind = Command::Kind::eval;
+    ev.given = flags_given(*eval_cmd);
   } else if (*merge_cmd) {
     c.kind = Command::Kind::merge;
   } else {
@@ -246,6 +296,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
 }
 
 int run_command(const Command& c, std::ostream& out) {
+  if (c.kind != Command::Kind::done) check_environment();  // every command, before it does anything
   switch (c.kind) {
     case Command::Kind::train: return run_train(c.train, out);
     case Command::Kind::generate: return run_generate(c.generate, out);
@@ -259,10 +310,17 @@ int run_command(const Command& c, std::ostream& out) {
   return c.status;
 }
 
+// This process's rank, for deciding who prints: MPI's once it is started, the launcher's before (when every
+// rank refuses the same command line or environment alike).
+static int rank_for_messages() {
+  const int rank = process_rank();
+  return rank != 0 ? rank : rank_from_launcher();
+}
+
 // Prints one error line (in one write: under mpirun the ranks share stderr) and ends the run. Errors in the
 // options or in a checkpoint are the same on every rank, so only rank 0 says them.
 static int fail(std::ostream& err, const char* kind, const std::string& what, int status, bool every_rank) {
-  if (every_rank || process_rank() == 0)
+  if (every_rank || rank_for_messages() == 0)
     err << (std::string("scratchgrad: ") + kind + rank_label() + ": " + one_line(what) + "\n") << std::flush;
   return end_run(status);
 }
@@ -272,7 +330,7 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
   try {
     return end_run(run_command(parse_command_line(argc, argv, out, err), out));
   } catch (const UsageErrorOnEveryRank& e) {  // every rank ends alike: no abort of the job
-    if (process_rank() == 0) err << ("scratchgrad: error" + rank_label() + ": " + one_line(e.what()) + "\n") << std::flush;
+    if (rank_for_messages() == 0) err << ("scratchgrad: error" + rank_label() + ": " + one_line(e.what()) + "\n") << std::flush;
     return 2;
   } catch (const UsageError& e) {
     return fail(err, "error", e.what(), 2, false);

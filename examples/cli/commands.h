@@ -11,11 +11,9 @@ namespace cli {
 
 // Each returns the process exit status; bad input throws UsageError or nn::CheckpointError.
 int run_train(const TrainOptions& options, std::ostream& out);
+// Any model the program reads: train's checkpoints, GPT-2's model.safetensors, llm.c's .bin (the text or the
+// ids to `out`, the speed to stderr).
 int run_generate(const GenerateOptions& options, std::ostream& out);
-// `generate` on a GPT-2 checkpoint (a safetensors file already read; or, with no tensors, llm.c's .bin at
-// `path`): prefill and cached steps, streaming the ids to `out`, the speed to `report`.
-int run_generate_gpt2(const GenerateOptions& options, const std::string& path, nn::Checkpoint&& checkpoint,
-                      std::ostream& out, std::ostream& report);
 int run_info(const std::string& checkpoint, std::ostream& out);
 // Adds the adapters into the base weights and writes a plain GPT-2 file.
 int run_merge(const MergeOptions& options, std::ostream& out);

@@ -8,6 +8,7 @@
 
 #include "autograd/autograd.h"
 #include "nn/gpt2.h"
+#include "guards.h"
 #include "nn/perplexity.h"
 #include "model_files.h"
 #include "token_text.h"
@@ -18,10 +19,12 @@ using namespace autograd;
 
 int run_eval(const EvalOptions& o, std::ostream& out) {
   require(o.stride >= 0, fmt::format("--stride must be positive (or 0: half the context), got {}", o.stride));
-  require(o.threads >= 1, fmt::format("--threads must be at least 1, got {}", o.threads));
+  require(o.heads >= 0, fmt::format("--heads must be positive, got {}", o.heads));
   require(o.text_file.empty() != o.ids_file.empty(),
           "eval: give the text to score, --text FILE (character models) or --ids-file FILE (token ids)");
-  set_num_threads(o.threads);
+  std::string note;
+  set_num_threads(usable_threads(o.threads, note));
+  if (!note.empty()) out << note << "\n";
   const bool is_gpt2 = nn::is_gpt2_file(o.checkpoint);
   nn::Checkpoint ck = is_gpt2 ? nn::Checkpoint() : nn::load_safetensors(o.checkpoint);  // GPT-2: load_gpt2 below
   std::vector<int64_t> ids;
@@ -30,12 +33,12 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
   std::unique_ptr<nn::GPTModel> gpt2;
   LoadedModel m;
   if (is_gpt2) {
+    refuse_flags_that_cannot_apply(eval_flag_scopes(), o.given, kGpt2File, o.checkpoint);
     require(o.text_file.empty() || !o.tokenizer_file.empty(),
             "eval: a GPT-2 checkpoint reads --text with GPT-2's tokenizer: give --tokenizer-file (the folder of "
             "encoder.json and vocab.bpe), or the text as token ids with --ids-file");
     require(o.ids_file.empty() || o.tokenizer_file.empty(), "eval: --tokenizer-file reads --text; --ids-file is ids already");
     use_numerics_for("gpt", o.numerics);
-    require(o.heads >= 0, fmt::format("--heads must be positive, got {}", o.heads));
     gpt2 = nn::load_gpt2(o.checkpoint, o.heads);
     if (!o.text_file.empty()) {
       const std::string text = read_text_file(o.text_file);
@@ -51,8 +54,9 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
     context = gpt2->cfg.context_length;
     logits_of = [&](const Tensor& x) { return (*gpt2)(x); };
   } else {
-    require(o.ids_file.empty(), "eval: --ids-file is for GPT-2 checkpoints; give a character model --text FILE");
     m = load_model(o.checkpoint, o.tokenizer_file);
+    refuse_flags_that_cannot_apply(eval_flag_scopes(), o.given, *kind_of_run(m.gpt != nullptr, m.tokenizer.kind),
+                                   o.checkpoint);
     use_numerics_for(m.gpt ? "gpt" : "mini", o.numerics);
     const std::string text = read_text_file(o.text_file);
     bytes = int64_t(text.size());

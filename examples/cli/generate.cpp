@@ -1,15 +1,24 @@
-// generate.cpp — `scratchgrad generate`: continue a prompt with a checkpoint's model, streaming the text (or
-// the ids) as it is made. GPT-2's and llm.c's files go through gpt2_generate.cpp.
+// generate.cpp — `scratchgrad generate`: continue a prompt with any model the program reads (train's
+// checkpoints, GPT-2's model.safetensors, llm.c's .bin), streaming the text (or the ids) as it is made.
+//
+// One path for every kind of model, with one set of checks, all made before anything is printed: the
+// options, the flags the model's kind cannot take (generate_flag_scopes), the prompt (text or ids, never
+// both), the stop token, the room in the context, a tokenizer that can spell every token the model makes.
+// Only the loading (here and in gpt2_generate.cpp) and the way the window moves past the context
+// (sampling.h's continue_prompt) differ by kind.
 #include "commands.h"
 
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <ostream>
 
 #include <fmt/format.h>
 
-#include "nn/gpt2.h"
+#include "autograd/numerics.h"
+#include "guards.h"
 #include "model_files.h"
+#include "nn/gpt2.h"
 #include "sampling.h"
 #include "token_text.h"
 
@@ -19,74 +28,156 @@ using namespace autograd;
 
 namespace {
 
-// `generate` on a GPT trained with --tokenizer bpe or gpt2: the prompt encoded with the checkpoint's
-// tokenizer, the continuation streamed as whole characters (token_text.h), or the ids with --ids.
-int generate_with_tokenizer(const GenerateOptions& o, LoadedModel& m, std::ostream& out) {
-  const tokenizer::Tokenizer& tok = *m.tokenizer.bpe;
-  std::vector<int64_t> ids = o.prompt ? encode_for_model(tok, *o.prompt, m.vocab_size(), "generate: --prompt") : m.sample_ids;
-  require(!ids.empty(), "the prompt is empty (pass --prompt TEXT)");
-  Generator gen(o.seed);
-  const int64_t T = m.gpt->cfg.context_length;
-  DurationNotice notice(o.tokens);
-  if (o.print_ids) {
-    for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
-    out << std::flush;
-    continue_for_generate(o, *m.gpt, T, ids, gen, [&](int64_t id) {
-      out << " " << id << std::flush;
-      notice.token_made();
-    });
-    out << "\n";
-    return 0;
+// --prompt-ids was given (an empty one too, which parse_token_ids refuses).
+bool has_prompt_ids(const GenerateOptions& o) { return !o.prompt_ids.empty() || o.given.count("--prompt-ids"); }
+
+// The checks on generate's own values, before any file is read.
+void check_generate_options(const GenerateOptions& o) {
+  require(o.tokens >= 0, fmt::format("--tokens must be non-negative, got {}", o.tokens));
+  require(std::isfinite(o.temperature) && o.temperature >= 0,
+          fmt::format("--temperature must be 0 (greedy) or positive, got {}", o.temperature));
+  require(o.top_k >= 0, fmt::format("--top-k must be non-negative (0: all), got {}", o.top_k));
+  require(o.top_p > 0 && o.top_p <= 1, fmt::format("--top-p must be in (0, 1], got {}", o.top_p));
+  require(o.stop_id >= -2, fmt::format("--stop-id must be a token id, or -1 (never stop), got {}", o.stop_id));
+  require(o.heads >= 0, fmt::format("--heads must be positive, got {}", o.heads));
+  require(!o.prompt || !has_prompt_ids(o), "generate: give the prompt once: --prompt TEXT or --prompt-ids IDS");
+  try {
+    (void)nn::parse_context_full(o.context_full);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--") + e.what());  // "--context-full must be refuse or slide, ..."
   }
-  Utf8Stream text;
-  out << text.push(m.tokenizer.decode(ids)) << std::flush;
-  continue_for_generate(o, *m.gpt, T, ids, gen, [&](int64_t id) {
-    out << text.push(tok.token_bytes(int32_t(id))) << std::flush;
-    notice.token_made();
-  });
-  out << text.flush() << "\n";
-  return 0;
+  try {
+    if (!o.numerics.empty()) (void)parse_numerics(o.numerics, "--numerics");
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// A checkpoint of train (or of a LoRA fine-tune) opened for generate: its model, its tokenizer, the prompt of
+// the sample its run printed.
+GenerationModel open_checkpoint(const GenerateOptions& o) {
+  LoadedModel m = load_model(o.checkpoint, o.tokenizer_file);
+  GenerationModel g;
+  g.kind = *kind_of_run(m.gpt != nullptr, m.tokenizer.kind);  // (load_model knows no other tokenizer)
+  g.mini = std::move(m.model);
+  g.gpt = std::move(m.gpt);
+  if (m.tokenizer.is_char()) {
+    g.characters = m.vocab.chars();
+    try {
+      g.sample_prompt = m.vocab.encode(m.sample_prompt);
+    } catch (const UsageError&) {  // a sample prompt outside the vocabulary: there is none to continue
+    }
+  } else {
+    g.bpe = m.tokenizer.bpe;
+    g.sample_prompt = m.sample_ids;
+  }
+  return g;
+}
+
+// The ids to continue: --prompt encoded, --prompt-ids read, or the run's sample's prompt; each one the
+// model has a row for.
+std::vector<int64_t> prompt_of(const GenerateOptions& o, const GenerationModel& m) {
+  std::vector<int64_t> ids;
+  if (o.prompt) {
+    require(m.has_text(), "generate: a GPT-2 checkpoint needs its tokenizer to read --prompt TEXT: give --tokenizer-file "
+                          "(the folder of encoder.json and vocab.bpe), or the prompt as token ids with --prompt-ids");
+    require(!o.prompt->empty(), "generate: the prompt is empty (pass --prompt TEXT)");
+    ids = m.encode(*o.prompt, "generate: --prompt");
+  } else if (has_prompt_ids(o)) {
+    ids = parse_token_ids(o.prompt_ids, "--prompt-ids");
+    for (size_t i = 0; i < ids.size(); ++i)
+      require(ids[i] < m.vocab(), fmt::format("--prompt-ids: prompt token {} at position {} is outside the vocabulary "
+                                              "of {}",
+                                              ids[i], i, m.vocab()));
+  } else {
+    ids = m.sample_prompt;
+    require(!ids.empty() || m.has_text(), "generate: a GPT-2 checkpoint needs a prompt: --prompt TEXT with "
+                                          "--tokenizer-file DIR, or --prompt-ids \"464 3290 ...\"");
+  }
+  require(!ids.empty(), "generate: the prompt is empty (pass --prompt TEXT or --prompt-ids IDS)");
+  return ids;
+}
+
+std::optional<int64_t> stop_token_of(const GenerateOptions& o, const GenerationModel& m) {
+  if (o.stop_id == -1) return std::nullopt;
+  if (o.stop_id == -2) return m.end_of_text;
+  require(o.stop_id < m.vocab(),
+          fmt::format("--stop-id {} is outside the vocabulary of {} (-1: never stop)", o.stop_id, m.vocab()));
+  return o.stop_id;
+}
+
+// What can be known before the first token and would otherwise stop the output half-way.
+void check_before_output(const GenerationModel& m, const std::vector<int64_t>& prompt, const Continuation& how,
+                         bool as_text) {
+  if (as_text)
+    require(m.vocab() <= m.text_vocab(),
+            fmt::format("generate: the model's vocabulary of {} is larger than its tokenizer's of {}: the tokens "
+                        "past {} have no text (pass --ids to see ids, or give the model's own --tokenizer-file)",
+                        m.vocab(), m.text_vocab(), m.text_vocab()));
+  // the positions fed: the prompt and all new tokens but the last
+  const int64_t needed = int64_t(prompt.size()) + std::max<int64_t>(how.tokens, 1) - 1;
+  if ((m.kind & (kGpt2File | kLlmcFile)) && m.at_context_end == nn::ContextFull::refuse)
+    require(needed <= m.context(),
+            fmt::format("generate: a prompt of {} tokens and {} new ones need {} positions, more than the context of "
+                        "{} (ask for fewer --tokens, or --context-full slide)",
+                        prompt.size(), how.tokens, needed, m.context()));
+}
+
+// Every token's logits are numbers: a model whose weights overflow says so rather than printing what a
+// NaN picked.
+void check_logits(const Tensor& logits, int64_t made) {
+  for (double value : logits.to_vector<double>())
+    if (!std::isfinite(value))
+      throw UsageError(fmt::format("generate: the model's logits for token {} are not finite numbers (NaN or "
+                                   "infinity): its weights are damaged or too large",
+                                   made + 1));
 }
 
 }  // namespace
 
 int run_generate(const GenerateOptions& o, std::ostream& out) {
   use_kernels(o.kernels);  // first, as in run_train
-  require(o.tokens >= 0, fmt::format("--tokens must be non-negative, got {}", o.tokens));
-  require(std::isfinite(o.temperature) && o.temperature >= 0,
-          fmt::format("--temperature must be 0 (greedy) or positive, got {}", o.temperature));
-  require(o.top_k >= 0, fmt::format("--top-k must be non-negative, got {}", o.top_k));
-  if (nn::is_llmc_checkpoint(o.checkpoint) || nn::is_gpt2_file(o.checkpoint))
-    return run_generate_gpt2(o, o.checkpoint, nn::Checkpoint(), out, std::cerr);
-  LoadedModel m = load_model(o.checkpoint, o.tokenizer_file);
-  use_numerics_for(m.gpt ? "gpt" : "mini", o.numerics);
-  if (!m.tokenizer.is_char()) return generate_with_tokenizer(o, m, out);
-  std::u32string prompt = o.prompt ? decode_utf8(*o.prompt) : m.sample_prompt;
-  require(!prompt.empty(), "the prompt is empty (pass --prompt TEXT)");
-  std::vector<int64_t> ids = m.vocab.encode(prompt);
-  Generator gen(o.seed);
+  check_generate_options(o);
+  std::string note;
+  const int threads = usable_threads(o.threads, note);
+  if (!note.empty()) std::cerr << note << "\n";
+  set_num_threads(threads);
+
+  const ModelKind file_kind = nn::is_llmc_checkpoint(o.checkpoint) ? kLlmcFile
+                              : nn::is_gpt2_file(o.checkpoint)     ? kGpt2File
+                                                                   : kCharModel;  // (or another of train's)
+  const GenerationModel m = file_kind == kCharModel ? open_checkpoint(o) : open_gpt2_for_generate(o, file_kind);
+  refuse_flags_that_cannot_apply(generate_flag_scopes(), o.given, m.kind, o.checkpoint);
+  use_numerics_for(m.kind == kCharModel ? "mini" : "gpt", o.numerics);
+
+  const std::vector<int64_t> prompt = prompt_of(o, m);
+  const Continuation how{.tokens = o.tokens,
+                         .sampling = {.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p},
+                         .stop_token = stop_token_of(o, m)};
+  const bool as_text = m.has_text() && !o.print_ids;
+  check_before_output(m, prompt, how, as_text);
+
+  // the prompt first, as the text it stands for; then each token as soon as it is made (a long generation
+  // shows its progress), whole characters only (a token may end inside one)
+  Utf8Stream text;
+  if (as_text && o.prompt) out << *o.prompt << std::flush;
+  else if (as_text)
+    for (int64_t id : prompt) out << text.push(m.token_text(id)) << std::flush;
+  int64_t made = 0;
   DurationNotice notice(o.tokens);
-  if (o.print_ids) {  // the ids, the prompt's included, space-separated (for scripts), each as it is made
-    for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
-    out << std::flush;
-    auto print_id = [&](int64_t id) {
-      out << " " << id << std::flush;
-      notice.token_made();
-    };
-    if (m.gpt) continue_for_generate(o, *m.gpt, m.gpt->cfg.context_length, ids, gen, print_id);
-    else continue_for_generate(o, *m.model, m.model->config.context, ids, gen, print_id);
-    out << "\n";
-    return 0;
-  }
-  // each character is printed as soon as it is made: a long generation shows its progress
-  out << encode_utf8(prompt) << std::flush;
-  auto print = [&](int64_t id) {
-    out << encode_utf8(m.vocab.chars()[size_t(id)]) << std::flush;
+  const auto start = std::chrono::steady_clock::now();
+  Generator gen(o.seed);
+  continue_prompt(m, prompt, how, o.kv_cache, gen, [&](int64_t token, const Tensor& logits) {
+    check_logits(logits, made);
+    if (as_text) out << text.push(m.token_text(token)) << std::flush;
+    else out << (made ? " " : "") << token << std::flush;  // --ids: the new ids only
+    ++made;
     notice.token_made();
-  };
-  if (m.gpt) continue_for_generate(o, *m.gpt, m.gpt->cfg.context_length, ids, gen, print);
-  else continue_for_generate(o, *m.model, m.model->config.context, ids, gen, print);
-  out << "\n";
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out << text.flush() << "\n" << std::flush;
+  std::cerr << fmt::format("{} tokens in {:.2f} s ({:.1f} tokens/s, prompt of {}, {} thread{})\n", made, seconds,
+                           seconds > 0 ? double(made) / seconds : 0.0, prompt.size(), threads, threads == 1 ? "" : "s");
   return 0;
 }
 

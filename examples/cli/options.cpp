@@ -3,11 +3,16 @@
 #include "options.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "autograd/backend.h"
+#include "autograd/cpu/runtime/runtime.h"
+#include "autograd/random/generator.h"
+#include "guards.h"
+#include "nn/numbers.h"
 
 namespace cli {
 
@@ -48,10 +53,150 @@ void check_train_options(const TrainOptions& o) {
           fmt::format("--tokenizer must be char, bpe or gpt2, got '{}'", o.tokenizer));
   require(o.tokenizer == "char" || o.model == "gpt",
           fmt::format("--tokenizer {} trains --model gpt (the workshop's model reads characters)", o.tokenizer));
-  require(o.tokenizer == "gpt2" || o.tokenizer_file.empty() || !o.resume.empty() || !o.init.empty(),
-          "--tokenizer-file is for --tokenizer gpt2 (GPT-2's files)");
+  // (a fine-tune's --init file decides its tokenizer: apply_finetune_options checks its flags)
+  if (const std::optional<ModelKind> kind = kind_of_run(o.model == "gpt", o.tokenizer))
+    refuse_flags_that_cannot_apply(train_flag_scopes(), o.given, *kind, "this run");
   require(o.model != "gpt" || o.warmup < o.steps,
           fmt::format("--warmup {} must be below --steps {} (the cosine decay needs steps after it)", o.warmup, o.steps));
+}
+
+std::string model_kind_name(ModelKind kind) {
+  switch (kind) {
+    case kCharModel: return "the workshop's character model (--model mini)";
+    case kGptChars: return "a GPT that reads characters (--tokenizer char)";
+    case kGptBpe: return "a GPT with its own BPE tokenizer (--tokenizer bpe)";
+    case kGptGpt2Tokens: return "a GPT that reads GPT-2's tokens (--tokenizer gpt2)";
+    case kGpt2File: return "GPT-2's model.safetensors";
+    case kLlmcFile: return "llm.c's .bin";
+    default: return "a model";
+  }
+}
+
+std::optional<ModelKind> kind_of_run(bool gpt, const std::string& tokenizer) {
+  if (!gpt) return kCharModel;
+  if (tokenizer == "char") return kGptChars;
+  if (tokenizer == "bpe") return kGptBpe;
+  if (tokenizer == "gpt2") return kGptGpt2Tokens;
+  return std::nullopt;
+}
+
+const std::vector<FlagScope>& train_flag_scopes() {
+  static const std::vector<FlagScope> scopes{
+      {"--preset", kOurGpts, "--model gpt"},
+      {"--layers", kOurGpts, "--model gpt"},
+      {"--dropout", kOurGpts, "--model gpt"},
+      {"--warmup", kOurGpts, "--model gpt"},
+      {"--weight-decay", kOurGpts, "--model gpt"},
+      {"--clip", kOurGpts, "--model gpt"},
+      {"--accumulate", kOurGpts, "--model gpt"},
+      {"--save-every", kOurGpts, "--model gpt"},
+      {"--vocab-size", kGptBpe, "--tokenizer bpe (the BPE's vocabulary)"},
+      {"--tokenizer-file", kGptGpt2Tokens, "--tokenizer gpt2 (GPT-2's files)"},
+  };
+  return scopes;
+}
+
+const std::vector<FlagScope>& generate_flag_scopes() {
+  static const std::vector<FlagScope> scopes{
+      {"--heads", kGpt2File, "GPT-2's model.safetensors that does not say its head count"},
+      {"--context-full", kGpt2File | kLlmcFile,
+       "GPT-2's and llm.c's files (a checkpoint of train slides its window a token at a time, as its sample did)"},
+      {"--tokenizer-file", kGptGpt2Tokens | kGpt2File | kLlmcFile,
+       "GPT-2's files and GPTs trained with --tokenizer gpt2 (any other checkpoint carries its tokenizer)"},
+      {"--no-kv-cache", kAnyGpt, "GPT models (the workshop's model has no cache)"},
+  };
+  return scopes;
+}
+
+const std::vector<FlagScope>& eval_flag_scopes() {
+  static const std::vector<FlagScope> scopes{
+      {"--heads", kGpt2File, "GPT-2's model.safetensors that does not say its head count"},
+      {"--tokenizer-file", kGptGpt2Tokens | kGpt2File,
+       "GPT-2's files and GPTs trained with --tokenizer gpt2 (any other checkpoint carries its tokenizer)"},
+      {"--ids-file", kGpt2File, "GPT-2's model.safetensors (give a checkpoint of train its --text FILE)"},
+  };
+  return scopes;
+}
+
+void refuse_flags_that_cannot_apply(const std::vector<FlagScope>& scopes, const GivenFlags& given, ModelKind kind,
+                                    const std::string& subject) {
+  for (const FlagScope& scope : scopes)
+    if (given.count(scope.flag) && !(scope.kinds & kind))
+      throw UsageError(fmt::format("{} is for {}; {} is {}: leave it out", scope.flag, scope.is_for, subject,
+                                   model_kind_name(kind)));
+}
+
+namespace {
+
+// Why `value` is not one a SCRATCHGRAD_ variable accepts ("" when it is). One function a variable.
+using SettingProblem = std::string (*)(const std::string& value);
+
+std::string named_choice(const std::string& value, std::initializer_list<const char*> choices, const char* said) {
+  for (const char* choice : choices)
+    if (value == choice) return "";
+  return fmt::format("expected {}", said);
+}
+
+std::string thrown_by(const std::function<void()>& parse) {
+  try {
+    parse();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct Setting {
+  const char* variable;
+  SettingProblem problem;
+};
+
+// (the command line and the CPU runtime, which cannot include nn/numbers.h, accept the same thread counts)
+static_assert(kMaxThreads == autograd::cpu::kMaxThreadsSetting);
+
+// Every SCRATCHGRAD_ variable with a value to read (those that are only set or not, such as
+// SCRATCHGRAD_NO_AVX512, take any value).
+const std::vector<Setting>& settings() {
+  static const std::vector<Setting> table{
+      {"SCRATCHGRAD_NUMERICS", [](const std::string&) { return thrown_by([] { (void)numerics_from_environment(); }); }},
+      {"SCRATCHGRAD_KERNELS", [](const std::string&) { return thrown_by([] { (void)kernels_from_environment(); }); }},
+      {"SCRATCHGRAD_CPU_KERNELS",
+       [](const std::string&) { return thrown_by([] { (void)random::cpu_kernels_from_environment(); }); }},
+      {"SCRATCHGRAD_THREADS",
+       [](const std::string& v) {
+         return nn::parse_whole(v, 1, kMaxThreads) ? std::string()
+                                                   : fmt::format("expected a whole number of threads from 1 to {}", kMaxThreads);
+       }},
+      {"SCRATCHGRAD_DIST_TIMEOUT",
+       [](const std::string& v) {
+         const std::optional<double> seconds = nn::parse_finite(v);
+         return seconds && *seconds > 0 ? std::string() : std::string("give a number of seconds above 0");
+       }},
+      {"SCRATCHGRAD_MATMUL", [](const std::string& v) { return named_choice(v, {"blis", "blis-all"}, "blis or blis-all"); }},
+      {"SCRATCHGRAD_TRACE",
+       [](const std::string& v) {
+         return nn::parse_whole(v, 0) || v == "all" || v == "first"
+                    ? std::string()
+                    : std::string("expected 0 (off), 1 or all (every pass), first, or a number of passes");
+       }},
+      {"SCRATCHGRAD_DENORMALS", [](const std::string& v) { return named_choice(v, {"keep"}, "keep (or leave it unset)"); }},
+  };
+  return table;
+}
+
+}  // namespace
+
+void check_environment() {
+  for (const Setting& setting : settings()) {
+    const char* value = std::getenv(setting.variable);
+    if (value == nullptr || *value == '\0') continue;
+    const std::string problem = setting.problem(value);
+    if (problem.empty()) continue;
+    const std::string shown = std::string(value).substr(0, 60);
+    // the parsers of numerics and kernels name the variable and the value themselves
+    if (problem.starts_with(setting.variable)) throw UsageError(problem);
+    throw UsageError(fmt::format("{}={}: {}", setting.variable, shown, problem));
+  }
 }
 
 Device checked_device(const std::string& name) {

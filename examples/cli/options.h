@@ -6,6 +6,7 @@
 #include <functional>
 #include <iosfwd>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ class UsageErrorOnEveryRank : public UsageError {
  public:
   using UsageError::UsageError;
 };
+
+// The flags a command line gave ("--top-p", ...), as the parser saw them: a flag left out keeps its
+// default, and only a flag given can be refused as one that does not apply.
+using GivenFlags = std::set<std::string>;
 
 struct TrainOptions {
   std::string model = "mini";  // "mini": the workshop's one-layer model; "gpt": the book's GPT
@@ -73,6 +78,7 @@ struct TrainOptions {
   int64_t lora_rank = 0;     // 0: a full fine-tune; else LoRA adapters of this rank, the rest frozen
   double lora_alpha = 16;    // the adapters' update is scaled by alpha / rank
   std::string lora_targets = "attn";  // attn, mlp or attn,mlp
+  GivenFlags given;                   // what the command line gave (train_flag_scopes() checks them)
 };
 
 // A GPT preset sized for a laptop: "tiny" (2 blocks, D 48, H 4, T 32, B 16, 1000 steps) or "small" (3 blocks,
@@ -81,26 +87,30 @@ struct TrainOptions {
 // those keep their value. Throws UsageError for another name.
 void apply_gpt_preset(TrainOptions& options, const std::string& preset, const std::function<bool(const char*)>& is_set);
 
+// `generate`, on every kind of checkpoint alike (generate.cpp); generate_flag_scopes() says which flags a
+// kind of checkpoint cannot take.
 struct GenerateOptions {
   std::string checkpoint;
-  std::optional<std::string> prompt;  // default: the first T characters of the training text
+  std::optional<std::string> prompt;  // text; default: the training sample's prompt (our checkpoints)
+  std::string prompt_ids;             // or the prompt as token ids, "464 3290 ..."
   int64_t tokens = 100;
   double temperature = 0.0;  // 0: greedy
   int64_t top_k = 0;         // 0: no limit
+  double top_p = 1.0;        // sample among the likeliest tokens whose probabilities sum to this
   uint64_t seed = 0;
   std::string numerics;  // as TrainOptions::numerics, for the checkpoint's model
   std::string kernels;   // as TrainOptions::kernels
   bool kv_cache = true;  // GPT models: a key/value cache (nn/generation.h); false: recompute the window a token
-  // GPT-2 checkpoints (Hugging Face's model.safetensors), generated with the key/value cache:
-  double top_p = 1.0;           // sample among the likeliest tokens whose probabilities sum to this
-  std::string prompt_ids;       // the prompt as token ids, "464 3290 ..."
-  // (tokenizer_file also locates GPT-2's files for a checkpoint trained with --tokenizer gpt2)
-  std::string tokenizer_file;   // GPT-2's tokenizer (encoder.json + vocab.bpe's folder): --prompt as text, text out
-  bool print_ids = false;       // print the generated ids, space-separated
-  int64_t stop_id = -2;         // stop after this token; -1: never; -2: <|endoftext|> (50256) for GPT-2's vocabulary
+  bool print_ids = false;  // print the generated ids (not the prompt's), space-separated
+  int64_t stop_id = -2;    // stop after this token; -1: never; -2: GPT-2's files: <|endoftext|> (50256), ours: never
+  // GPT-2's tokenizer (encoder.json + vocab.bpe's folder): for GPT-2's files, --prompt as text and text out;
+  // for a GPT trained with --tokenizer gpt2, where GPT-2's files are now
+  std::string tokenizer_file;
+  // GPT-2's and llm.c's files:
   std::string context_full = "refuse";  // at the context's end: refuse or slide
   int64_t heads = 0;            // the head count, when the file does not say it (default: emb_dim / 64)
   int threads = 1;
+  GivenFlags given;  // what the command line gave (generate_flag_scopes() checks them)
 };
 
 struct EvalOptions {
@@ -112,6 +122,7 @@ struct EvalOptions {
   int64_t heads = 0;      // GPT-2: the head count, when the file does not say it
   int threads = 1;
   std::string numerics;
+  GivenFlags given;  // what the command line gave (eval_flag_scopes() checks them)
 };
 
 struct MergeOptions {
@@ -120,6 +131,48 @@ struct MergeOptions {
   std::string out;      // the merged model, in GPT-2's layout
   int64_t heads = 0;
 };
+// ---- which flags apply to which kind of model
+
+// The kinds of model a command trains or reads, one bit each; a flag's scope is the kinds it applies to.
+enum ModelKind : unsigned {
+  kCharModel = 1u << 0,       // the workshop's one-layer character model (--model mini)
+  kGptChars = 1u << 1,        // a GPT of ours that reads characters (--tokenizer char)
+  kGptBpe = 1u << 2,          // ... a byte-level BPE learned from its text (--tokenizer bpe)
+  kGptGpt2Tokens = 1u << 3,   // ... GPT-2's tokens (--tokenizer gpt2)
+  kGpt2File = 1u << 4,        // GPT-2's own model.safetensors (Hugging Face's layout)
+  kLlmcFile = 1u << 5,        // llm.c's .bin
+  kOurGpts = kGptChars | kGptBpe | kGptGpt2Tokens,
+  kAnyGpt = kOurGpts | kGpt2File | kLlmcFile,
+};
+// "a GPT with --tokenizer bpe", "GPT-2's model.safetensors", ...
+std::string model_kind_name(ModelKind kind);
+// The kind of a model of train's: the workshop's (gpt false), or a GPT reading `tokenizer` (char, bpe or
+// gpt2); nullopt for another tokenizer (a fine-tune's, left to its --init file, is "").
+std::optional<ModelKind> kind_of_run(bool gpt, const std::string& tokenizer);
+
+// A flag that applies to some kinds of model only, and what it is for (said when it is refused).
+struct FlagScope {
+  const char* flag;
+  unsigned kinds;
+  const char* is_for;
+};
+// The flags of train, generate and eval that do not apply to every kind of model.
+const std::vector<FlagScope>& train_flag_scopes();
+const std::vector<FlagScope>& generate_flag_scopes();
+const std::vector<FlagScope>& eval_flag_scopes();
+// Throws UsageError for the first flag of `scopes` that was given and does not apply to `kind`, naming the
+// flag, what it is for and `subject` ("this run", the checkpoint's path): a flag that cannot apply is
+// refused, never accepted and ignored.
+void refuse_flags_that_cannot_apply(const std::vector<FlagScope>& scopes, const GivenFlags& given, ModelKind kind,
+                                    const std::string& subject);
+
+// ---- the environment
+
+// Checks every SCRATCHGRAD_ variable the program reads (numerics, kernels, threads, the collective timeout,
+// ...): a value that is not one it accepts is a UsageError naming the variable, before a command does
+// anything. Every command calls it first (run_command).
+void check_environment();
+
 // Sets the numerics a run of `model` ("mini" or "gpt") uses: `requested` if given (exact or fast, else
 // UsageError), else SCRATCHGRAD_NUMERICS, else exact for mini and fast for gpt. Returns the choice.
 autograd::Numerics use_numerics_for(const std::string& model, const std::string& requested);

@@ -1,5 +1,5 @@
-// sampling.cpp — the next token from a model's logits, a GPT's cached continuation, and the notice of a long
-// generation.
+// sampling.cpp — a GPT's cached continuation, a model as generate sees it and its continuation, and the
+// notice of a long generation.
 #include "sampling.h"
 
 #include <algorithm>
@@ -10,67 +10,62 @@
 #include <fmt/format.h>
 
 #include "autograd/random/generator.h"
+#include "token_text.h"
 
 namespace cli {
 
 using namespace autograd;
 
-// The next token drawn from softmax(logits / temperature) among the top_k likeliest (0: all). The largest
-// logit is subtracted before dividing, so a tiny temperature gives the likeliest token (never an overflow
-// to inf and then NaN); logits that are not numbers are refused.
-int64_t sample_token(const std::vector<double>& logits, double temperature, int64_t top_k, Generator& gen) {
-  for (double l : logits)
-    if (std::isnan(l))
-      throw UsageError("the model's logits are not numbers (NaN): its parameters are damaged; retrain it");
-  const double largest = *std::max_element(logits.begin(), logits.end());
-  double cutoff = -std::numeric_limits<double>::infinity();
-  if (top_k > 0 && top_k < int64_t(logits.size())) {
-    std::vector<double> sorted = logits;
-    std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(), std::greater<>());
-    cutoff = sorted[size_t(top_k - 1)];
-  }
-  std::vector<double> weights(logits.size());
-  double total = 0;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    // (l - largest) / t is at most 0: exp of it is in [0, 1], and 1 for the likeliest
-    weights[i] = logits[i] < cutoff ? 0.0 : std::exp((logits[i] - largest) / temperature);
-    if (std::isnan(weights[i])) weights[i] = logits[i] == largest ? 1.0 : 0.0;  // inf - inf: a logit of +inf
-    total += weights[i];
-  }
-  double u = 0;
-  random::uniform(gen, &u, 1, 0.0, 1.0);
-  u *= total;
-  int64_t pick = -1;
-  for (size_t i = 0; i < weights.size(); ++i) {
-    if (weights[i] == 0) continue;
-    pick = int64_t(i);  // the last one with any weight, should rounding leave u past them all
-    if (u < weights[i]) break;
-    u -= weights[i];
-  }
-  return pick;
-}
-
-// continue_text for a GPT, with a key/value cache (nn/generation.h): the window's prefill, then one position
-// a token, each step's logits continue_text's to rounding. Once the text outgrows the context T, the
-// window slides by one a token and every position moves, so each step is again a prefill of the last T
-// tokens, as continue_text's recomputation is (though only the last position goes through the head).
-std::vector<int64_t> continue_text_cached(const nn::GPTModel& model, std::vector<int64_t> ids, int64_t count,
-                                          double temperature, int64_t top_k, Generator& gen,
-                                          const std::function<void(int64_t)>& on_token) {
+std::vector<int64_t> continue_text_cached(const nn::GPTModel& model, std::vector<int64_t> ids, const Continuation& how,
+                                          Generator& gen, const nn::OnToken& on_token) {
   const int64_t T = model.cfg.context_length;
   nn::KVCache cache = nn::make_kv_cache(model);
-  for (int64_t n = 0; n < count; ++n) {
+  for (int64_t n = 0; n < how.tokens; ++n) {
     const int64_t length = int64_t(ids.size());
     const bool fits = length <= T && cache.length == length - 1;  // all but the newest token are cached
     if (!fits) cache.length = 0;                                  // (re)fill from the window's start
     const int64_t start = fits ? length - 1 : std::max<int64_t>(0, length - T);
     const std::vector<int64_t> fresh(ids.begin() + start, ids.end());
-    const Tensor logits = nn::forward_cached(model, from_vector(fresh, {1, int64_t(fresh.size())}), cache)[0];
-    ids.push_back(temperature == 0.0 ? int64_t(logits.argmax().item())
-                                     : sample_token(logits.to_vector<double>(), temperature, top_k, gen));
-    if (on_token) on_token(ids.back());
+    const Tensor logits = nn::forward_cached(model, from_vector(fresh, {1, int64_t(fresh.size())}), cache)[0].cpu();
+    ids.push_back(nn::sample_token(logits, how.sampling, gen));
+    if (on_token) on_token(ids.back(), logits);
+    if (how.stop_token && ids.back() == *how.stop_token) break;
   }
   return ids;
+}
+
+int64_t GenerationModel::vocab() const { return gpt ? gpt->cfg.vocab_size : mini->config.vocab; }
+
+int64_t GenerationModel::context() const { return gpt ? gpt->cfg.context_length : mini->config.context; }
+
+int64_t GenerationModel::text_vocab() const { return bpe ? bpe->vocab_size() : int64_t(characters.size()); }
+
+std::vector<int64_t> GenerationModel::encode(const std::string& text, const std::string& what) const {
+  if (bpe) return encode_for_model(*bpe, text, vocab(), what);
+  return Vocabulary(characters).encode(decode_utf8(text));  // (UsageError naming a character it lacks)
+}
+
+std::string GenerationModel::token_text(int64_t id) const {
+  return bpe ? bpe->token_bytes(int32_t(id)) : encode_utf8(characters[size_t(id)]);
+}
+
+void continue_prompt(const GenerationModel& model, const std::vector<int64_t>& prompt, const Continuation& how,
+                     bool kv_cache, Generator& gen, const nn::OnToken& on_token) {
+  if (model.mini) {  // the workshop's model: no cache, the window recomputed each token
+    continue_text(*model.mini, model.context(), prompt, how, gen, Device::cpu(), on_token);
+  } else if (model.kind & kOurGpts) {  // train's GPT: as its run's sample
+    if (kv_cache) continue_text_cached(*model.gpt, prompt, how, gen, on_token);
+    else continue_text(*model.gpt, model.context(), prompt, how, gen, Device::cpu(), on_token);
+  } else {  // GPT-2's and llm.c's files: the context's end refused (before starting) or slid by half
+    const nn::GenerationOptions options{.max_new_tokens = how.tokens, .sampling = how.sampling,
+                                        .stop_token = how.stop_token, .at_context_end = model.at_context_end};
+    try {
+      if (kv_cache) nn::generate(*model.gpt, prompt, options, gen, on_token);
+      else nn::generate_uncached(*model.gpt, prompt, options, gen, on_token);
+    } catch (const std::invalid_argument& e) {  // the prompt's ids, the context: the user's to fix
+      throw UsageError(e.what());
+    }
+  }
 }
 
 std::string format_duration(double seconds) {

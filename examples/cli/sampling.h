@@ -1,16 +1,20 @@
-// sampling.h — continuing a text token by token: greedy or sampled (temperature, top-k), with or without a
-// GPT's key/value cache, and the notice a long generation gives.
+// sampling.h — continuing a text token by token, for every model `generate` reads: how the next token is
+// chosen (nn::sample_token: greedy, temperature, top-k, top-p — one sampler for every model), the loops of
+// train's checkpoints (with or without a GPT's key/value cache), a model as generate sees it whatever its
+// file, and the notice a long generation gives.
 #pragma once
 #include <chrono>
 #include <cstdint>
-#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "nn/char_model.h"
 #include "nn/generation.h"
 #include "nn/gpt.h"
+#include "nn/tokenizer/tokenizer.h"
 #include "options.h"
 
 namespace cli {
@@ -21,25 +25,34 @@ using autograd::Generator;
 using autograd::NoGradGuard;
 using autograd::Tensor;
 
-// The next token drawn from softmax(logits / temperature) among the top_k likeliest (0: all). The largest
-// logit is subtracted before dividing, so a tiny temperature gives the likeliest token (never an overflow
-// to inf and then NaN); logits that are not numbers are refused.
-int64_t sample_token(const std::vector<double>& logits, double temperature, int64_t top_k, Generator& gen);
+// How a text is continued: how many tokens at most, how each is chosen, and after which one to stop.
+struct Continuation {
+  int64_t tokens = 0;
+  nn::SamplingOptions sampling{.temperature = 0.0};  // greedy unless given a temperature
+  std::optional<int64_t> stop_token;                 // stop after making this one
+};
 
-// Greedy (temperature 0) or sampled continuation of `ids`, feeding at most T characters at a time;
-// `on_token` (if given) sees each new token as soon as it is made.
+// The greedy continuation of `tokens` tokens (train's sample at the end of a run).
+inline Continuation greedy(int64_t tokens) {
+  Continuation how;
+  how.tokens = tokens;
+  return how;
+}
+
+// Continues `ids`, feeding the model at most its last T tokens at a time: once the text outgrows the
+// context, the window slides by one token a step. `on_token` (if given) sees each new token, and the logits
+// it was chosen from, as soon as it is made. Returns the ids, the prompt's and the new ones.
 template <typename Model>
-std::vector<int64_t> continue_text(const Model& model, int64_t T, std::vector<int64_t> ids, int64_t count,
-                                   double temperature, int64_t top_k, Generator& gen, Device device,
-                                   const std::function<void(int64_t)>& on_token = {}) {
+std::vector<int64_t> continue_text(const Model& model, int64_t T, std::vector<int64_t> ids, const Continuation& how,
+                                   Generator& gen, Device device, const nn::OnToken& on_token = {}) {
   NoGradGuard no_grad;
-  for (int64_t n = 0; n < count; ++n) {
-    int64_t start = std::max<int64_t>(0, int64_t(ids.size()) - T);
-    std::vector<int64_t> window(ids.begin() + start, ids.end());
-    Tensor logits = model(from_vector(window, {1, int64_t(window.size())}).to(device)).select(1, -1)[0].cpu();
-    ids.push_back(temperature == 0.0 ? int64_t(logits.argmax().item())
-                                     : sample_token(logits.to_vector<double>(), temperature, top_k, gen));
-    if (on_token) on_token(ids.back());
+  for (int64_t n = 0; n < how.tokens; ++n) {
+    const int64_t start = std::max<int64_t>(0, int64_t(ids.size()) - T);
+    const std::vector<int64_t> window(ids.begin() + start, ids.end());
+    const Tensor logits = model(from_vector(window, {1, int64_t(window.size())}).to(device)).select(1, -1)[0].cpu();
+    ids.push_back(nn::sample_token(logits, how.sampling, gen));
+    if (on_token) on_token(ids.back(), logits);
+    if (how.stop_token && ids.back() == *how.stop_token) break;
   }
   return ids;
 }
@@ -48,21 +61,42 @@ std::vector<int64_t> continue_text(const Model& model, int64_t T, std::vector<in
 // a token, each step's logits continue_text's to rounding. Once the text outgrows the context T, the
 // window slides by one a token and every position moves, so each step is again a prefill of the last T
 // tokens, as continue_text's recomputation is (though only the last position goes through the head).
-std::vector<int64_t> continue_text_cached(const nn::GPTModel& model, std::vector<int64_t> ids, int64_t count,
-                                          double temperature, int64_t top_k, Generator& gen,
-                                          const std::function<void(int64_t)>& on_token);
+std::vector<int64_t> continue_text_cached(const nn::GPTModel& model, std::vector<int64_t> ids, const Continuation& how,
+                                          Generator& gen, const nn::OnToken& on_token = {});
 
-// generate's continuation: continue_text_cached for a GPT unless --no-kv-cache, else continue_text.
-template <typename Model>
-void continue_for_generate(const GenerateOptions& o, const Model& model, int64_t T, const std::vector<int64_t>& ids,
-                           Generator& gen, const std::function<void(int64_t)>& on_token) {
-  if constexpr (std::is_same_v<Model, nn::GPTModel>)
-    if (o.kv_cache) {
-      continue_text_cached(model, ids, o.tokens, o.temperature, o.top_k, gen, on_token);
-      return;
-    }
-  continue_text(model, T, ids, o.tokens, o.temperature, o.top_k, gen, Device::cpu(), on_token);
-}
+// A model as `generate` sees it, whatever its file: generate.cpp opens train's checkpoints,
+// gpt2_generate.cpp GPT-2's and llm.c's files; generate.cpp continues them all alike.
+struct GenerationModel {
+  ModelKind kind = kCharModel;
+  std::unique_ptr<nn::MiniSelfAttention> mini;  // the workshop's model, or
+  std::unique_ptr<nn::GPTModel> gpt;            // a GPT (train's, GPT-2's or llm.c's)
+  // How its tokens read as text: one character each, or a byte-level BPE's bytes; neither for GPT-2's
+  // files without --tokenizer-file (whose prompt and output are then ids).
+  std::u32string characters;
+  std::shared_ptr<const tokenizer::Tokenizer> bpe;
+  std::vector<int64_t> sample_prompt;  // the prompt when none is given: the run's sample's (empty: none)
+  std::optional<int64_t> end_of_text;  // the token generation stops after by default (GPT-2's <|endoftext|>)
+  nn::ContextFull at_context_end = nn::ContextFull::refuse;  // GPT-2's and llm.c's files (train's: slide by one)
+
+  int64_t vocab() const;    // the model's ids are 0 .. vocab() - 1
+  int64_t context() const;  // the positions it sees at once
+  bool has_text() const { return !characters.empty() || bpe != nullptr; }
+  int64_t text_vocab() const;  // the ids its characters or tokenizer can spell
+  // `text` as the model's ids; UsageError (naming `what`) for a character or token the model has no row for.
+  std::vector<int64_t> encode(const std::string& text, const std::string& what) const;
+  std::string token_text(int64_t id) const;  // the bytes of one id below text_vocab()
+};
+
+// Continues `prompt` (ids below the model's vocabulary) as `how` says, passing each new token and its
+// logits to `on_token`: train's checkpoints as their runs' samples were made (the window slides by one token
+// past the context), GPT-2's and llm.c's files as model.at_context_end says. `kv_cache` false recomputes the
+// whole window for every token (the reference the cache is tested against).
+void continue_prompt(const GenerationModel& model, const std::vector<int64_t>& prompt, const Continuation& how,
+                     bool kv_cache, Generator& gen, const nn::OnToken& on_token);
+
+// GPT-2's or llm.c's file at o.checkpoint opened for generate (gpt2_generate.cpp): --heads, --tokenizer-file
+// and --context-full read.
+GenerationModel open_gpt2_for_generate(const GenerateOptions& o, ModelKind kind);
 
 // 12.3s, or 4m05s.
 std::string format_duration(double seconds);

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <cmath>
 #include <ostream>
@@ -38,6 +39,12 @@ namespace cli {
 using namespace autograd;
 
 namespace {
+
+// The picture `dot` draws of a --graph file: step.dot gives step.svg (never the DOT file's own name).
+std::string drawing_of(const std::string& graph) {
+  std::string svg = std::filesystem::path(graph).replace_extension(".svg").string();
+  return svg == graph ? graph + ".svg" : svg;
+}
 
 // What only the number of ranks decides: equal shards of every batch, no dropout shared between ranks.
 // Every rank checks the same options against the same count, so every rank refuses alike.
@@ -236,13 +243,16 @@ void finish(const Model& model, const Corpus& corpus, int64_t T, int64_t V, Devi
   }
   out << "\n";
   Generator unused;
-  std::vector<int64_t> ids = continue_text(model, T, corpus.head_ids(T), o.sample_tokens, 0.0, 0, unused, device);
+  std::vector<int64_t> ids = continue_text(model, T, corpus.head_ids(T), greedy(o.sample_tokens), unused, device);
   out << "generated: " << corpus.decode(ids) << "\n";
   if (save) {
     save();
     out << "saved " << o.save << "\n";
   }
-  if (!o.graph.empty()) out << "wrote the graph of step 0 to " << o.graph << " (dot -Tsvg " << o.graph << " -o graph.svg)\n";
+  if (!o.graph.empty())
+    out << fmt::format("wrote the graph of step 0 to {} (draw it with `dot -Tsvg {} -o {}`; Graphviz: apt-get install "
+                       "graphviz)\n",
+                       o.graph, o.graph, drawing_of(o.graph));
   if (!o.plot.empty()) progress.write_plot(plot_title);
 }
 

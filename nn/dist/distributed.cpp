@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "nn/numbers.h"
+
 namespace dist {
 
 namespace {
@@ -35,11 +37,11 @@ bool g_timed_out = false;
 double default_timeout() {
   const char* text = std::getenv("SCRATCHGRAD_DIST_TIMEOUT");
   if (!text || !*text) return kDefaultTimeoutSeconds;
-  char* end = nullptr;
-  const double seconds = std::strtod(text, &end);
-  if (*end != '\0' || !(seconds > 0))
+  // read whole (nn/numbers.h): "2x" is not 2 seconds, and 1e400 (infinity to strtod) is not "no limit"
+  const std::optional<double> seconds = nn::parse_finite(text);
+  if (!seconds || !(*seconds > 0))
     throw std::invalid_argument(fmt::format("SCRATCHGRAD_DIST_TIMEOUT={}: give a number of seconds above 0", text));
-  return seconds;
+  return *seconds;
 }
 
 // Waits until `request` completes, or throws dist::Timeout. MPI can only poll a request it cannot cancel:

@@ -13,6 +13,7 @@
 #endif
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -54,6 +55,17 @@ void set_blis_threads([[maybe_unused]] int threads) {
 
 }  // namespace
 
+int thread_count_from_setting(const char* text) {
+  if (text == nullptr || *text == '\0') return 0;
+  // read whole, as nn/numbers.h reads a user's numbers (autograd sits below nn/, so the check is here):
+  // "2x" is not 2, and 99999999999 is not wrapped into range
+  int threads = 0;
+  const char* end = text + std::strlen(text);
+  const auto [stop, error] = std::from_chars(text, end, threads);
+  if (error != std::errc() || stop != end || threads < 1 || threads > kMaxThreadsSetting) return 0;
+  return threads;
+}
+
 void init_cpu_runtime() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -62,7 +74,8 @@ void init_cpu_runtime() {
 #ifdef SCRATCHGRAD_HAVE_BLIS
     bli_init();
 #endif
-    if (const char* env = std::getenv("SCRATCHGRAD_THREADS")) num_threads = std::max(1, std::atoi(env));
+    // (a bad value is refused by the command line before it does anything; a library program keeps 1)
+    if (const int threads = thread_count_from_setting(std::getenv("SCRATCHGRAD_THREADS"))) num_threads = threads;
     set_blis_threads(num_threads);
   });
 }

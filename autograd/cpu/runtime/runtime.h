@@ -7,6 +7,12 @@ namespace autograd::cpu {
 void set_num_threads(int threads);
 int get_num_threads();
 
+// The most threads SCRATCHGRAD_THREADS may ask for.
+inline constexpr int kMaxThreadsSetting = 1024;
+// SCRATCHGRAD_THREADS's value as a thread count: a whole number from 1 to kMaxThreadsSetting written
+// plainly, else 0 (the value is not used: "2x", "0", "-1", 99999999999, "" all give 0).
+int thread_count_from_setting(const char* text);
+
 // Which BLIS kernel family is in use ("skx", "haswell", ...), after start-up selection.
 const char* blis_kernel_name();
 
