@@ -11,17 +11,23 @@
 
 namespace {
 
-// OpenMP's threads wait for one another at the end of each parallel region and for the next one, and by
-// default (libgomp) they spin a while before they sleep. On a machine with more runnable jobs than cores a
-// spinning thread holds the core that the thread it waits for needs: two threads then ran several times
-// slower than one (docs/performance.md, bench/oversubscribed.sh). OMP_WAIT_POLICY=passive makes them sleep
-// at once. libgomp reads it once, as it is loaded, before main runs, so the program sets it and runs itself
-// again (exec keeps the process, its arguments, open files and limits). A user who set OMP_WAIT_POLICY or
-// GOMP_SPINCOUNT keeps their own choice, and the program runs on as it is.
-void wait_passively_in_openmp(char** argv) {
+// OpenMP's threads wait for one another at the end of each parallel region and for the next one. libgomp
+// lets a waiting thread spin 300,000 turns (about 6 ms on the AMD EPYC of docs/performance.md) before it
+// sleeps. On a machine with more runnable jobs than cores a spinning thread holds the core that the
+// thread it waits for needs: two threads then ran 6–8× slower than one (bench/oversubscribed.sh). Sleeping
+// at once (OMP_WAIT_POLICY=passive) costs a wake-up per region instead: 1.4× slower on an idle machine
+// (a cached GPT-2 step has hundreds of regions). 5,000 turns (about 0.1 ms) keeps both: the gaps between
+// a step's regions are shorter, and a thread whose partner lost its core gives up its own soon.
+// libgomp reads GOMP_SPINCOUNT once, as it is loaded, before main runs, so the program sets it and runs
+// itself again (exec keeps the process, its arguments, open files and limits). A user who set
+// GOMP_SPINCOUNT or OMP_WAIT_POLICY keeps their own choice, and the program runs on as it is. (Other
+// OpenMP runtimes ignore GOMP_SPINCOUNT.)
+constexpr const char* kOpenMPSpinCount = "5000";
+
+void choose_openmp_wait(char** argv) {
 #if defined(__linux__)
-  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
-  ::setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/1);
+  if (std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY")) return;
+  ::setenv("GOMP_SPINCOUNT", kOpenMPSpinCount, /*overwrite=*/1);
   ::execv("/proc/self/exe", argv);  // returns only if it failed (no /proc): the program then runs on as it is
 #else
   (void)argv;
@@ -31,7 +37,7 @@ void wait_passively_in_openmp(char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  wait_passively_in_openmp(argv);
+  choose_openmp_wait(argv);
   // Past a file-size limit (ulimit -f) a write then fails with EFBIG, which a save reports (and removes its
   // temporary file), instead of the process being killed without a word.
   std::signal(SIGXFSZ, SIG_IGN);
