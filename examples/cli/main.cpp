@@ -15,7 +15,7 @@ namespace {
 // lets a waiting thread spin 300,000 turns (about 6 ms on the AMD EPYC of docs/performance.md) before it
 // sleeps. On a machine with more runnable jobs than cores a spinning thread holds the core that the
 // thread it waits for needs: two threads then ran 6–8× slower than one (bench/oversubscribed.sh). Sleeping
-// at once (OMP_WAIT_POLICY=passive) costs a wake-up per region instead: 1.4× slower on an idle machine
+// at once (OMP_WAIT_POLICY=passive) costs a wake-up per region instead: 1.3–1.5× slower near idle
 // (a cached GPT-2 step has hundreds of regions). 5,000 turns (about 0.1 ms) keeps both: the gaps between
 // a step's regions are shorter, and a thread whose partner lost its core gives up its own soon.
 // libgomp reads GOMP_SPINCOUNT once, as it is loaded, before main runs, so the program sets it and runs
