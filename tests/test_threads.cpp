@@ -5,6 +5,7 @@
 #include "autograd/autograd.h"
 #include "autograd/cpu/kernels/loops.h"
 #include "optim/optim.h"
+#include "test_process.h"
 
 using namespace autograd;
 
@@ -212,4 +213,55 @@ TEST(Threads, BigColumnSumsAreBitIdenticalOnOneAndTwoThreads) {
     auto leading = [&] { return wide.sum_to(shape); };
     EXPECT_TRUE(equal(on_threads(1, leading), on_threads(2, leading))) << shape_to_string(shape);
   }
+}
+
+// ---- the command line's OpenMP wait ----
+
+namespace {
+
+// What libgomp says it took, as it starts (OMP_DISPLAY_ENV=verbose, on stderr), in a run of the command
+// line with the wait variables removed and then `env` set: how many times it started (main.cpp runs the
+// program again to choose the wait), and the last start's wait policy and spin count.
+struct OpenMPWait {
+  int starts = 0;
+  std::string policy, spin_count;
+};
+
+std::string last_value(const std::string& text, const std::string& name) {
+  const std::string key = name + " = '";
+  const size_t at = text.rfind(key);
+  if (at == std::string::npos) return "";
+  const size_t from = at + key.size();
+  return text.substr(from, text.find('\'', from) - from);
+}
+
+OpenMPWait openmp_wait(const std::string& env) {
+  const testing_process::Shell r = testing_process::shell("env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=verbose " +
+                                                          env + " " + SCRATCHGRAD_BIN_DIR + "/scratchgrad --help");
+  EXPECT_EQ(r.status, 0) << r.command << "\n" << r.err;
+  return {testing_process::count(r.err, "OPENMP DISPLAY ENVIRONMENT BEGIN"), last_value(r.err, "OMP_WAIT_POLICY"),
+          last_value(r.err, "GOMP_SPINCOUNT")};
+}
+
+}  // namespace
+
+// On a machine with more runnable jobs than cores, OpenMP threads that spin long while they wait take the
+// cores their partners need: the command line makes them spin 5,000 turns before they sleep (libgomp's own
+// default is 300,000) unless the user chose a wait, which is then kept as it is. (Timing it is
+// bench/oversubscribed.sh's job.)
+TEST(Threads, TheCommandLineSpinsBrieflyUnlessTheUserChoseAWait) {
+  const OpenMPWait chosen_by_us = openmp_wait("");
+  if (chosen_by_us.starts == 0) GTEST_SKIP() << "the OpenMP runtime is not libgomp: it does not say what it took";
+  EXPECT_EQ(chosen_by_us.starts, 2);  // libgomp's own default first, then the program run again
+  EXPECT_EQ(chosen_by_us.spin_count, "5000");
+
+  const OpenMPWait active = openmp_wait("OMP_WAIT_POLICY=active");
+  EXPECT_EQ(active.starts, 1);
+  EXPECT_EQ(active.policy, "ACTIVE");
+  const OpenMPWait passive = openmp_wait("OMP_WAIT_POLICY=passive");
+  EXPECT_EQ(passive.starts, 1);
+  EXPECT_EQ(passive.spin_count, "0");
+  const OpenMPWait spins = openmp_wait("GOMP_SPINCOUNT=1234");
+  EXPECT_EQ(spins.starts, 1);
+  EXPECT_EQ(spins.spin_count, "1234");
 }

@@ -27,11 +27,14 @@ int64_t utf8_bytes(std::span<const uint16_t> ids, const Vocabulary& vocab) {
 Corpus load_token_corpus(const TrainOptions& o, const std::optional<RunTokenizer>& base_tokenizer) {
   require(o.model == "gpt", fmt::format("--tokenizer {} trains --model gpt (the workshop's model reads characters)", o.tokenizer));
   Corpus c;
+  if (!o.text_file.empty()) {
+    c.source = absolute_path(o.text_file);
+    c.source_is_pipe = is_pipe(o.text_file);  // asked first: once read, a named pipe may be gone
+  }
   const std::string text = o.text_file.empty() ? std::string(kWorkshopText) : read_text_file(o.text_file);
   const std::string where = o.text_file.empty() ? "the built-in text" : o.text_file;
   require(!text.empty(), fmt::format("{} is empty", where));
   c.text = tokenize_text(text, where);  // its size and hash, which a resume compares
-  if (!o.text_file.empty()) c.source = absolute_path(o.text_file);
   std::optional<RunTokenizer> known;
   if (!o.resume.empty()) known = tokenizer_of_checkpoint(nn::load_safetensors(o.resume).metadata, o.resume, o.tokenizer_file);
   else if (base_tokenizer) known = base_tokenizer;  // a fine-tune of our own GPT reads as it did
@@ -54,6 +57,7 @@ Corpus load_corpus(const TrainOptions& o, const std::optional<RunTokenizer>& bas
   if (o.text_file.empty()) {
     c.text = tokenize_text(kWorkshopText, "the built-in text");
   } else {
+    c.source_is_pipe = is_pipe(o.text_file);  // asked first: once read, a named pipe may be gone
     c.text = read_tokenized_text(o.text_file);
     c.source = absolute_path(o.text_file);
   }

@@ -29,6 +29,7 @@ struct Corpus {
   TokenizedText text;
   int64_t train_size = 0;  // ids [0, train_size) are trained on, the rest is held out
   std::string source;      // the text file's absolute path; empty: the built-in text
+  bool source_is_pipe = false;  // read from a pipe (`--text <(cat a b)`): a resume cannot read it again
   RunTokenizer tokenizer;  // char: text.vocab's characters; bpe, gpt2: text.ids are its tokens
   int64_t held_out_bytes = 0;  // the held-out part's size in UTF-8 bytes, for bits per byte
   const Vocabulary& vocab() const { return text.vocab; }

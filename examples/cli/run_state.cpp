@@ -42,7 +42,8 @@ std::vector<uint8_t> bytes_of(const std::string& hex, const std::string& path) {
 
 std::map<std::string, std::string> run_metadata(const TrainOptions& o, const Corpus& corpus, int64_t steps_done,
                                                 int64_t schedule_epoch) {
-  return {{"run.text", corpus.source},          {"run.steps", std::to_string(o.steps)},
+  return {{"run.text", corpus.source},          {"run.text_pipe", corpus.source_is_pipe ? "1" : "0"},
+          {"run.steps", std::to_string(o.steps)},
           {"run.context", std::to_string(o.context)},
           {"run.text_hash", corpus.text.hash},  {"run.text_bytes", std::to_string(corpus.text.bytes)},
           {"run.batch", std::to_string(o.batch)}, {"run.lr", fmt::format("{:.17g}", o.lr)},
@@ -57,6 +58,22 @@ std::map<std::string, std::string> run_metadata(const TrainOptions& o, const Cor
           {"run.numerics", numerics_name(numerics())}};
 }
 
+namespace {
+
+// The text a resume reads when --text is not given: the file the run recorded (empty: the built-in text).
+// A text that came through a pipe is gone: the user passes it again, and its size and hash are checked.
+std::string recorded_text(const std::map<std::string, std::string>& m, const std::string& path) {
+  const std::string text = m.count("run.text") ? m.at("run.text") : "";
+  if (m.count("run.text_pipe") && m.at("run.text_pipe") == "1")
+    throw UsageError(fmt::format("{}: the run read its text from a pipe ({}), which cannot be read again: pass the "
+                                 "same text with --text ({} bytes, hash {})",
+                                 path, text, m.count("run.text_bytes") ? m.at("run.text_bytes") : "?",
+                                 m.count("run.text_hash") ? m.at("run.text_hash") : "?"));
+  return text;
+}
+
+}  // namespace
+
 TrainOptions resumed_options(TrainOptions o) {
   nn::Checkpoint ck = nn::load_safetensors(o.resume);
   const bool lora = ck.metadata["format"] == "scratchgrad-lora";  // a LoRA fine-tune's adapters
@@ -68,7 +85,7 @@ TrainOptions resumed_options(TrainOptions o) {
   auto whole = [&](const char* key, int64_t lo) { return run_state_int(m, path, key, lo, kMax); };
   auto number = [&](const char* key) { return run_state_number(m, path, key); };
   o.model = "gpt";
-  if (o.text_file.empty()) o.text_file = m.count("run.text") ? m.at("run.text") : "";
+  if (o.text_file.empty()) o.text_file = recorded_text(m, path);
   o.layers = whole("layers", 1), o.dim = whole("dim", 1), o.heads = whole("heads", 1);
   // the training window; a fine-tune's model has a context of its own ("context"), runs before fine-tuning
   // recorded only that one, the same

@@ -192,41 +192,52 @@ class Tokenizer {
   TextHash hash_;
 };
 
-// Opens a text file for reading, refusing what is not a regular file and what is over the size limit.
-int open_text_file(const std::string& path) {
+// An open text: a regular file, or a pipe (`--text <(cat a b)` passes one as /dev/fd/63), whose size is
+// known only once it has been read.
+struct OpenText {
+  int fd = -1;
+  bool pipe = false;
+  ~OpenText() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Opens a text for reading: a regular file within the size limit, or a pipe. Refuses a folder, a device or
+// a socket. (Opening a named pipe waits, as `cat` does, until something writes to it.)
+void open_text_file(const std::string& path, OpenText& text) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw UsageError(fmt::format("cannot read text file {}: {}", path, std::strerror(errno)));
   if (S_ISDIR(st.st_mode)) throw UsageError(fmt::format("cannot read text file {}: it is a folder (pass a file)", path));
-  if (!S_ISREG(st.st_mode))
-    throw UsageError(fmt::format("cannot read text file {}: it is not a regular file (a device, pipe or socket); "
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+    throw UsageError(fmt::format("cannot read text file {}: it is not a regular file or a pipe (a device or socket); "
                                  "pass a file",
                                  path));
   if (uint64_t(st.st_size) > kMaxTextBytes)
     throw UsageError(fmt::format("text file {} has {} bytes, over the limit of {} bytes (1 GiB)", path,
                                  uint64_t(st.st_size), kMaxTextBytes));
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw UsageError(fmt::format("cannot read text file {}: {}", path, std::strerror(errno)));
-  return fd;
+  text.pipe = S_ISFIFO(st.st_mode);
+  text.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (text.fd < 0) throw UsageError(fmt::format("cannot read text file {}: {}", path, std::strerror(errno)));
 }
 
-// Calls take(chunk, last) for the file's bytes, a chunk at a time, stopping past kMaxTextBytes (a file
-// that grows while it is read).
+// Calls take(chunk, last) for the text's bytes, a chunk at a time, stopping past kMaxTextBytes (a pipe that
+// sends more, a file that grows while it is read).
 template <typename Take>
 void read_in_chunks(const std::string& path, Take&& take) {
-  const int fd = open_text_file(path);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+  OpenText text;
+  open_text_file(path, text);
   std::string chunk(size_t(1) << 20, '\0');
   uint64_t total = 0;
   for (;;) {
-    const ssize_t got = ::read(fd, chunk.data(), chunk.size());
+    const ssize_t got = ::read(text.fd, chunk.data(), chunk.size());
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) throw UsageError(fmt::format("cannot read text file {}: {}", path, std::strerror(errno)));
     total += uint64_t(got);
     if (total > kMaxTextBytes)
-      throw UsageError(fmt::format("text file {} grew past the limit of {} bytes while being read", path, kMaxTextBytes));
+      throw UsageError(text.pipe ? fmt::format("text {} (a pipe) sent more than the limit of {} bytes (1 GiB)", path,
+                                               kMaxTextBytes)
+                                 : fmt::format("text file {} grew past the limit of {} bytes while being read", path,
+                                               kMaxTextBytes));
     take(std::string_view(chunk.data(), size_t(got)), got == 0);
     if (got == 0) return;
   }
@@ -247,6 +258,11 @@ TokenizedText read_tokenized_text(const std::string& path) {
   if (!ec && size <= kMaxTextBytes) tokenizer.reserve(size_t(size));
   read_in_chunks(path, [&](std::string_view chunk, bool last) { tokenizer.add(chunk, last); });
   return tokenizer.finish();
+}
+
+bool is_pipe(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
 }
 
 std::string read_text_file(const std::string& path) {

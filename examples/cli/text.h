@@ -48,15 +48,18 @@ struct TokenizedText {
   std::string hash;           // FNV-1a 64 of the bytes, 16 hex digits
 };
 
-// Reads a text file in chunks (never whole), decoding and tokenizing as it goes. Refuses, with a
-// UsageError naming the file: a folder, a device or pipe (not a regular file), more than kMaxTextBytes,
-// invalid UTF-8 (with the offset), more than kMaxVocabulary distinct characters.
+// Reads a text file, or a pipe (`--text <(cat a b)`), in chunks (never whole), decoding and tokenizing as it
+// goes. Refuses, with a UsageError naming the file: a folder, a device or socket, more than kMaxTextBytes
+// (a pipe's bytes are counted as they come), invalid UTF-8 (with the offset), more than kMaxVocabulary
+// distinct characters.
 TokenizedText read_tokenized_text(const std::string& path);
 // The same for text in memory; `where` names it in messages.
 TokenizedText tokenize_text(std::string_view text, const std::string& where);
 
 // Reads a whole text file, with the same refusals as read_tokenized_text (but no vocabulary limit).
 std::string read_text_file(const std::string& path);
+// Whether `path` is a pipe: its text can be read once, so a run records it as a text to pass again.
+bool is_pipe(const std::string& path);
 std::string printable(char32_t c);                      // 'a', '\n', U+00E9 ... for error messages
 
 }  // namespace cli

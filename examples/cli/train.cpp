@@ -61,6 +61,9 @@ void check_options_for_ranks(const TrainOptions& o, const Ranks& ranks) {
   // Every rank draws from the same random stream, so their dropout masks would be the same: refuse.
   require(o.dropout == 0, fmt::format("--dropout {} with {} ranks: dropout is not supported across ranks yet", o.dropout, n));
   require(o.device == "cpu", fmt::format("--device {} with {} ranks: the ranks exchange CPU tensors", o.device, n));
+  // A pipe's bytes go to whichever rank reads them first: each rank would train on a part of the text.
+  require(o.text_file.empty() || !is_pipe(o.text_file),
+          fmt::format("--text {} is a pipe: with {} ranks each would read a part of it; pass a file", o.text_file, n));
 }
 
 // ---------------------------------------------------------------- one step's gradients, over the ranks

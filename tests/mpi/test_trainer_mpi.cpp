@@ -3,6 +3,7 @@
 // --deterministic-reduce, for any number of ranks; a rank killed with kill -9; resuming on another rank count.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
@@ -136,6 +137,20 @@ TEST(MpiTrainer, BadRankCountsAreRefusedOnEveryRank) {
   Shell d = two_ranks("--model gpt --preset tiny --dropout 0.1 --text " + corpus().string());
   EXPECT_NE(d.status, 0);
   EXPECT_NE(d.err.find("dropout is not supported across ranks"), std::string::npos) << d.err;
+}
+
+// A pipe's bytes go to whichever rank reads them first, so a FIFO as --text is refused on every rank before
+// any rank opens it (`timeout`: were it opened, each rank would wait for a writer that never comes).
+TEST(MpiTrainer, APipeAsTheTextIsRefusedOnEveryRank) {
+  const fs::path fifo = scratch("mpi_text.fifo");
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  Shell r = shell("timeout 120 " + std::string(SCRATCHGRAD_MPIRUN) + " " + kBin + " train --model gpt --preset tiny --text " +
+                  fifo.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.status, 124) << "the ranks waited on the pipe";
+  EXPECT_NE(r.err.find("is a pipe: with 2 ranks each would read a part of it"), std::string::npos) << r.err;
+  fs::remove(fifo);
 }
 
 // The pid of the rank-`rank` process of the job whose environment holds `tag` (mpirun -x passes it on).
