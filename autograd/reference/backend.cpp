@@ -62,8 +62,6 @@ class ReferenceBackend final : public Backend {
     reference::flash_attention_backward(q, k, v, out, lse, grad_out, causal, scale, dq, dk, dv);
   }
 
-  // The gradients of the six fused entries are computed by the ops' formulas, as tensor ops (backend.h).
-  bool has_fused_gradients() const override { return false; }
   void softmax(const Tensor& in, int64_t dim, bool log, const Tensor& out) override {
     reference::softmax(in, dim, log, out);
   }

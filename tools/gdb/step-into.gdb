@@ -1,0 +1,74 @@
+# tools/gdb/step-into.gdb — from backward() to the loop that computes a node's gradient, in the build of
+# `make debug` (-O0 -g, CPU tensors on the reference kernels of autograd/reference/). Load it into gdb:
+#
+#     gdb -x tools/gdb/step-into.gdb build-debug/bin/readme_first_program
+#     (gdb) backward-loop MmBackward0
+#
+# and gdb stops in the first loop of autograd/reference/ that MmBackward0's backward function reaches.
+# `make step OP=MmBackward0` runs the same in batch mode and prints the backtrace and the loop.
+# (gdb reads no comment after a command on the same line: every comment here has a line of its own.)
+
+set pagination off
+set confirm off
+set print pretty on
+set listsize 16
+
+# What `step` passes over: the standard library, the tensor's accessors and handles, the pool's box of
+# a backward function, the engine's per-pass tables, and the reference kernels' helpers (an element
+# through its strides, the index odometer, the choice of a dtype's loop). A step then goes from a call
+# in a backward function straight into the code that call names.
+skip -rfu ^std::
+skip -rfu ^__gnu_cxx::
+skip -rfu ^autograd::Tensor::(Tensor|~Tensor|operator=|defined|shape|strides|dtype|device|impl|impl_ptr|requires_grad|grad_fn|is_leaf|shape_str|size|dim|numel|offset|raw_data)$
+skip -rfu ^autograd::memory::
+skip -rfu ^autograd::(backend|kernels|numerics)$
+skip -gfi */autograd/reference/strided.h
+skip -gfi */autograd/memory/*.h
+
+# backward-loop NODE: run the program to where the engine runs the node named NODE (run_node, in
+# autograd/engine.cpp), then on to the first loop of the reference kernels its backward function enters.
+define backward-loop
+  break autograd::run_node if $_streq(node.name, "$arg0")
+  run
+  delete
+  backward-loop-breakpoints
+  continue
+  delete
+  backward-loop-report $arg0
+end
+document backward-loop
+Usage: backward-loop NODE (a grad_fn name: MmBackward0, SoftmaxBackward0, ...).
+Runs the program to where the engine calls NODE's backward function, then on into the first loop of
+autograd/reference/ that it enters: prints the backtrace and the loop.
+end
+
+# A breakpoint on each loop of the reference kernels: the function templates of autograd/reference/*.cpp
+# (each kernel's loop is one; the entry beside it only picks its instantiation for the dtype).
+define backward-loop-breakpoints
+  rbreak elementwise.cpp:^autograd::reference::[a-z_0-9]+<
+  rbreak reduce.cpp:^autograd::reference::[a-z_0-9]+<
+  rbreak matmul.cpp:^autograd::reference::[a-z_0-9]+<
+  rbreak softmax.cpp:^autograd::reference::[a-z_0-9]+<
+  rbreak rows.cpp:^autograd::reference::[a-z_0-9]+<
+  rbreak gpt.cpp:^autograd::reference::[a-z_0-9]+<
+  rbreak attention.cpp:^autograd::reference::[a-z_0-9]+<
+end
+
+# Where it stopped: the backtrace and the loop, if the loop belongs to NODE's backward function.
+define backward-loop-report
+  if $_any_caller_matches("^autograd::run_node", 32)
+    frame function autograd::run_node
+    if $_streq(node.name, "$arg0")
+      frame 0
+      echo \n---- backtrace: the loop that computes the gradient of $arg0, and the calls above it\n
+      backtrace
+      echo \n---- the loop\n
+      list
+    else
+      echo \n$arg0 has no loop of its own: its backward function reshapes, transposes or views the\n
+      echo incoming gradient (the next loop belongs to a later node).\n
+    end
+  else
+    echo \n$arg0 reached no loop of the reference kernels.\n
+  end
+end
