@@ -50,6 +50,9 @@ class BackwardFn : public memory::PooledBox<BackwardFunction> {
   template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, BackwardFn>>>
   BackwardFn(F f) : PooledBox(wrap(std::move(f))) {}
   using PooledBox::operator=;
+  // backward(g) == backward->apply(g): how an engine of one's own calls it (the exercises' rung 5); the
+  // engine here calls apply itself, so that a debugger shows no frame between run_node and apply.
+  Grads operator()(const Tensor& grad_output) const { return (*this)->apply(grad_output); }
 
  private:
   template <typename F> static auto wrap(F f) {

@@ -41,6 +41,11 @@
 #include "autograd/cpu/runtime/product_tally.h"
 #include "autograd/numerics.h"
 
+// The AVX2 and AVX-512 kernels pass vectors between inline functions compiled for their target; GCC notes
+// that such a function's ABI would differ from the baseline build's, which matters only to calls across
+// translation units: none here.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace autograd::cpu {
 
 namespace {
