@@ -112,7 +112,10 @@ Tensor gelu_gradient(const Tensor& g, const Tensor& x, bool tanh, Tensor dx) {
   return dx;
 }
 
-// y = gelu(x)  ⇒  dx = g ⊙ gelu'(x):  Φ(x) + x·φ(x), or with "tanh" its derivative (gelu_gradient, ops/gradients.h)
+// y = gelu(x) = x·Φ(x)  ⇒  dx = g ⊙ (Φ(x) + x·φ(x)),   φ(x) = exp(−x²/2)/√(2π)
+// approximate "tanh": y = ½x·(1 + t), t = tanh(√(2/π)·(x + 0.044715·x³))  ⇒
+//                    dx = g ⊙ (½(1 + t) + ½x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²))
+// in one pass of the device's gelu_backward (gelu_gradient, ops/gradients.h; reference/gpt.cpp: the loop)
 struct GeluBackward0 final : BackwardFunction {
   Tensor x;  // detached: x's history is this node's input edge
   bool tanh;

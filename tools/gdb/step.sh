@@ -4,6 +4,7 @@
 # the backtrace, the loop, and how many frames the loop is below Tensor::backward.
 #
 #   tools/gdb/step.sh --program-for NODE     the program that has NODE (exit 2, listing the nodes, if none)
+#   tools/gdb/step.sh --list                 every node it knows, with its program ("program node" lines)
 #   tools/gdb/step.sh BUILD_DIR NODE         builds that program in BUILD_DIR (configured) and steps
 #
 # The programs: the README's first program for its ops, the workshop's character model for attention's
@@ -11,10 +12,9 @@
 set -eu
 
 readme="MmBackward0 TBackward0 SoftmaxBackward0 MulBackward0 SumBackward0"
-char_model="MaskedFillBackward0 UnsafeViewBackward0 BmmBackward0 TransposeBackward0 DivBackward0 AddmmBackward0
-  ViewBackward0 EmbeddingBackward0 AddBackward0 LogSoftmaxBackward0 NllLossBackward0"
-gpt="NativeLayerNormBackward0 CausalScoresBackward TrilMatmulBackward LinearAfterGeluBackward PermuteBackward0
-  SliceBackward0 MeanBackward1"
+char_model="MaskedFillBackward0 BmmBackward0 TransposeBackward0 DivBackward0 AddmmBackward0 ViewBackward0
+  EmbeddingBackward0 AddBackward0 LogSoftmaxBackward0 NllLossBackward0"
+gpt="NativeLayerNormBackward0 CausalScoresBackward TrilMatmulBackward LinearAfterGeluBackward UnsafeViewBackward0"
 
 program_for() {
   for n in $readme; do [ "$n" = "$1" ] && echo readme_first_program && return 0; done
@@ -31,6 +31,10 @@ refuse() {
   exit 2
 }
 
+if [ "$1" = "--list" ]; then
+  for n in $readme $char_model $gpt; do echo "$(program_for "$n") $n"; done
+  exit 0
+fi
 if [ "$1" = "--program-for" ]; then
   [ -n "${2:-}" ] || refuse "which node? make step OP=<node name>, e.g. make step OP=MmBackward0"
   program_for "$2" || refuse "no program here has a node named '$2'"
