@@ -16,6 +16,7 @@
 #include "test_helpers.h"
 
 using namespace autograd;
+using namespace testing_helpers;
 
 // The engine calls the node's backward function directly: for a matrix product it is the op's own class
 // (what a debugger shows below run_node), and a lambda given to record is called through a Closure.

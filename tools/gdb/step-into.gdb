@@ -11,7 +11,7 @@
 set pagination off
 set confirm off
 set print pretty on
-set listsize 16
+set listsize 24
 
 # What `step` passes over: the standard library, the tensor's accessors and handles, the pool's box of
 # a backward function, the engine's per-pass tables, and the reference kernels' helpers (an element
@@ -26,13 +26,22 @@ skip -gfi */autograd/reference/strided.h
 skip -gfi */autograd/memory/*.h
 
 # backward-loop NODE: run the program to where the engine runs the node named NODE (run_node, in
-# autograd/engine.cpp), then on to the first loop of the reference kernels its backward function enters.
+# autograd/engine.cpp: its first call, check_saved_versions(node), takes the node), then on to the first
+# loop of the reference kernels its backward function enters. (gdb puts a function's breakpoint on its
+# first instruction here, before the arguments are in place: each stop takes one `next` into the body
+# before it reads them.)
 define backward-loop
-  break autograd::run_node if $_streq(node.name, "$arg0")
+  break autograd::check_saved_versions
   run
+  next
+  while !$_streq(node.name, "$arg0")
+    continue
+    next
+  end
   delete
   backward-loop-breakpoints
   continue
+  next
   delete
   backward-loop-report $arg0
 end
@@ -42,16 +51,58 @@ Runs the program to where the engine calls NODE's backward function, then on int
 autograd/reference/ that it enters: prints the backtrace and the loop.
 end
 
-# A breakpoint on each loop of the reference kernels: the function templates of autograd/reference/*.cpp
-# (each kernel's loop is one; the entry beside it only picks its instantiation for the dtype).
+# A breakpoint on each loop of the reference kernels that computes something: the function templates of
+# autograd/reference/*.cpp (each kernel's loop is one; the entry beside it only picks its instantiation for
+# the dtype), float32 and float64. Not fill and copy, which only zero or move a gradient's memory.
 define backward-loop-breakpoints
-  rbreak elementwise.cpp:^autograd::reference::[a-z_0-9]+<
-  rbreak reduce.cpp:^autograd::reference::[a-z_0-9]+<
-  rbreak matmul.cpp:^autograd::reference::[a-z_0-9]+<
-  rbreak softmax.cpp:^autograd::reference::[a-z_0-9]+<
-  rbreak rows.cpp:^autograd::reference::[a-z_0-9]+<
-  rbreak gpt.cpp:^autograd::reference::[a-z_0-9]+<
-  rbreak attention.cpp:^autograd::reference::[a-z_0-9]+<
+  break autograd::reference::unary<float>
+  break autograd::reference::unary<double>
+  break autograd::reference::binary<float>
+  break autograd::reference::binary<double>
+  break autograd::reference::where<float>
+  break autograd::reference::where<double>
+  break autograd::reference::masked_fill<float>
+  break autograd::reference::masked_fill<double>
+  break autograd::reference::sum_to<float>
+  break autograd::reference::sum_to<double>
+  break autograd::reference::max_dim<float>
+  break autograd::reference::max_dim<double>
+  break autograd::reference::var<float>
+  break autograd::reference::var<double>
+  break autograd::reference::norm2<float>
+  break autograd::reference::norm2<double>
+  break autograd::reference::product<float>
+  break autograd::reference::product<double>
+  break autograd::reference::causal_scale<float>
+  break autograd::reference::causal_scale<double>
+  break autograd::reference::softmax<float>
+  break autograd::reference::softmax<double>
+  break autograd::reference::softmax_backward<float>
+  break autograd::reference::softmax_backward<double>
+  break autograd::reference::index_select_rows<float>
+  break autograd::reference::index_select_rows<double>
+  break autograd::reference::index_add_rows<float>
+  break autograd::reference::index_add_rows<double>
+  break autograd::reference::gather_rows<float>
+  break autograd::reference::gather_rows<double>
+  break autograd::reference::scatter_rows<float>
+  break autograd::reference::scatter_rows<double>
+  break autograd::reference::nll_loss<float>
+  break autograd::reference::nll_loss<double>
+  break autograd::reference::nll_loss_backward<float>
+  break autograd::reference::nll_loss_backward<double>
+  break autograd::reference::layer_norm<float>
+  break autograd::reference::layer_norm<double>
+  break autograd::reference::layer_norm_backward<float>
+  break autograd::reference::layer_norm_backward<double>
+  break autograd::reference::gelu<float>
+  break autograd::reference::gelu<double>
+  break autograd::reference::gelu_backward<float>
+  break autograd::reference::gelu_backward<double>
+  break autograd::reference::flash_attention<float>
+  break autograd::reference::flash_attention<double>
+  break autograd::reference::flash_attention_backward<float>
+  break autograd::reference::flash_attention_backward<double>
 end
 
 # Where it stopped: the backtrace and the loop, if the loop belongs to NODE's backward function.
