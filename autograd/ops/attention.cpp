@@ -80,14 +80,6 @@ Tensor empty_product(const Tensor& a, const Tensor& b) {
   return empty(shape, a.dtype(), a.device());
 }
 
-// out = a @ b (a [..., M, K], b [..., K, N]), the kernel told where a's or out's zeros are; out laid out
-// as `layout` (same shape) when given.
-Tensor product(const Tensor& a, const Tensor& b, MatmulStructure structure, const Tensor& layout = Tensor()) {
-  Tensor out = layout.defined() ? empty_in_layout_of(layout) : empty_product(a, b);
-  backend(a.device()).matmul_structured(a, b, out, structure);
-  return out;
-}
-
 // a @ b on and below the diagonal, divided by s, and `above` above it, in one pass where the device can
 // (the CPU's fast kernels scale each tile's rows while they are still in the cache).
 Tensor causal_product(const Tensor& a, const Tensor& b, double s, double above) {
@@ -109,18 +101,26 @@ static Tensor lower_triangle_of(const Tensor& g, double s) {
   return out;
 }
 
-// a @ b where a is zero above its diagonal, laid out as `layout`
+// a @ b where a is zero above its diagonal, laid out as `layout` (see empty_in_layout_of)
 static Tensor lower_triangular_matmul(const Tensor& a, const Tensor& b, const Tensor& layout) {
-  return product(a, b, MatmulStructure::lower_a, layout);
+  Tensor out = empty_in_layout_of(layout);
+  backend(a.device()).matmul_structured(a, b, out, MatmulStructure::lower_a);
+  return out;
 }
 
 // a @ b where a is zero below its diagonal, laid out as `layout`
 static Tensor upper_triangular_matmul(const Tensor& a, const Tensor& b, const Tensor& layout) {
-  return product(a, b, MatmulStructure::upper_a, layout);
+  Tensor out = empty_in_layout_of(layout);
+  backend(a.device()).matmul_structured(a, b, out, MatmulStructure::upper_a);
+  return out;
 }
 
 // tril(a @ b): the product on and below the diagonal, 0 above it (only those entries are computed)
-static Tensor tril_of_matmul(const Tensor& a, const Tensor& b) { return causal_product(a, b, 1.0, 0.0); }
+static Tensor tril_of_matmul(const Tensor& a, const Tensor& b) {
+  Tensor out = empty_product(a, b);
+  backend(a.device()).causal_product(a, b, out, 1.0, 0.0);
+  return out;
+}
 
 // scores = q·kᵀ / s, then −∞ above the diagonal  ⇒
 //   dscores = g / s on and below the diagonal, 0 above   (masked_fill's backward, then the division's)

@@ -37,6 +37,34 @@ void addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& o
   floating(a, "addmm", product<float>, product<double>)(a, b, bias, out);
 }
 
+// out[..., i, j] = (Σ_p a[..., i, p] · b[..., p, j]) / divisor where j ≤ i, `above` where j > i: causal
+// attention's scores (q·kᵀ/√d, −∞ above), and tril(g·vᵀ) in its backward (divisor 1, 0 above)
+template <typename T>
+void causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double divisor, double above) {
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  const Shape batch = leading(out, 2);
+  for (int64_t n = 0; n < shape_numel(batch); ++n) {
+    const Matrix<const T> A = matrix<const T>(a, index_of(n, batch)), B = matrix<const T>(b, index_of(n, batch));
+    const Matrix<T> C = matrix<T>(out, index_of(n, batch));
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) {
+        if (j > i) {
+          C(i, j) = T(above);
+          continue;
+        }
+        T sum = T(0);
+        for (int64_t p = 0; p < K; ++p)
+          sum = sum + A(i, p) * B(p, j);
+        C(i, j) = sum / T(divisor);
+      }
+    }
+  }
+}
+
+void causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double divisor, double above) {
+  floating(a, "causal_scores", causal_product<float>, causal_product<double>)(a, b, out, divisor, above);
+}
+
 // dst[..., i, j] = src[..., i, j] / divisor where j ≤ i, `above` where j > i (causal scores: a key after the
 // query is masked out)
 template <typename T> void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above) {

@@ -13,15 +13,21 @@ set confirm off
 set print pretty on
 set listsize 24
 
-# What `step` passes over: the standard library, the tensor's accessors and handles, the pool's box of
-# a backward function, the engine's per-pass tables, and the reference kernels' helpers (an element
-# through its strides, the index odometer, the choice of a dtype's loop). A step then goes from a call
-# in a backward function straight into the code that call names.
+# What `step` passes over: the standard library, the tensor's accessors and handles, shapes (a small
+# vector of sizes), the argument, size and byte checks, allocation, grad mode, devices and storages'
+# version counters, the pool's box of a backward function, and the
+# reference kernels' helpers (an element through its strides, the index odometer, the choice of a
+# dtype's loop). A step then goes from a call in a backward function straight into the code that call
+# names: an op, the fence, a loop. (A regular expression is matched against the name with its
+# parameters, "autograd::Tensor::dim() const": hence the [(] after a list of names.)
 skip -rfu ^std::
 skip -rfu ^__gnu_cxx::
-skip -rfu ^autograd::Tensor::(Tensor|~Tensor|operator=|defined|shape|strides|dtype|device|impl|impl_ptr|requires_grad|grad_fn|is_leaf|shape_str|size|dim|numel|offset|raw_data)$
+skip -rfu ^autograd::Tensor::(Tensor|~Tensor|operator=|defined|shape|strides|dtype|device|impl|impl_ptr|requires_grad|grad_fn|is_leaf|shape_str|size|dim|numel|offset|raw_data|is_contiguous|mT)[(]
+skip -rfu ^autograd::Shape::
+skip -rfu ^autograd::(operator==|operator!=|checked_numel|checked_nbytes|contiguous_strides|shape_numel|dtype_size|is_floating|wrap_dim|backend|kernels|numerics|is_grad_enabled|needs_grad)[(]
+skip -rfu ^autograd::(empty|check_[a-z_]+)[(]
+skip -rfu ^autograd::(NoGradGuard|Device|Storage|SavedVersion)::
 skip -rfu ^autograd::memory::
-skip -rfu ^autograd::(backend|kernels|numerics)$
 skip -gfi */autograd/reference/strided.h
 skip -gfi */autograd/memory/*.h
 
@@ -73,6 +79,8 @@ define backward-loop-breakpoints
   break autograd::reference::norm2<double>
   break autograd::reference::product<float>
   break autograd::reference::product<double>
+  break autograd::reference::causal_product<float>
+  break autograd::reference::causal_product<double>
   break autograd::reference::causal_scale<float>
   break autograd::reference::causal_scale<double>
   break autograd::reference::softmax<float>
@@ -116,8 +124,8 @@ define backward-loop-report
       echo \n---- the loop\n
       list
     else
-      echo \n$arg0 has no loop of its own: its backward function reshapes, transposes or views the\n
-      echo incoming gradient (the next loop belongs to a later node).\n
+      echo \n---- $arg0 has no loop of its own: its backward function reshapes, transposes, expands or\n
+      echo passes on the incoming gradient, a view of the same numbers (the next loop belongs to a later node).\n
     end
   else
     echo \n$arg0 reached no loop of the reference kernels.\n
