@@ -1,5 +1,5 @@
-// reference/matmul.cpp — the matrix product as the textbook triple loop, and the two elementwise halves
-// of causal attention.
+// reference/matmul.cpp — the matrix product as the textbook triple loop, causal attention's product (only
+// the entries on and below the diagonal), its scaling and its zero check.
 #include "autograd/reference/kernels.h"
 #include "autograd/reference/strided.h"
 
