@@ -60,7 +60,8 @@ debug: debug-configure
 # the loop that computes the node's gradient and prints the backtrace and the loop (tools/gdb/step.sh).
 step:
 	@tools/gdb/step.sh --program-for "$(OP)" >/dev/null
-	@$(MAKE) --no-print-directory debug-configure PACKAGES="$(PACKAGES) gdb"
+	@$(MAKE) --no-print-directory deps PACKAGES="$(PACKAGES) gdb"
+	@[ -f $(DEBUG_BUILD)/CMakeCache.txt ] || $(MAKE) --no-print-directory debug-configure
 	@JOBS=$(JOBS) tools/gdb/step.sh $(DEBUG_BUILD) "$(OP)"
 
 test: build

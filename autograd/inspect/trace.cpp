@@ -201,15 +201,7 @@ BackwardObserver make_trace_observer(TraceOptions options) {
   return [tracer](const BackwardEvent& e) { (*tracer)(e); };
 }
 
-// (Options set one by one, not with designated initializers: GCC warns of every member a designated list
-// leaves out, -Wmissing-field-initializers.)
-static TraceOptions writing_to(std::ostream& out) {
-  TraceOptions options;
-  options.out = &out;
-  return options;
-}
-
-TraceGuard::TraceGuard(std::ostream& out) : TraceGuard(writing_to(out)) {}
+TraceGuard::TraceGuard(std::ostream& out) : TraceGuard(TraceOptions{.out = &out}) {}
 
 TraceGuard::TraceGuard(TraceOptions options) {
   BackwardObserver trace = make_trace_observer(std::move(options));
@@ -235,9 +227,7 @@ int64_t trace_passes_from_setting(const char* value) {
 BackwardObserver trace_observer_from_environment() {
   int64_t passes = trace_passes_from_setting(std::getenv("SCRATCHGRAD_TRACE"));
   if (passes < 0) return nullptr;
-  TraceOptions options;
-  options.passes = passes;
-  return make_trace_observer(std::move(options));
+  return make_trace_observer({.passes = passes});
 }
 
 }  // namespace autograd::inspect
