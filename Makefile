@@ -21,7 +21,7 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_TARGETS ?= safetensors checkpoint text cli ops tokenizer
 FUZZ_PACKAGES = $(PACKAGES) clang libclang-rt-14-dev
 
-.PHONY: all deps configure build debug test train bench lab lab-deps clean fuzz fuzz-deps fuzz-build exercise exercises
+.PHONY: all deps configure build debug debug-configure step test train bench lab lab-deps clean fuzz fuzz-deps fuzz-build exercise exercises
 
 all: build
 
@@ -44,12 +44,25 @@ build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # `make debug`: -O0 -g in DEBUG_BUILD, CPU tensors on the reference kernels by default (autograd/reference/:
-# the plain loops, to step into; SCRATCHGRAD_KERNELS=cpu switches back). docs/autograd.md has the gdb recipe.
+# the plain loops, to step into; SCRATCHGRAD_KERNELS=cpu switches back). No CUDA, tests or benchmarks: it
+# stays quick to build. docs/autograd.md has the gdb recipe (tools/gdb/step-into.gdb).
 DEBUG_BUILD ?= build-debug
-debug: deps
-	@cmake -S . -B $(DEBUG_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g" \
-	  -DSCRATCHGRAD_REFERENCE_KERNELS_DEFAULT=ON -DSCRATCHGRAD_TESTS=OFF -DSCRATCHGRAD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+debug-configure: deps
+	@cmake -S . -B $(DEBUG_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O0 -g" $(LAUNCHER) \
+	  -DSCRATCHGRAD_REFERENCE_KERNELS_DEFAULT=ON -DSCRATCHGRAD_CUDA=OFF -DSCRATCHGRAD_TESTS=OFF -DSCRATCHGRAD_BENCH=OFF \
+	  $(CMAKE_FLAGS) >/dev/null
+
+debug: debug-configure
 	@cmake --build $(DEBUG_BUILD) -j $(JOBS)
+
+# `make step OP=MmBackward0` (any node name it knows; an unknown one is refused with the list): builds the one
+# program of the debug tree whose graph has that node, runs it under gdb (tools/gdb/step-into.gdb), stops in
+# the loop that computes the node's gradient and prints the backtrace and the loop (tools/gdb/step.sh).
+step:
+	@tools/gdb/step.sh --program-for "$(OP)" >/dev/null
+	@$(MAKE) --no-print-directory deps PACKAGES="$(PACKAGES) gdb"
+	@[ -f $(DEBUG_BUILD)/CMakeCache.txt ] || $(MAKE) --no-print-directory debug-configure
+	@JOBS=$(JOBS) tools/gdb/step.sh $(DEBUG_BUILD) "$(OP)"
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -97,12 +97,8 @@ class Backend {
                                         const Tensor& lse, const Tensor& grad_out, bool causal, double scale,
                                         const Tensor& dq, const Tensor& dk, const Tensor& dv);
 
-  // Whether the gradients of softmax, log_softmax, gelu, layer_norm, nll_loss and the flash attention are
-  // computed by this device's *_backward entries, each formula in one fused pass (true), or by the tensor
-  // ops of their formulas in ops/ (false: the reference kernels, which are there to be read and stepped
-  // through; their *_backward entries are the tests' oracle for the others').
-  virtual bool has_fused_gradients() const { return true; }
-
+  // The gradients of softmax, log_softmax, gelu, layer_norm, nll_loss and the flash attention are entries
+  // too (*_backward): each formula in one pass over its tensors, called by the op's backward function.
   virtual void softmax(const Tensor& in, int64_t dim, bool log, const Tensor& out) = 0;
   // grad_in for y = softmax (log=false): y * (g - sum(g*y)); for y = log_softmax: g - exp(y) * sum(g)
   virtual void softmax_backward(const Tensor& y, const Tensor& grad_out, int64_t dim, bool log,

@@ -6,7 +6,7 @@
 //      then its incoming gradient is complete, because everyone who uses its output came first.
 //   3. Call the node's closure; add each returned gradient into the input node's pending sum, or into the
 //      leaf's .grad. (An embedding whose table already holds a .grad adds its rows there itself instead:
-//      Node::add_into_grad.)
+//      BackwardFunction::add_into_grad.)
 //   4. Unless retain_graph, drop the closures so the saved tensors are freed.
 //   5. A leaf with post-accumulate-grad hooks is counted like a node: once every edge into it has been
 //      passed, its .grad is complete for this pass and its hooks run (what data-parallel training uses to
@@ -181,15 +181,14 @@ static void run_post_accumulate_grad_hooks(const std::shared_ptr<TensorImpl>& le
   for (auto& [id, hook] : leaf->post_accumulate_grad_hooks) hook(t);
 }
 
-// Node::add_into_grad, where the node has one and nothing needs its gradient as a tensor: its one input is
-// a leaf that already holds a .grad, with no post-accumulate hooks, and neither a backward observer (the
+// The node's add_into_grad (BackwardFunction), where nothing needs its gradient as a tensor: its one input
+// is a leaf that already holds a .grad, with no post-accumulate hooks, and neither a backward observer (the
 // trace) nor anomaly mode (which scans every gradient) is on. True when the node's gradient went there.
 static bool added_into_leaf_grad(Node& node, const Tensor& grad_output) {
-  if (!node.add_into_grad || node.inputs.size() != 1 || backward_observer || inspect::is_anomaly_enabled())
-    return false;
+  if (node.inputs.size() != 1 || backward_observer || inspect::is_anomaly_enabled()) return false;
   const Edge& e = node.inputs[0];
   if (!e.leaf || !e.leaf->grad || has_hooks(e)) return false;
-  return node.add_into_grad(grad_output, Tensor(e.leaf->grad));
+  return node.backward->add_into_grad(grad_output, Tensor(e.leaf->grad));
 }
 
 static void run_node(Node& node, Tensor grad_output, PendingGradients& pending, HookedLeaves& hooked,
@@ -201,7 +200,7 @@ static void run_node(Node& node, Tensor grad_output, PendingGradients& pending, 
         node.name));
   check_saved_versions(node);
   if (added_into_leaf_grad(node, grad_output)) return;
-  Grads grads = node.backward(grad_output);
+  Grads grads = node.backward->apply(grad_output);  // the op's backward function (autograd/ops/)
   if (grads.size() != node.inputs.size())
     throw std::logic_error(fmt::format("backward: {} returned {} gradients for {} inputs", node.name, grads.size(),
                                        node.inputs.size()));
@@ -223,7 +222,12 @@ static void run_node(Node& node, Tensor grad_output, PendingGradients& pending, 
   }
 }
 
-void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+// (The pass itself is the member function, so that in a debugger a node's backward function is three frames
+// below Tensor::backward: Tensor::backward, run_node, the op's apply.)
+void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) { root.backward(gradient, retain_graph); }
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  const Tensor& root = *this;
   if (!root.requires_grad())
     throw std::runtime_error(
         "backward: element 0 of tensors does not require grad and does not have a grad_fn (set requires_grad on "
@@ -271,8 +275,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       slot = Tensor();
       run_node(*node, std::move(grad_output), pending, hooked, ran++);
       if (!retain_graph) {
-        node->backward = nullptr;  // frees every tensor the closure captured
-        node->add_into_grad = nullptr;
+        node->backward = nullptr;  // frees every tensor the backward function saved
         node->saved.clear();
         node->released = true;
       }
@@ -284,10 +287,6 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       if (--leaf.edges_left == 0 && leaf.got_gradient) run_post_accumulate_grad_hooks(e.leaf);
     }
   }
-}
-
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  autograd::backward(*this, gradient, retain_graph);
 }
 
 }  // namespace autograd

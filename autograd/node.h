@@ -1,11 +1,12 @@
 // node.h — one recorded operation in the graph (PyTorch's grad_fn).
 //
-// An op that wants a gradient calls `record(...)` with a closure: given the gradient of its output, the
-// closure returns the gradient of each input. That closure sits right next to the forward code in
+// An op that wants a gradient calls `record(...)` with its backward function: given the gradient of its
+// output, it returns the gradient of each input. Each op's sits right next to its forward code in
 // autograd/ops/*.cpp, so a reader sees both halves of the op together.
 #pragma once
 #include <cstddef>
 #include <functional>
+#include <type_traits>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -13,7 +14,7 @@
 #include <vector>
 
 #include "autograd/compat.h"
-#include "autograd/memory/pooled_function.h"
+#include "autograd/memory/pooled_box.h"
 #include "autograd/memory/small_vector.h"
 #include "autograd/tensor.h"
 
@@ -21,13 +22,44 @@ namespace autograd {
 
 using Grads = memory::SmallVector<Tensor, 3>;  // one entry per input; an undefined Tensor means "no gradient"
 
-// A node's backward closure, called as backward(grad_output): a std::function whose captures come
-// from the pool (memory/pooled_function.h).
-using BackwardFn = memory::PooledFunction<Grads(const Tensor&)>;
-// For an op of one input whose gradient is zero but in a few rows (embedding: the rows it looked up), the
-// same gradient added into `grad`, a leaf's existing .grad, in place: called as add_into_grad(grad_output,
-// grad), it returns false where it cannot (then the engine calls backward and adds as usual).
-using AddIntoGradFn = memory::PooledFunction<bool(const Tensor&, const Tensor&)>;
+// A node's backward function: apply(grad_output) returns the gradient of each input. Every op of
+// autograd/ops/ defines its own beside its forward (MulBackward0, MatmulBackward, ...), the tensors it saved
+// as members and its formula in apply; the engine calls apply directly, so in a debugger the frame below
+// run_node is the op's own. A lambda works too (record wraps it in a Closure): the exercises write theirs so.
+struct BackwardFunction {
+  virtual ~BackwardFunction() = default;
+  virtual Grads apply(const Tensor& grad_output) = 0;
+  // Optional, for an op of one input whose gradient is zero but in a few rows (embedding: the rows it looked
+  // up): the same gradient added into `grad`, a leaf's existing .grad, in place. False where it cannot (the
+  // default): the engine then calls apply and adds as usual.
+  virtual bool add_into_grad(const Tensor& /*grad_output*/, const Tensor& /*grad*/) { return false; }
+};
+
+// A lambda as a backward function: Grads(const Tensor& grad_output).
+template <typename F> struct Closure final : BackwardFunction {
+  F f;
+  explicit Closure(F fn) : f(std::move(fn)) {}
+  Grads apply(const Tensor& grad_output) override { return f(grad_output); }
+};
+
+// What record takes and a node keeps: one backward function, in a block from the pool (memory/pooled_box.h).
+class BackwardFn : public memory::PooledBox<BackwardFunction> {
+ public:
+  BackwardFn() = default;
+  BackwardFn(std::nullptr_t) {}
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, BackwardFn>>>
+  BackwardFn(F f) : PooledBox(wrap(std::move(f))) {}
+  using PooledBox::operator=;
+  // backward(g) == backward->apply(g): how an engine of one's own calls it (the exercises' rung 5); the
+  // engine here calls apply itself, so that a debugger shows no frame between run_node and apply.
+  Grads operator()(const Tensor& grad_output) const { return (*this)->apply(grad_output); }
+
+ private:
+  template <typename F> static auto wrap(F f) {
+    if constexpr (std::is_base_of_v<BackwardFunction, F>) return f;
+    else return Closure<F>(std::move(f));
+  }
+};
 
 // Where one input's gradient goes: into another node, or into a leaf tensor's .grad, or nowhere.
 struct Edge {
@@ -54,12 +86,11 @@ struct Node {
   const char* outermost_name = nullptr;
   const char* grad_fn_name() const { return outermost_name ? outermost_name : name; }
   memory::SmallVector<Edge, 3> inputs;  // parallel to the Grads the closure returns
-  BackwardFn backward;          // empty once released
-  // Optional. The engine calls it instead of `backward` when the one input is a leaf that already holds a
-  // .grad (GPT-2's tied token table: the head's gradient arrives first) and no instrument (a trace, anomaly
-  // mode, a post-accumulate hook) is watching: it spares a dense gradient of mostly zeros and its addition,
-  // for that table a 154 MB fill and a 154 MB add every step. Empty once released.
-  AddIntoGradFn add_into_grad;
+  // Empty once released. Its add_into_grad, where it has one, runs instead of apply when the one input is a
+  // leaf that already holds a .grad (GPT-2's tied token table: the head's gradient arrives first) and no
+  // instrument (a trace, anomaly mode, a post-accumulate hook) is watching: it spares a dense gradient of
+  // mostly zeros and its addition, for that table a 154 MB fill and a 154 MB add every step.
+  BackwardFn backward;
   memory::SmallVector<SavedVersion, 3> saved;
   Shape output_shape;           // the shape the incoming gradient must have
   DType output_dtype = DType::Float32;
@@ -79,7 +110,7 @@ struct Node {
 // of them in place before backward is detected.
 Tensor record(const char* name, Tensor out, std::span<const Tensor> inputs, std::span<const Tensor> saved,
               BackwardFn backward, compat::source_location where = compat::source_location::current());
-// The usual call, with braced lists: record("MulBackward0", out, {a, b}, {a, b}, closure).
+// The usual call, with braced lists: record("MulBackward0", out, {a, b}, {a, b}, MulBackward0(a, b)).
 inline Tensor record(const char* name, Tensor out, std::initializer_list<Tensor> inputs,
                      std::initializer_list<Tensor> saved, BackwardFn backward,
                      compat::source_location where = compat::source_location::current()) {

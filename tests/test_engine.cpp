@@ -583,7 +583,7 @@ TEST(EngineHooks, OnlyALeafThatRequiresGradTakesAHook) {
 
 // A tied token table, as in GPT-2: the head (h·Wᵀ) sends W a dense gradient first, then the embedding
 // sends the gradient of the rows it looked up, which the engine adds into that .grad in place
-// (Node::add_into_grad) rather than as a dense tensor of mostly zeros.
+// (BackwardFunction::add_into_grad) rather than as a dense tensor of mostly zeros.
 Tensor tied_loss(const Tensor& w, const Tensor& ids) {
   Tensor h = embedding(w, ids);                  // [n, d]
   Tensor logits = matmul(h.tanh(), w.t());       // [n, vocabulary]

@@ -28,8 +28,8 @@ TEST(FastPaths, SumOverRowsOfAContiguousMatrix) {
     }
 }
 
-// q @ k.transpose(-2, -1): k's gradient is computed as (dCᵀ·q)ᵀ so that it lands in k's layout
-// (ops/matmul.cpp, gradient_of_b); the bits must be the textbook (qᵀ·dC)ᵀ's.
+// q @ k.transpose(-2, -1): k's gradient is made in k's layout (ops/matmul.cpp, empty_product), which the CPU
+// kernel computes as (dCᵀ·q)ᵀ (cpu/kernels/matmul.cpp, batched_matmul); the bits must be the textbook (qᵀ·dC)ᵀ's.
 TEST(FastPaths, GradientOfATransposedRightOperand) {
   struct Case {
     Shape q, k;

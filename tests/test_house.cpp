@@ -39,7 +39,7 @@ std::string code_only(const std::string& text) {
 // Every file of the project's own trees, as paths relative to the source dir ("autograd/engine.cpp").
 std::vector<std::string> project_files() {
   std::vector<std::string> files;
-  for (const char* top : {"autograd", "nn", "optim", "gpu", "examples", "tests", "docs", "bench", "cmake", ".ci"})
+  for (const char* top : {"autograd", "nn", "optim", "gpu", "examples", "tests", "docs", "bench", "cmake", ".ci", "tools"})
     for (const auto& e : fs::recursive_directory_iterator(kSource / top))
       if (e.is_regular_file()) files.push_back(fs::relative(e.path(), kSource).generic_string());
   for (const char* top : {"CMakeLists.txt", "Makefile", "README.md"}) files.push_back(top);

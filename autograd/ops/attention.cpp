@@ -80,21 +80,8 @@ Tensor empty_product(const Tensor& a, const Tensor& b) {
   return empty(shape, a.dtype(), a.device());
 }
 
-// out = a @ b (a [..., M, K], b [..., K, N]), the kernel told where a's or out's zeros are; out laid out
-// as `layout` (same shape) when given.
-Tensor product(const Tensor& a, const Tensor& b, MatmulStructure structure, const Tensor& layout = Tensor()) {
-  Tensor out = layout.defined() ? empty_in_layout_of(layout) : empty_product(a, b);
-  backend(a.device()).matmul_structured(a, b, out, structure);
-  return out;
-}
-
-// dst = src / s on and below the diagonal, `above` above it: what masked_fill and the division would do.
-void scale_lower(const Tensor& dst, const Tensor& src, double s, double above) {
-  backend(dst.device()).causal_scale(dst, src, s, above);
-}
-
-// a @ b on and below the diagonal, divided by s, and `above` above it: the product (lower_c) and then
-// scale_lower, which the CPU's fast kernels do to each tile's rows while they are still in the cache.
+// a @ b on and below the diagonal, divided by s, and `above` above it, in one pass where the device can
+// (the CPU's fast kernels scale each tile's rows while they are still in the cache).
 Tensor causal_product(const Tensor& a, const Tensor& b, double s, double above) {
   Tensor out = empty_product(a, b);
   backend(a.device()).causal_product(a, b, out, s, above);
@@ -102,6 +89,61 @@ Tensor causal_product(const Tensor& a, const Tensor& b, double s, double above) 
 }
 
 }  // namespace
+
+// The products and the mask the backward functions below are made of, each named for what it computes.
+// The kernels skip the products with the zeros each one promises (MatmulStructure, backend.h): exact
+// zeros, which change no sum.
+
+// g / s on and below the diagonal of every [T, T] matrix, 0 above it
+static Tensor lower_triangle_of(const Tensor& g, double s) {
+  Tensor out = empty(g.shape(), g.dtype(), g.device());
+  backend(g.device()).causal_scale(out, g.contiguous(), s, 0.0);
+  return out;
+}
+
+// a @ b where a is zero above its diagonal, laid out as `layout` (see empty_in_layout_of)
+static Tensor lower_triangular_matmul(const Tensor& a, const Tensor& b, const Tensor& layout) {
+  Tensor out = empty_in_layout_of(layout);
+  backend(a.device()).matmul_structured(a, b, out, MatmulStructure::lower_a);
+  return out;
+}
+
+// a @ b where a is zero below its diagonal, laid out as `layout`
+static Tensor upper_triangular_matmul(const Tensor& a, const Tensor& b, const Tensor& layout) {
+  Tensor out = empty_in_layout_of(layout);
+  backend(a.device()).matmul_structured(a, b, out, MatmulStructure::upper_a);
+  return out;
+}
+
+// tril(a @ b): the product on and below the diagonal, 0 above it (only those entries are computed)
+static Tensor tril_of_matmul(const Tensor& a, const Tensor& b) {
+  Tensor out = empty_product(a, b);
+  backend(a.device()).causal_product(a, b, out, 1.0, 0.0);
+  return out;
+}
+
+// scores = q·kᵀ / s, then −∞ above the diagonal  ⇒
+//   dscores = g / s on and below the diagonal, 0 above   (masked_fill's backward, then the division's)
+//   dq = dscores·k,   dk = dscoresᵀ·q                    (the product's)
+// each gradient laid out as its input is (the heads' views of one [b, T, D] tensor: no copy to merge them).
+struct CausalScoresBackward final : BackwardFunction {
+  Tensor q, k;
+  double s;
+  CausalScoresBackward(const Tensor& q, const Tensor& k, double s) : q(q), k(k), s(s) {}
+  Grads apply(const Tensor& g) override {
+    const Tensor dscores = lower_triangle_of(g, s);
+    return {lower_triangular_matmul(dscores, k, /*layout=*/q), upper_triangular_matmul(dscores.mT(), q, /*layout=*/k)};
+  }
+};
+
+// out = tril(p)·v  ⇒  dp = tril(g·vᵀ)   (only p's lower triangle was read),   dv = tril(p)ᵀ·g
+struct TrilMatmulBackward final : BackwardFunction {
+  Tensor lower_p, v;  // lower_p = tril(p)
+  TrilMatmulBackward(const Tensor& lower_p, const Tensor& v) : lower_p(lower_p), v(v) {}
+  Grads apply(const Tensor& g) override {
+    return {tril_of_matmul(g, v.mT()), upper_triangular_matmul(lower_p.mT(), g, /*layout=*/v)};
+  }
+};
 
 Tensor causal_scores(const Tensor& q, const Tensor& k, double scale_divisor) {
   check_attention_operands("causal_scores", q, k, false);
@@ -114,14 +156,7 @@ Tensor causal_scores(const Tensor& q, const Tensor& k, double scale_divisor) {
 
   Tensor out = causal_product(q, k.mT(), scale_divisor, neg_inf);  // only entries on and below the diagonal
   if (!needs_grad({q, k})) return out;
-  return record("CausalScoresBackward", out, {q, k}, {q, k}, [q, k, scale_divisor](const Tensor& g_in) {
-    // what masked_fill's backward and then the division's pass to the product: g / s, zero above the diagonal
-    const Tensor g = g_in.contiguous();
-    Tensor dscores = empty(g.shape(), g.dtype(), g.device());
-    scale_lower(dscores, g, scale_divisor, 0.0);
-    return Grads{product(dscores, k, MatmulStructure::lower_a, q),          // dq = dscores @ k
-                 product(dscores.mT(), q, MatmulStructure::upper_a, k)};    // dk = dscoresᵀ @ q
-  });
+  return record("CausalScoresBackward", out, {q, k}, {q, k}, CausalScoresBackward(q, k, scale_divisor));
 }
 
 Tensor tril_matmul(const Tensor& p, const Tensor& v) {
@@ -133,12 +168,9 @@ Tensor tril_matmul(const Tensor& p, const Tensor& v) {
     NoGradGuard no_grad;
     lower = backend(p.device()).zero_above_diagonal(p) ? p : p.tril();
   }
-  Tensor out = product(lower, v, MatmulStructure::lower_a, v);  // v's layout: see empty_in_layout_of
+  Tensor out = lower_triangular_matmul(lower, v, /*layout=*/v);  // see empty_in_layout_of
   if (!needs_grad({p, v})) return out;
-  return record("TrilMatmulBackward", out, {p, v}, {lower, v}, [lower, v](const Tensor& g) {
-    Tensor dp = causal_product(g, v.mT(), 1.0, 0.0);  // g @ vᵀ on and below the diagonal, zero above (tril)
-    return Grads{dp, product(lower.mT(), g, MatmulStructure::upper_a, v)};  // dv = tril(p)ᵀ @ g
-  });
+  return record("TrilMatmulBackward", out, {p, v}, {lower, v}, TrilMatmulBackward(lower, v));
 }
 
 }  // namespace autograd

@@ -66,52 +66,101 @@ static Tensor promote_for_scalar(const Tensor& a, double s, bool division) {
 }
 
 // ---------------------------------------------------------------- tensor ⊕ tensor
+// Each input's gradient is summed down to its shape (sum_to): over the dims it was broadcast along.
+
+// c = a + b  ⇒  da = g,  db = g
+struct AddBackward0 final : BackwardFunction {
+  Shape a_shape, b_shape;
+  AddBackward0(const Shape& a_shape, const Shape& b_shape) : a_shape(a_shape), b_shape(b_shape) {}
+  Grads apply(const Tensor& g) override { return {g.sum_to(a_shape), g.sum_to(b_shape)}; }
+};
+
+// c = a − b  ⇒  da = g,  db = −g
+struct SubBackward0 final : BackwardFunction {
+  Shape a_shape, b_shape;
+  SubBackward0(const Shape& a_shape, const Shape& b_shape) : a_shape(a_shape), b_shape(b_shape) {}
+  Grads apply(const Tensor& g) override { return {g.sum_to(a_shape), neg(g).sum_to(b_shape)}; }
+};
+
+// c = a·b  ⇒  da = g·b,  db = g·a
+// (The inputs are saved as they are: they were made before this node, so holding them forms no cycle. An
+// op that saves its *output* saves a detached handle: the output owns the node.)
+struct MulBackward0 final : BackwardFunction {
+  Tensor a, b;
+  MulBackward0(const Tensor& a, const Tensor& b) : a(a), b(b) {}
+  Grads apply(const Tensor& g) override { return {(g * b).sum_to(a.shape()), (g * a).sum_to(b.shape())}; }
+};
+
+// c = a / b  ⇒  da = g / b,  db = −g·a / b²
+struct DivBackward0 final : BackwardFunction {
+  Tensor a, b;
+  DivBackward0(const Tensor& a, const Tensor& b) : a(a), b(b) {}
+  Grads apply(const Tensor& g) override { return {(g / b).sum_to(a.shape()), (neg(g) * a / (b * b)).sum_to(b.shape())}; }
+};
 
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::Add, "add", a, b);
   if (!needs_grad({a, b})) return out;
-  Shape sa = a.shape(), sb = b.shape();
-  return record("AddBackward0", out, {a, b}, {}, [sa, sb](const Tensor& g) {
-    return Grads{g.sum_to(sa), g.sum_to(sb)};
-  });
+  return record("AddBackward0", out, {a, b}, {}, AddBackward0(a.shape(), b.shape()));
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::Sub, "sub", a, b);
   if (!needs_grad({a, b})) return out;
-  Shape sa = a.shape(), sb = b.shape();
-  return record("SubBackward0", out, {a, b}, {}, [sa, sb](const Tensor& g) {
-    return Grads{g.sum_to(sa), neg(g).sum_to(sb)};
-  });
+  return record("SubBackward0", out, {a, b}, {}, SubBackward0(a.shape(), b.shape()));
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::Mul, "mul", a, b);
   if (!needs_grad({a, b})) return out;
-  // Inputs are saved as they are: they were made before this node, so holding them cannot form a cycle.
-  // (An op that saves its *output* saves a detached handle: the output owns this node.)
-  return record("MulBackward0", out, {a, b}, {a, b}, [a, b](const Tensor& g) {
-    return Grads{(g * b).sum_to(a.shape()), (g * a).sum_to(b.shape())};
-  });
+  return record("MulBackward0", out, {a, b}, {a, b}, MulBackward0(a, b));
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::Div, "div", a, b);
   if (!needs_grad({a, b})) return out;
-  return record("DivBackward0", out, {a, b}, {a, b}, [a, b](const Tensor& g) {
-    // d(a/b)/da = 1/b ;  d(a/b)/db = -a/b²
-    return Grads{(g / b).sum_to(a.shape()), (neg(g) * a / (b * b)).sum_to(b.shape())};
-  });
+  return record("DivBackward0", out, {a, b}, {a, b}, DivBackward0(a, b));
 }
 
 // ---------------------------------------------------------------- tensor ⊕ scalar
+
+// c = a + s  ⇒  da = g
+struct AddScalarBackward final : BackwardFunction {
+  Grads apply(const Tensor& g) override { return {g}; }
+};
+
+// c = s − a, or c = −a  ⇒  da = −g
+struct NegBackward0 final : BackwardFunction {
+  Grads apply(const Tensor& g) override { return {neg(g)}; }
+};
+
+// c = a·s  ⇒  da = g·s
+struct MulScalarBackward final : BackwardFunction {
+  double s;
+  explicit MulScalarBackward(double s) : s(s) {}
+  Grads apply(const Tensor& g) override { return {g * s}; }
+};
+
+// c = a / s  ⇒  da = g / s
+struct DivScalarBackward final : BackwardFunction {
+  double s;
+  explicit DivScalarBackward(double s) : s(s) {}
+  Grads apply(const Tensor& g) override { return {g / s}; }
+};
+
+// c = s / a  ⇒  da = −g·s / a²
+struct ScalarDivBackward final : BackwardFunction {
+  Tensor a;
+  double s;
+  ScalarDivBackward(const Tensor& a, double s) : a(a), s(s) {}
+  Grads apply(const Tensor& g) override { return {neg(g) * s / (a * a)}; }
+};
 
 Tensor add(const Tensor& a_in, double s) {
   Tensor a = promote_for_scalar(a_in, s, false);
   Tensor out = unary_kernel(UnaryOp::AddScalar, a, s);
   if (!needs_grad({a})) return out;
-  return record("AddBackward0", out, {a}, {},
-                [](const Tensor& g) { return Grads{g}; });
+  return record("AddBackward0", out, {a}, {}, AddScalarBackward());
 }
 Tensor sub(const Tensor& a, double s) { return add(a, -s); }
 
@@ -119,41 +168,88 @@ Tensor rsub(double s, const Tensor& a_in) {
   Tensor a = promote_for_scalar(a_in, s, false);
   Tensor out = unary_kernel(UnaryOp::RSubScalar, a, s);
   if (!needs_grad({a})) return out;
-  return record("RsubBackward1", out, {a}, {},
-                [](const Tensor& g) { return Grads{neg(g)}; });
+  return record("RsubBackward1", out, {a}, {}, NegBackward0());
 }
 
 Tensor mul(const Tensor& a_in, double s) {
   Tensor a = promote_for_scalar(a_in, s, false);
   Tensor out = unary_kernel(UnaryOp::MulScalar, a, s);
   if (!needs_grad({a})) return out;
-  return record("MulBackward0", out, {a}, {},
-                [s](const Tensor& g) { return Grads{g * s}; });
+  return record("MulBackward0", out, {a}, {}, MulScalarBackward(s));
 }
 
 Tensor div(const Tensor& a_in, double s) {
   Tensor a = promote_for_scalar(a_in, s, true);
   Tensor out = unary_kernel(UnaryOp::DivScalar, a, s);
   if (!needs_grad({a})) return out;
-  return record("DivBackward0", out, {a}, {},
-                [s](const Tensor& g) { return Grads{g / s}; });
+  return record("DivBackward0", out, {a}, {}, DivScalarBackward(s));
 }
 
 Tensor rdiv(double s, const Tensor& a_in) {
   Tensor a = promote_for_scalar(a_in, s, true);
   Tensor out = unary_kernel(UnaryOp::RDivScalar, a, s);
   if (!needs_grad({a})) return out;
-  return record("DivBackward0", out, {a}, {a}, [a, s](const Tensor& g) {
-    return Grads{neg(g) * s / (a * a)};  // d(s/a)/da = -s/a²
-  });
+  return record("DivBackward0", out, {a}, {a}, ScalarDivBackward(a, s));
 }
 
 // ---------------------------------------------------------------- unary functions
 
+// y = exp(a)  ⇒  da = g·y   (the output, saved detached)
+struct ExpBackward0 final : BackwardFunction {
+  Tensor y;
+  explicit ExpBackward0(const Tensor& y) : y(y) {}
+  Grads apply(const Tensor& g) override { return {g * y}; }
+};
+
+// y = log(a)  ⇒  da = g / a
+struct LogBackward0 final : BackwardFunction {
+  Tensor a;
+  explicit LogBackward0(const Tensor& a) : a(a) {}
+  Grads apply(const Tensor& g) override { return {g / a}; }
+};
+
+// y = √a  ⇒  da = g / (2y)
+struct SqrtBackward0 final : BackwardFunction {
+  Tensor y;
+  explicit SqrtBackward0(const Tensor& y) : y(y) {}
+  Grads apply(const Tensor& g) override { return {g / (y * 2.0)}; }
+};
+
+// y = tanh(a)  ⇒  da = g·(1 − y²)
+struct TanhBackward0 final : BackwardFunction {
+  Tensor y;
+  explicit TanhBackward0(const Tensor& y) : y(y) {}
+  Grads apply(const Tensor& g) override { return {g * rsub(1.0, y * y)}; }
+};
+
+// y = relu(a)  ⇒  da = g where y > 0, else 0
+struct ReluBackward0 final : BackwardFunction {
+  Tensor y;
+  explicit ReluBackward0(const Tensor& y) : y(y) {}
+  Grads apply(const Tensor& g) override;  // (below: it uses unary_kernel)
+};
+
+// y = |a|  ⇒  da = g·sign(a)
+struct AbsBackward0 final : BackwardFunction {
+  Tensor a;
+  explicit AbsBackward0(const Tensor& a) : a(a) {}
+  Grads apply(const Tensor& g) override { return {g * (gt(a, 0.0).to(a.dtype()) - lt(a, 0.0).to(a.dtype()))}; }
+};
+
+// y = aᵖ  ⇒  da = g·p·aᵖ⁻¹
+struct PowBackward0 final : BackwardFunction {
+  Tensor a;
+  double p;
+  PowBackward0(const Tensor& a, double p) : a(a), p(p) {}
+  Grads apply(const Tensor& g) override { return {g * (pow(a, p - 1.0) * p)}; }
+};
+
+Grads ReluBackward0::apply(const Tensor& g) { return {g * unary_kernel(UnaryOp::ReluMask, y)}; }
+
 Tensor neg(const Tensor& a) {
   Tensor out = unary_kernel(UnaryOp::Neg, a);
   if (!needs_grad({a})) return out;
-  return record("NegBackward0", out, {a}, {}, [](const Tensor& g) { return Grads{neg(g)}; });
+  return record("NegBackward0", out, {a}, {}, NegBackward0());
 }
 
 Tensor exp(const Tensor& a) {
@@ -161,14 +257,14 @@ Tensor exp(const Tensor& a) {
   Tensor out = unary_kernel(UnaryOp::Exp, a);
   if (!needs_grad({a})) return out;
   Tensor y = out.detach();  // d(e^x)/dx = e^x: reuse the output
-  return record("ExpBackward0", out, {a}, {y}, [y](const Tensor& g) { return Grads{g * y}; });
+  return record("ExpBackward0", out, {a}, {y}, ExpBackward0(y));
 }
 
 Tensor log(const Tensor& a) {
   check_floating(a, "log");
   Tensor out = unary_kernel(UnaryOp::Log, a);
   if (!needs_grad({a})) return out;
-  return record("LogBackward0", out, {a}, {a}, [a](const Tensor& g) { return Grads{g / a}; });
+  return record("LogBackward0", out, {a}, {a}, LogBackward0(a));
 }
 
 Tensor sqrt(const Tensor& a) {
@@ -176,7 +272,7 @@ Tensor sqrt(const Tensor& a) {
   Tensor out = unary_kernel(UnaryOp::Sqrt, a);
   if (!needs_grad({a})) return out;
   Tensor y = out.detach();
-  return record("SqrtBackward0", out, {a}, {y}, [y](const Tensor& g) { return Grads{g / (y * 2.0)}; });
+  return record("SqrtBackward0", out, {a}, {y}, SqrtBackward0(y));
 }
 
 Tensor tanh(const Tensor& a) {
@@ -184,34 +280,40 @@ Tensor tanh(const Tensor& a) {
   Tensor out = unary_kernel(UnaryOp::Tanh, a);
   if (!needs_grad({a})) return out;
   Tensor y = out.detach();
-  return record("TanhBackward0", out, {a}, {y}, [y](const Tensor& g) { return Grads{g * rsub(1.0, y * y)}; });
+  return record("TanhBackward0", out, {a}, {y}, TanhBackward0(y));
 }
 
 Tensor relu(const Tensor& a) {
   Tensor out = unary_kernel(UnaryOp::Relu, a);
   if (!needs_grad({a})) return out;
   Tensor y = out.detach();
-  return record("ReluBackward0", out, {a}, {y}, [y](const Tensor& g) {
-    return Grads{g * unary_kernel(UnaryOp::ReluMask, y)};  // pass the gradient where the output was positive
-  });
+  return record("ReluBackward0", out, {a}, {y}, ReluBackward0(y));
 }
 
 Tensor abs(const Tensor& a) {
   Tensor out = unary_kernel(UnaryOp::Abs, a);
   if (!needs_grad({a})) return out;
-  return record("AbsBackward0", out, {a}, {a}, [a](const Tensor& g) {
-    return Grads{g * (gt(a, 0.0).to(a.dtype()) - lt(a, 0.0).to(a.dtype()))};  // g · sign(a)
-  });
+  return record("AbsBackward0", out, {a}, {a}, AbsBackward0(a));
 }
 
 Tensor pow(const Tensor& a, double p) {
   check_floating(a, "pow");
   Tensor out = unary_kernel(UnaryOp::PowScalar, a, p);
   if (!needs_grad({a})) return out;
-  return record("PowBackward0", out, {a}, {a}, [a, p](const Tensor& g) {
-    return Grads{g * (pow(a, p - 1.0) * p)};  // d(a^p)/da = p·a^(p-1)
-  });
+  return record("PowBackward0", out, {a}, {a}, PowBackward0(a, p));
 }
+
+// c = where(cond, a, b)  ⇒  da = g where cond, else 0;  db = g where not cond, else 0
+struct WhereBackward0 final : BackwardFunction {
+  Tensor cond;
+  Shape a_shape, b_shape;
+  WhereBackward0(const Tensor& cond, const Shape& a_shape, const Shape& b_shape)
+      : cond(cond), a_shape(a_shape), b_shape(b_shape) {}
+  Grads apply(const Tensor& g) override {
+    Tensor zero = zeros({}, g.dtype(), g.device());
+    return {where(cond, g, zero).sum_to(a_shape), where(cond, zero, g).sum_to(b_shape)};
+  }
+};
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (cond.dtype() != DType::Bool)
@@ -226,11 +328,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     backend(a.device()).where(cond.expand(shape), a.expand(shape), b.expand(shape), out);
   }
   if (!needs_grad({a, b})) return out;
-  Shape sa = a.shape(), sb = b.shape();
-  return record("WhereBackward0", out, {a, b}, {cond}, [cond, sa, sb](const Tensor& g) {
-    Tensor zero = zeros({}, g.dtype(), g.device());
-    return Grads{where(cond, g, zero).sum_to(sa), where(cond, zero, g).sum_to(sb)};
-  });
+  return record("WhereBackward0", out, {a, b}, {cond}, WhereBackward0(cond, a.shape(), b.shape()));
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, double b) {
@@ -264,14 +362,21 @@ Tensor Tensor::tanh() const { return autograd::tanh(*this); }
 Tensor Tensor::relu() const { return autograd::relu(*this); }
 Tensor Tensor::pow(double exponent) const { return autograd::pow(*this, exponent); }
 
+// y = a converted to another dtype or device  ⇒  da = g converted back
+struct ToCopyBackward0 final : BackwardFunction {
+  DType dtype;
+  Device device;
+  ToCopyBackward0(DType dtype, Device device) : dtype(dtype), device(device) {}
+  Grads apply(const Tensor& g) override { return {g.to(dtype).to(device)}; }
+};
+
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   Tensor out = empty(shape(), target, device());
   backend(device()).copy(*this, out);
   // integer results carry no gradient
   if (!is_floating(target) || !is_floating(dtype()) || !needs_grad({*this})) return out;
-  DType source = dtype();
-  return record("ToCopyBackward0", out, {*this}, {}, [source](const Tensor& g) { return Grads{g.to(source)}; });
+  return record("ToCopyBackward0", out, {*this}, {}, ToCopyBackward0(dtype(), device()));
 }
 
 Tensor Tensor::to(Device target) const {
@@ -279,8 +384,7 @@ Tensor Tensor::to(Device target) const {
   Tensor out = empty(shape(), dtype(), target);
   copy_across_devices(contiguous(), out);
   if (!needs_grad({*this})) return out;
-  Device source = device();
-  return record("ToCopyBackward0", out, {*this}, {}, [source](const Tensor& g) { return Grads{g.to(source)}; });
+  return record("ToCopyBackward0", out, {*this}, {}, ToCopyBackward0(dtype(), device()));
 }
 
 // In-place writes are fine on tensors without history (optimizer updates run under NoGradGuard). On a

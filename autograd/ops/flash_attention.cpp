@@ -74,31 +74,32 @@ Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, boo
   return matmul(softmax(scores, -1), v);
 }
 
+}  // namespace
+
 // With s = q·kᵀ·scale (−∞ where j > i if causal), P = exp(s − lse) = softmax(s) and out = P·v:
 //   dv = Pᵀ·g,   dP = g·vᵀ,   dS = P ⊙ (dP − Σ_row g ⊙ out)   (softmax's backward),
 //   dq = dS·k·scale,   dk = dSᵀ·q·scale
-// as the composition computes them, the [T, S] matrices made in full. A device with the fused kernel runs
-// that instead (FlashAttention-2's backward: P recomputed block by block from q, k and lse, never stored).
-// Gradients come in the broadcast batch shape of qx, kx, vx.
-std::array<Tensor, 3> attention_gradients(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                                          const Tensor& lse, const Tensor& g, bool causal, double scale) {
-  if (backend(q.device()).has_fused_gradients()) {
+// in one call of the device's kernel, which recomputes P block by block from q, k and lse and never stores a
+// [T, S] matrix (FlashAttention-2's backward; reference/attention.cpp has it row by row). The gradients come
+// in the broadcast batch shape of the saved operands, and are summed down to each input's shape.
+struct ScaledDotProductAttentionBackward final : BackwardFunction {
+  Tensor q, k, v, out, lse;  // the operands as the kernel read them (batch dims expanded), the output, log Σ exp
+  bool causal;
+  double scale;
+  Shape q_shape, k_shape, v_shape;
+  ScaledDotProductAttentionBackward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                    const Tensor& lse, bool causal, double scale, const Shape& q_shape,
+                                    const Shape& k_shape, const Shape& v_shape)
+      : q(q), k(k), v(v), out(out), lse(lse), causal(causal), scale(scale), q_shape(q_shape), k_shape(k_shape),
+        v_shape(v_shape) {}
+  Grads apply(const Tensor& g) override {
     Tensor dq = empty(q.shape(), q.dtype(), q.device());
     Tensor dk = empty(k.shape(), k.dtype(), k.device());
     Tensor dv = empty(v.shape(), v.dtype(), v.device());
     backend(q.device()).flash_attention_backward(q, k, v, out, lse, unit_stride_rows(g), causal, scale, dq, dk, dv);
-    return {dq, dk, dv};
+    return {dq.sum_to(q_shape), dk.sum_to(k_shape), dv.sum_to(v_shape)};
   }
-  Tensor s = matmul(q, k.mT()) * scale;
-  if (causal)
-    s = s.masked_fill(ones({q.size(-2), k.size(-2)}, DType::Bool, q.device()).triu(1),
-                      -std::numeric_limits<double>::infinity());
-  Tensor P = (s - lse.unsqueeze(-1)).exp();
-  Tensor dS = P * (matmul(g, v.mT()) - (g * out).sum(-1, /*keepdim=*/true));
-  return {matmul(dS, k) * scale, matmul(dS.mT(), q) * scale, matmul(P.mT(), g)};
-}
-
-}  // namespace
+};
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                                     std::optional<double> scale) {
@@ -124,12 +125,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (!needs_grad({q, k, v})) return out;
 
   const Tensor saved_out = out.detach();  // the output owns the node: keep a handle without its history
-  const Shape q_shape = q.shape(), k_shape = k.shape(), v_shape = v.shape();
   return record("ScaledDotProductAttentionBackward", out, {q, k, v}, {qx, kx, vx, saved_out, lse},
-                [qx, kx, vx, saved_out, lse, causal, s, q_shape, k_shape, v_shape](const Tensor& g) {
-                  auto [dq, dk, dv] = attention_gradients(qx, kx, vx, saved_out, lse, g, causal, s);
-                  return Grads{dq.sum_to(q_shape), dk.sum_to(k_shape), dv.sum_to(v_shape)};  // undo the broadcast
-                });
+                ScaledDotProductAttentionBackward(qx, kx, vx, saved_out, lse, causal, s, q.shape(), k.shape(),
+                                                  v.shape()));
 }
 
 }  // namespace autograd

@@ -11,31 +11,49 @@
 #include "autograd/ops.h"
 #include "autograd/numerics.h"
 #include "autograd/ops/checks.h"
+#include "autograd/ops/gradients.h"
 
 namespace autograd {
 
-// aᵀ·b computed as (bᵀ·a)ᵀ: the same numbers (each entry is the same chain of products in the same
-// order, and x·y == y·x exactly), but they land in the transposed layout. Backward uses it where that
-// layout is the one the gradient's receiver keeps, so no copy follows (docs/parity.md, "same-bits layouts").
-static Tensor a_transpose_b_in_transposed_layout(const Tensor& a, const Tensor& b) { return matmul(b.mT(), a).mT(); }
-
-// Whether a product's gradient may take the transposed layout: not where a single row or column makes
-// BLIS take its dot-product order, which differs between the two forms.
-static bool layout_may_change(const Tensor& a, const Tensor& g) { return a.size(-1) != 1 && g.size(-1) != 1; }
-
-// dB = Aᵀ·dC, in k's layout when B is a transposed view of a contiguous k (q @ kᵀ), unless broadcast
-// batch dims are summed afterwards (a sum's order depends on the layout).
-static Tensor gradient_of_b(const Tensor& a, const Tensor& b, const Tensor& g) {
-  const bool b_transposed = !b.is_contiguous() && b.mT().is_contiguous();
-  const bool summed = g.shape().size() != b.shape().size() || !std::equal(g.shape().begin(), g.shape().end() - 2, b.shape().begin());
-  if (b_transposed && !summed && layout_may_change(a, g)) return a_transpose_b_in_transposed_layout(a, g);
-  return matmul(a.mT(), g).sum_to(b.shape());
+// An uninitialised tensor for a product of `shape`: laid out as `layout` is when that is the transpose of a
+// contiguous tensor of this shape (a transposed weight, kᵀ), else contiguous. A gradient keeps its input's
+// layout this way, as PyTorch's do: the receiver (a weight's TBackward0, k's transpose) then gets a
+// contiguous gradient it can keep without a copy, and sums over it later add in PyTorch's order. How to
+// fill such memory is the kernel's business (cpu/kernels/matmul.cpp computes it as the transposed product).
+static Tensor empty_product(const Shape& shape, const Tensor& like, const Tensor& layout) {
+  const bool transposed = layout.defined() && layout.shape() == shape && !layout.is_contiguous() && layout.mT().is_contiguous();
+  if (!transposed) return empty(shape, like.dtype(), like.device());
+  NoGradGuard no_grad;
+  Shape swapped = shape;
+  std::swap(swapped[swapped.size() - 2], swapped[swapped.size() - 1]);
+  return empty(swapped, like.dtype(), like.device()).mT();
 }
 
 // The core product for inputs with ≥ 2 dims: one kernel call, one graph node, named after the PyTorch
 // node that does the math: MmBackward0 for two matrices, BmmBackward0 for a batch (PyTorch records bmm,
-// then an _unsafe_view back to the batch shape: docs/autograd.md lists such merges).
-static Tensor batched_product(const Tensor& a, const Tensor& b, const char* name) {
+// then an _unsafe_view back to the batch shape: docs/autograd.md lists such merges). The result is laid
+// out as `layout` when given (empty_product).
+static Tensor batched_product(const Tensor& a, const Tensor& b, const char* name, const Tensor& layout = Tensor());
+
+// a @ b (each with ≥ 2 dims) in memory laid out as `layout` (empty_product): how the backward functions
+// below give a weight, or k, its gradient in its own layout.
+static Tensor matmul(const Tensor& a, const Tensor& b, const Tensor& layout) {
+  return batched_product(a, b, a.dim() == 2 && b.dim() == 2 ? "MmBackward0" : "BmmBackward0", layout);
+}
+
+// C = A·B  ⇒  dA = g·Bᵀ,  dB = Aᵀ·g   (each summed over the batch dims that were broadcast; dB in B's layout)
+struct MatmulBackward final : BackwardFunction {
+  Tensor a, b;
+  bool grad_a, grad_b;  // a frozen operand (a LoRA run's base weight) needs no gradient: its product is not computed
+  MatmulBackward(const Tensor& a, const Tensor& b) : a(a), b(b), grad_a(a.requires_grad()), grad_b(b.requires_grad()) {}
+  Grads apply(const Tensor& g) override {
+    Tensor da = grad_a ? matmul(g, b.mT()).sum_to(a.shape()) : Tensor();
+    Tensor db = grad_b ? matmul(a.mT(), g, /*layout=*/b).sum_to(b.shape()) : Tensor();
+    return {da, db};
+  }
+};
+
+static Tensor batched_product(const Tensor& a, const Tensor& b, const char* name, const Tensor& layout) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   if (b.size(-2) != k)
     throw std::invalid_argument(fmt::format("matmul: shapes {} and {} cannot be multiplied ({} != {})", a.shape_str(),
@@ -57,7 +75,7 @@ static Tensor batched_product(const Tensor& a, const Tensor& b, const char* name
     return s;
   };
   checked_nbytes(with(m, n), a.dtype(), "matmul");  // a broadcast batch can make the product too big to count
-  Tensor out = empty(with(m, n), a.dtype(), a.device());
+  Tensor out = empty_product(with(m, n), a, layout);
   {
     NoGradGuard no_grad;  // the expanded views are kernel arguments, not graph nodes
     const Shape a_full = with(m, k), b_full = with(k, n);
@@ -65,15 +83,17 @@ static Tensor batched_product(const Tensor& a, const Tensor& b, const char* name
                                out);
   }
   if (!needs_grad({a, b})) return out;
-  // a frozen operand (a LoRA run's base weight) needs no gradient: its product is not computed at all
-  const bool grad_a = a.requires_grad(), grad_b = b.requires_grad();
-  Tensor recorded = record(name, out, {a, b}, {a, b}, [a, b, grad_a, grad_b](const Tensor& g) {
-    // C = A·B  ⇒  dA = dC·Bᵀ,  dB = Aᵀ·dC   (summed over batch dims that were broadcast)
-    return Grads{grad_a ? matmul(g, b.mT()).sum_to(a.shape()) : Tensor(), grad_b ? gradient_of_b(a, b, g) : Tensor()};
-  });
+  Tensor recorded = record(name, out, {a, b}, {a, b}, MatmulBackward(a, b));
   if (std::string_view(name) == "BmmBackward0") recorded.grad_fn()->outermost_name = "UnsafeViewBackward0";
   return recorded;
 }
+
+// y = x seen with another shape  ⇒  dx = g reshaped back
+struct UnsafeViewBackward0 final : BackwardFunction {
+  Shape in_shape;
+  explicit UnsafeViewBackward0(const Shape& in_shape) : in_shape(in_shape) {}
+  Grads apply(const Tensor& g) override { return {g.reshape(in_shape)}; }
+};
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_same_dtype(a, b, "matmul");
@@ -104,23 +124,31 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                                     "MmBackward0");
     Tensor out = folded.detach().view(out_shape);
     if (!needs_grad({folded})) return out;
-    return record("UnsafeViewBackward0", out, {folded}, {}, [shape = folded.shape()](const Tensor& g) {
-      return Grads{g.reshape(shape)};
-    });
+    return record("UnsafeViewBackward0", out, {folded}, {}, UnsafeViewBackward0(folded.shape()));
   }
   return batched_product(a, b, a.dim() == 2 && b.dim() == 2 ? "MmBackward0" : "BmmBackward0");
 }
 
 Tensor Tensor::matmul(const Tensor& other) const { return autograd::matmul(*this, other); }
 
+// out = b + X·W  ⇒  db = Σ_rows g,  dX = g·Wᵀ,  dW = Xᵀ·g   (dW in W's layout: linear's transposed weight)
+struct AddmmBackward0 final : BackwardFunction {
+  Tensor x2d, w;
+  Shape bias_shape;
+  bool grad_bias, grad_x, grad_w;  // a frozen input gets no gradient
+  AddmmBackward0(const Tensor& bias, const Tensor& x2d, const Tensor& w)
+      : x2d(x2d), w(w), bias_shape(bias.shape()), grad_bias(bias.requires_grad()), grad_x(x2d.requires_grad()),
+        grad_w(w.requires_grad()) {}
+  Grads apply(const Tensor& g) override {
+    Tensor db = grad_bias ? g.sum_to(bias_shape) : Tensor();
+    Tensor dx = grad_x ? matmul(g, w.mT()) : Tensor();
+    Tensor dw = grad_w ? matmul(x2d.mT(), g, /*layout=*/w) : Tensor();
+    return {db, dx, dw};
+  }
+};
+
 // out = bias + x2d @ w, as one node (PyTorch's addmm: the bias is the starting value of the sum, so
 // the kernel adds the product onto it block by block, as BLIS does with beta = 1).
-// A linear's weight gradient Xᵀ·g (X: its input as rows), in [out, in] order where that gives the same
-// bits: the layout of linear's weight, so its TBackward0 hands the leaf a gradient it can keep.
-static Tensor linear_weight_gradient(const Tensor& x2d, const Tensor& g) {
-  return layout_may_change(x2d, g) ? a_transpose_b_in_transposed_layout(x2d, g) : matmul(x2d.mT(), g);
-}
-
 static Tensor addmm(const Tensor& bias, const Tensor& x2d, const Tensor& w) {
   const bool same_dtype = bias.dtype() == x2d.dtype() && x2d.dtype() == w.dtype() && is_floating(x2d.dtype());
   const bool same_device = bias.device() == x2d.device() && x2d.device() == w.device();
@@ -134,13 +162,7 @@ static Tensor addmm(const Tensor& bias, const Tensor& x2d, const Tensor& w) {
     out = bias + matmul(x2d, w);
   }
   if (!needs_grad({bias, x2d, w})) return out;
-  const bool grad_bias = bias.requires_grad(), grad_x = x2d.requires_grad(), grad_w = w.requires_grad();  // frozen: none
-  return record("AddmmBackward0", out, {bias, x2d, w}, {x2d, w},
-                [x2d, w, bshape = bias.shape(), grad_bias, grad_x, grad_w](const Tensor& g) {
-    // out = b + X·W  ⇒  db = Σ_rows g,  dX = g·Wᵀ,  dW = Xᵀ·g
-    return Grads{grad_bias ? g.sum_to(bshape) : Tensor(), grad_x ? matmul(g, w.mT()) : Tensor(),
-                 grad_w ? linear_weight_gradient(x2d, g) : Tensor()};
-  });
+  return record("AddmmBackward0", out, {bias, x2d, w}, {x2d, w}, AddmmBackward0(bias, x2d, w));
 }
 
 // linear's shapes: weight [out, in], x [..., in], bias [out] or undefined; `op` names the caller.
@@ -166,6 +188,36 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
       .view(out_shape);
 }
 
+// out = gelu(h)·Wᵀ + b, with x = gelu(h) as rows (X) and g as rows:
+//   db = Σ_rows g,   dW = gᵀ·X,   dh = (g·W) ⊙ gelu'(h)
+// the steps of AddmmBackward0 (or MmBackward0) and GeluBackward0, on gelu(h) recomputed with the numerics
+// of the forward pass: the same bits as the two nodes.
+struct LinearAfterGeluBackward final : BackwardFunction {
+  Tensor h, weight;  // detached: h's history is this node's input edge
+  Shape bias_shape;
+  std::string approximate;
+  bool tanh, grad_weight, grad_bias;  // a frozen weight or bias gets no gradient
+  Numerics numerics_then;
+  LinearAfterGeluBackward(const Tensor& h, const Tensor& weight, const Tensor& bias, const std::string& approximate,
+                          bool tanh)
+      : h(h.detach()), weight(weight.detach()), bias_shape(bias.defined() ? bias.shape() : Shape{}),
+        approximate(approximate), tanh(tanh), grad_weight(weight.requires_grad()),
+        grad_bias(bias.defined() && bias.requires_grad()), numerics_then(numerics()) {}
+  Grads apply(const Tensor& g) override {
+    NumericsGuard same_numerics(numerics_then);
+    const int64_t rows = h.numel() / h.size(-1);
+    const Tensor g2d = g.reshape({rows, g.size(-1)});
+    Tensor dw;
+    if (grad_weight) {  // gelu(h) lives only as long as the weight's gradient needs it
+      const Tensor x2d = gelu(h, approximate).reshape({rows, h.size(-1)});
+      dw = matmul(x2d.mT(), g2d, /*layout=*/weight.t()).t();  // [out, in], as the weight
+    }
+    const Tensor dgelu = matmul(g2d, weight).reshape(h.shape());  // the gradient of gelu(h)...
+    const Tensor dh = gelu_gradient(dgelu, h, tanh, /*dx=*/dgelu);    // ...made h's, in place
+    return {dh, dw, grad_bias ? g2d.sum_to(bias_shape) : Tensor()};
+  }
+};
+
 // linear(gelu(h), weight, bias) as one node that keeps h and not gelu(h). The two-node graph keeps both
 // (GeluBackward0 needs h, AddmmBackward0 needs gelu(h) for the weight's gradient); this one recomputes
 // gelu(h) in backward instead, with the numerics of the forward pass, so it has the same bits. The GPT's
@@ -180,26 +232,8 @@ Tensor linear_after_gelu(const Tensor& h, const Tensor& weight, const Tensor& bi
     out = linear(gelu(h, approximate), weight, bias);
   }
   if (!needs_grad({h, weight, bias})) return out;
-  const Tensor hd = h.detach(), wd = weight.detach();
-  const Shape bias_shape = bias.defined() ? bias.shape() : Shape{};
-  const bool has_bias = bias.defined();
-  const bool grad_weight = weight.requires_grad(), grad_bias = has_bias && bias.requires_grad();  // frozen: none
-  const Numerics numerics_then = numerics();
   return record("LinearAfterGeluBackward", out, {h, weight, bias}, {h, weight},
-                [hd, wd, grad_weight, grad_bias, bias_shape, approximate, tanh, numerics_then](const Tensor& g) {
-    NumericsGuard same_numerics(numerics_then);
-    // the steps of AddmmBackward0 / MmBackward0 and GeluBackward0, on gelu(h) recomputed
-    const int64_t rows = hd.numel() / hd.size(-1);
-    const Tensor g2d = g.reshape({rows, g.size(-1)});
-    Tensor dw;
-    if (grad_weight) {  // gelu(h) lives only as long as the weight's gradient needs it
-      const Tensor x2d = gelu(hd, approximate).reshape({rows, hd.size(-1)});
-      dw = linear_weight_gradient(x2d, g2d);
-    }
-    Tensor dh = matmul(g2d, wd).reshape(hd.shape());  // the gradient of gelu(h) (the product is h · weightᵀ)...
-    backend(hd.device()).gelu_backward(dh, hd, tanh, dh);  // ...made h's in place (elementwise)
-    return Grads{dh, grad_weight ? dw.t() : Tensor(), grad_bias ? g2d.sum_to(bias_shape) : Tensor()};
-  });
+                LinearAfterGeluBackward(h, weight, bias, approximate, tanh));
 }
 
 }  // namespace autograd

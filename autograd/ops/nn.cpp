@@ -1,9 +1,8 @@
-// ops/nn.cpp — the operations attention models are made of: softmax, masked_fill, embedding,
-// cross-entropy. Each forward is one kernel call; each backward is its formula, written with tensor ops
-// (a device with a fused kernel for it, Backend::has_fused_gradients, runs that instead: the same math).
+// ops/nn.cpp — the operations attention models are made of: softmax, masked_fill, GELU, embedding,
+// cross-entropy. Each forward is one kernel call; each backward function states its formula above it and
+// computes it in one pass of the device's kernel for it (the reference kernels have each as a loop).
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -11,29 +10,26 @@
 #include "autograd/backend.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
+#include "autograd/ops/gradients.h"
 
 namespace autograd {
 
 // ---------------------------------------------------------------- softmax / log_softmax
 
-// The device's fused kernel for the two gradients below.
-static Tensor fused_softmax_gradient(const Tensor& y, const Tensor& g, int64_t dim, bool log) {
-  Tensor gx = empty(y.shape(), y.dtype(), y.device());
-  backend(y.device()).softmax_backward(y, g.contiguous(), dim, log, gx);
-  return gx;
-}
-
-// y = softmax(x) along dim:  dx = y ⊙ (g − Σ_dim g ⊙ y)
-static Tensor softmax_gradient(const Tensor& y, const Tensor& g, int64_t dim) {
-  if (backend(y.device()).has_fused_gradients()) return fused_softmax_gradient(y, g, dim, false);
-  return y * (g - (g * y).sum(dim, /*keepdim=*/true));
-}
-
-// y = log_softmax(x) along dim:  dx = g − exp(y) ⊙ Σ_dim g      (exp(y) is softmax(x))
-static Tensor log_softmax_gradient(const Tensor& y, const Tensor& g, int64_t dim) {
-  if (backend(y.device()).has_fused_gradients()) return fused_softmax_gradient(y, g, dim, true);
-  return g - y.exp() * g.sum(dim, /*keepdim=*/true);
-}
+// softmax:      y = softmax(x) along dim  ⇒  dx = y ⊙ (g − Σ_dim g ⊙ y)
+// log_softmax:  y = log_softmax(x)        ⇒  dx = g − exp(y) ⊙ Σ_dim g      (exp(y) is softmax(x))
+// both in one pass of the device's softmax_backward (reference/softmax.cpp: the loop).
+struct SoftmaxBackward final : BackwardFunction {
+  Tensor y;  // the output, detached (the output owns this node)
+  int64_t dim;
+  bool log;
+  SoftmaxBackward(const Tensor& y, int64_t dim, bool log) : y(y), dim(dim), log(log) {}
+  Grads apply(const Tensor& g) override {
+    Tensor dx = empty(y.shape(), y.dtype(), y.device());
+    backend(y.device()).softmax_backward(y, g.contiguous(), dim, log, dx);
+    return {dx};
+  }
+};
 
 static Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
@@ -44,9 +40,7 @@ static Tensor softmax_impl(const Tensor& x, int64_t dim_in, bool log) {
   backend(x.device()).softmax(x, dim, log, out);
   if (!needs_grad({x})) return out;
   Tensor y = out.detach();
-  return record(log ? "LogSoftmaxBackward0" : "SoftmaxBackward0", out, {x}, {y}, [y, dim, log](const Tensor& g) {
-    return Grads{log ? log_softmax_gradient(y, g, dim) : softmax_gradient(y, g, dim)};
-  });
+  return record(log ? "LogSoftmaxBackward0" : "SoftmaxBackward0", out, {x}, {y}, SoftmaxBackward(y, dim, log));
 }
 
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
@@ -71,14 +65,20 @@ static Tensor checked_mask(const Tensor& x, const Tensor& mask, const char* op) 
   return mask.expand(x.shape());
 }
 
+// y = x where the mask is false, `value` where it is true  ⇒  dx = g where the mask is false, 0 where it is true
+// (a filled position no longer depends on x)
+struct MaskedFillBackward0 final : BackwardFunction {
+  Tensor mask;  // expanded to x's shape
+  explicit MaskedFillBackward0(const Tensor& mask) : mask(mask) {}
+  Grads apply(const Tensor& g) override { return {masked_fill(g, mask, 0.0)}; }
+};
+
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   Tensor m = checked_mask(x, mask, "masked_fill");
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   backend(x.device()).masked_fill(x, m, value, out);
   if (!needs_grad({x})) return out;
-  return record("MaskedFillBackward0", out, {x}, {m}, [m](const Tensor& g) {
-    return Grads{masked_fill(g, m, 0.0)};  // filled positions no longer depend on x
-  });
+  return record("MaskedFillBackward0", out, {x}, {m}, MaskedFillBackward0(m));
 }
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return autograd::masked_fill(*this, mask, value); }
 
@@ -100,26 +100,28 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
   backend(device()).masked_fill(*this, m, value, *this);
   impl().storage->bump_version();
   if (tracked)
-    record("MaskedFillBackward0", *this, {before}, {m}, [m](const Tensor& g) { return Grads{autograd::masked_fill(g, m, 0.0)}; });
+    record("MaskedFillBackward0", *this, {before}, {m}, MaskedFillBackward0(m));
   return *this;
 }
 
 // ---------------------------------------------------------------- gelu
 
-// gelu(x) = ½·x·(1 + t),  t = tanh(√(2/π)·(x + 0.044715·x³)):
-//   dx = g ⊙ (½·(1 + t) + ½·x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²))
-// gelu(x) = x·Φ(x) (approximate "none"):
-//   dx = g ⊙ (Φ(x) + x·φ(x)),  φ(x) = exp(−x²/2)/√(2π)  — always the kernel: Φ needs erf, which is no tensor op
-static Tensor gelu_gradient(const Tensor& x, const Tensor& g, bool tanh) {
-  if (tanh && !backend(x.device()).has_fused_gradients()) {
-    const double k = std::sqrt(2.0 / std::numbers::pi), c = 0.044715;
-    Tensor t = (k * (x + c * x * x * x)).tanh();
-    return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * c * x * x));
-  }
-  Tensor gx = empty(x.shape(), x.dtype(), x.device());
-  backend(x.device()).gelu_backward(g, x, tanh, gx);
-  return gx;
+Tensor gelu_gradient(const Tensor& g, const Tensor& x, bool tanh, Tensor dx) {
+  if (!dx.defined()) dx = empty(x.shape(), x.dtype(), x.device());
+  backend(x.device()).gelu_backward(g, x, tanh, dx);
+  return dx;
 }
+
+// y = gelu(x) = x·Φ(x)  ⇒  dx = g ⊙ (Φ(x) + x·φ(x)),   φ(x) = exp(−x²/2)/√(2π)
+// approximate "tanh": y = ½x·(1 + t), t = tanh(√(2/π)·(x + 0.044715·x³))  ⇒
+//                    dx = g ⊙ (½(1 + t) + ½x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²))
+// in one pass of the device's gelu_backward (gelu_gradient, ops/gradients.h; reference/gpt.cpp: the loop)
+struct GeluBackward0 final : BackwardFunction {
+  Tensor x;  // detached: x's history is this node's input edge
+  bool tanh;
+  GeluBackward0(const Tensor& x, bool tanh) : x(x.detach()), tanh(tanh) {}
+  Grads apply(const Tensor& g) override { return {gelu_gradient(g, x, tanh)}; }
+};
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   const bool tanh = gelu_uses_tanh(approximate, x, "gelu");
@@ -127,13 +129,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   backend(x.device()).gelu(x, tanh, out);
   if (!needs_grad({x})) return out;
-  Tensor xd = x.detach();
-  return record("GeluBackward0", out, {x}, {x}, [xd, tanh](const Tensor& g) {
-    // none: Φ(x) + x·φ(x);  tanh: ½(1 + t) + ½x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²), t = tanh(√(2/π)(x + 0.044715x³))
-    Tensor gx = empty(xd.shape(), xd.dtype(), xd.device());
-    backend(xd.device()).gelu_backward(g, xd, tanh, gx);
-    return Grads{gx};
-  });
+  return record("GeluBackward0", out, {x}, {x}, GeluBackward0(x, tanh));
 }
 
 // ---------------------------------------------------------------- embedding
@@ -155,7 +151,7 @@ static void check_indices(const Tensor& indices, int64_t limit, std::optional<in
                                       op, flat.reshape({-1})[at].item<int64_t>(), at, indices.shape_str(), limit, what));
 }
 
-// .grad += embedding's dense gradient, touching only the looked-up rows (Node::add_into_grad,
+// .grad += embedding's dense gradient, touching only the looked-up rows (BackwardFunction::add_into_grad,
 // Backend::add_rows_into_gradient): the rows left out are those the dense gradient would add zeros to, which
 // changes no value (it would turn a −0 into +0).
 static bool add_looked_up_rows(const Tensor& g, const Tensor& flat, const Shape& wshape, const Tensor& grad) {
@@ -166,6 +162,21 @@ static bool add_looked_up_rows(const Tensor& g, const Tensor& flat, const Shape&
   grad.impl().storage->bump_version();  // as .grad.add_() would
   return true;
 }
+
+// out[i] = weight[index[i]]  ⇒  dweight[r] = Σ over the i with index[i] = r of g[i]
+// (each output row came from one weight row: add it back there; repeated indices accumulate)
+struct EmbeddingBackward0 final : BackwardFunction {
+  Tensor index;  // flat, contiguous
+  Shape weight_shape;
+  EmbeddingBackward0(const Tensor& index, const Shape& weight_shape) : index(index), weight_shape(weight_shape) {}
+  Grads apply(const Tensor& g) override {
+    Tensor dweight = zeros(weight_shape, g.dtype(), g.device());
+    backend(g.device()).index_add_rows(g.contiguous().reshape({index.numel(), weight_shape[1]}), index, dweight);  // (no -1: dim may be 0)
+    return {dweight};
+  }
+  // Only the looked-up rows have a gradient: into a weight that already holds a .grad, add just those.
+  bool add_into_grad(const Tensor& g, const Tensor& grad) override { return add_looked_up_rows(g, index, weight_shape, grad); }
+};
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   if (weight.dim() != 2)
@@ -182,35 +193,25 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   Tensor out = empty(out_shape, weight.dtype(), weight.device());
   backend(weight.device()).index_select_rows(weight, flat, out);
   if (!needs_grad({weight})) return out;
-  Shape wshape = weight.shape();
-  Tensor result = record("EmbeddingBackward0", out, {weight}, {}, [flat, wshape](const Tensor& g) {
-    // each output row came from one weight row: add it back there (repeated indices accumulate)
-    Tensor gw = zeros(wshape, g.dtype(), g.device());
-    backend(g.device()).index_add_rows(g.contiguous().reshape({flat.numel(), wshape[1]}), flat, gw);  // (no -1: dim may be 0)
-    return Grads{gw};
-  });
-  // Only the looked-up rows have a gradient: into a weight that already holds a .grad, add just those.
-  result.grad_fn()->add_into_grad = [flat, wshape](const Tensor& g, const Tensor& grad) {
-    return add_looked_up_rows(g, flat, wshape, grad);
-  };
-  return result;
+  return record("EmbeddingBackward0", out, {weight}, {}, EmbeddingBackward0(flat, weight.shape()));
 }
 
 // ---------------------------------------------------------------- losses
 
 // loss = −(1/count)·Σ_i logp[i, t_i] over the kept rows (t_i ≠ ignore_index):
 //   dlogp[i, c] = −g/count where c = t_i on a kept row, 0 everywhere else
-static Tensor nll_loss_gradient(const Tensor& g, const Tensor& t, const Shape& shape, int64_t ignore_index,
-                                int64_t count) {
-  if (!backend(g.device()).has_fused_gradients()) {
-    Tensor is_target = eq(arange(shape[1]).to(t.device()).unsqueeze(0), t.unsqueeze(1)).to(g.dtype());  // [N, C]
-    Tensor kept = ne(t, double(ignore_index)).unsqueeze(1).to(g.dtype());                                 // [N, 1]
-    return is_target * kept * (-g / double(count));
+struct NllLossBackward0 final : BackwardFunction {
+  Tensor targets;
+  Shape shape;  // of log_probs, [N, C]
+  int64_t ignore_index, count;
+  NllLossBackward0(const Tensor& targets, const Shape& shape, int64_t ignore_index, int64_t count)
+      : targets(targets), shape(shape), ignore_index(ignore_index), count(count) {}
+  Grads apply(const Tensor& g) override {
+    Tensor dlogp = zeros(shape, g.dtype(), g.device());
+    backend(g.device()).nll_loss_backward(g, targets, ignore_index, count, dlogp);
+    return {dlogp};
   }
-  Tensor gx = zeros(shape, g.dtype(), g.device());
-  backend(g.device()).nll_loss_backward(g, t, ignore_index, count, gx);
-  return gx;
-}
+};
 
 // The mean of −log p[target] over the rows whose target is not ignore_index (0/0 = nan if all are), its
 // sum added in PyTorch's order (the backend's nll_loss).
@@ -227,10 +228,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_i
   Tensor out = empty({}, lp.dtype(), lp.device());
   const int64_t count = backend(lp.device()).nll_loss(lp, tgt, ignore_index, out);
   if (!needs_grad({log_probs})) return out;
-  Shape shape = log_probs.shape();
-  return record("NllLossBackward0", out, {log_probs}, {}, [tgt, shape, count, ignore_index](const Tensor& g) {
-    return Grads{nll_loss_gradient(g, tgt, shape, ignore_index, count)};
-  });
+  return record("NllLossBackward0", out, {log_probs}, {}, NllLossBackward0(tgt, log_probs.shape(), ignore_index, count));
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {

@@ -1,6 +1,6 @@
 // ops/norm.cpp — the statistics of a GPT: layer_norm, var/std and the 2-norm. Each forward is one
-// kernel call that rounds as PyTorch 1.13's CPU kernel does; each backward is stated as
-// math in its comment. Node names are PyTorch's grad_fn names.
+// kernel call that rounds as PyTorch 1.13's CPU kernel does; each backward function states its math in
+// the comment above it. Node names are PyTorch's grad_fn names.
 #include <cmath>
 #include <span>
 #include <stdexcept>
@@ -36,24 +36,28 @@ static void check_layer_norm(const Tensor& x, const Shape& normalized, const Ten
   }
 }
 
-// With x̂ = (x − μ)·r and y = x̂·γ + β on each row of x [rows, n] (μ, r: [rows, 1], γ may be undefined: 1):
+// With x̂ = (x − μ)·r and y = x̂·γ + β on each row of x [rows, n] (μ, r: one per row; γ may be undefined: 1):
 //   dβ = Σ_rows g,   dγ = Σ_rows g ⊙ x̂,   dx = r ⊙ (g·γ − mean(g·γ) − x̂ ⊙ mean(g·γ ⊙ x̂))   (means along the row)
-// Only the wanted ones are made (the others are undefined). A device with a fused kernel runs that instead.
-static std::tuple<Tensor, Tensor, Tensor> layer_norm_gradients(const Tensor& g, const Tensor& x, const Tensor& mu,
-                                                               const Tensor& r, const Tensor& gamma, bool want_x,
-                                                               bool want_w, bool want_b) {
-  const int64_t n = x.size(1);
-  if (backend(g.device()).has_fused_gradients()) {
+// in one pass of the device's layer_norm_backward (reference/gpt.cpp: the loop). Only the wanted ones are made.
+struct NativeLayerNormBackward0 final : BackwardFunction {
+  Tensor x, gamma, mean, rstd;  // x as [rows, n] rows; gamma flat [n] (or undefined)
+  Shape x_shape, normalized_shape;
+  bool want_x, want_gamma, want_beta;
+  NativeLayerNormBackward0(const Tensor& rows_x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                           const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias)
+      : x(rows_x), gamma(gamma), mean(mean), rstd(rstd), x_shape(x.shape()), normalized_shape(normalized_shape),
+        want_x(x.requires_grad()), want_gamma(weight.defined() && weight.requires_grad()),
+        want_beta(bias.defined() && bias.requires_grad()) {}
+  Grads apply(const Tensor& g) override {
+    const int64_t rows = x.size(0), n = x.size(1);
     auto output = [&](bool wanted, const Shape& shape) { return wanted ? empty(shape, g.dtype(), g.device()) : Tensor(); };
-    Tensor gx = output(want_x, x.shape()), gw = output(want_w, {n}), gb = output(want_b, {n});
-    backend(g.device()).layer_norm_backward(g, x, mu.reshape({x.size(0)}), r.reshape({x.size(0)}), gamma, gx, gw, gb);
-    return {gx, gw, gb};
+    Tensor dx = output(want_x, x.shape()), dgamma = output(want_gamma, {n}), dbeta = output(want_beta, {n});
+    backend(g.device()).layer_norm_backward(g.contiguous().reshape({rows, n}), x, mean.reshape({rows}),
+                                            rstd.reshape({rows}), gamma, dx, dgamma, dbeta);
+    return {want_x ? dx.reshape(x_shape) : Tensor(), want_gamma ? dgamma.reshape(normalized_shape) : Tensor(),
+            want_beta ? dbeta.reshape(normalized_shape) : Tensor()};
   }
-  Tensor x_hat = (x - mu) * r;
-  Tensor g_gamma = gamma.defined() ? g * gamma : g;
-  Tensor gx = want_x ? r * (g_gamma - g_gamma.mean(1, true) - x_hat * (g_gamma * x_hat).mean(1, true)) : Tensor();
-  return {gx, want_w ? (g * x_hat).sum(0) : Tensor(), want_b ? g.sum(0) : Tensor()};
-}
+};
 
 // Returns (y, mean, rstd), mean and rstd shaped like x with the normalized dims of size 1 (PyTorch's
 // native_layer_norm). y = (x − mean)·rstd·weight + bias over the normalized dims, rstd = 1/√(var + eps).
@@ -75,18 +79,8 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& x, const Shap
     y = y.reshape(x.shape());
   }
   if (!needs_grad({x, weight, bias})) return {y, mean, rstd};
-  const bool want_x = x.requires_grad(), want_w = weight.defined() && weight.requires_grad(),
-             want_b = bias.defined() && bias.requires_grad();
-  Shape x_shape = x.shape();
   y = record("NativeLayerNormBackward0", y, {x, weight, bias}, {x, weight, mean, rstd},
-             [rows_x, w, mean, rstd, x_shape, normalized_shape, want_x, want_w, want_b](const Tensor& g) {
-               const int64_t rows = rows_x.size(0), n = rows_x.size(1);
-               auto [gx, gw, gb] = layer_norm_gradients(g.contiguous().reshape({rows, n}), rows_x,
-                                                        mean.reshape({rows, 1}), rstd.reshape({rows, 1}), w,
-                                                        want_x, want_w, want_b);
-               return Grads{want_x ? gx.reshape(x_shape) : Tensor(), want_w ? gw.reshape(normalized_shape) : Tensor(),
-                            want_b ? gb.reshape(normalized_shape) : Tensor()};
-             });
+             NativeLayerNormBackward0(rows_x, w, mean, rstd, x, normalized_shape, weight, bias));
   return {y, mean, rstd};
 }
 
@@ -124,6 +118,24 @@ static Tensor var_values(const Tensor& x, std::optional<int64_t> dim, double cor
 
 // d var / dx = (2 / (n − correction))·(x − mean(x)), the factor rounded to x's dtype and applied to the
 // gradient first, as PyTorch's var_backward does; d std = d var / (2·std), 0 where std is 0.
+struct VarStdBackward final : BackwardFunction {
+  Tensor x, result;  // detached
+  std::optional<int64_t> dim;
+  bool keepdim, take_sqrt;
+  double correction;
+  int64_t n;  // how many values each result is the variance of
+  VarStdBackward(const Tensor& x, const Tensor& result, std::optional<int64_t> dim, bool keepdim, bool take_sqrt,
+                 double correction)
+      : x(x.detach()), result(result.detach()), dim(dim), keepdim(keepdim), take_sqrt(take_sqrt),
+        correction(correction), n(dim ? x.size(*dim) : x.numel()) {}
+  Grads apply(const Tensor& g) override {
+    Tensor dvar = take_sqrt ? (g / (result * 2.0)).masked_fill(result == 0.0, 0.0) : g;
+    if (dim && !keepdim) dvar = dvar.unsqueeze(*dim);
+    Tensor centered = dim ? x - x.mean(*dim, true) : x - x.mean();
+    return {(dvar * (2.0 / (double(n) - correction))) * centered};
+  }
+};
+
 static Tensor var_std(const Tensor& x, std::optional<int64_t> dim_in, bool unbiased, bool keepdim, bool take_sqrt) {
   const char* op = take_sqrt ? "std" : "var";
   check_floating(x, op);
@@ -132,16 +144,8 @@ static Tensor var_std(const Tensor& x, std::optional<int64_t> dim_in, bool unbia
   const double correction = unbiased ? 1.0 : 0.0;
   Tensor out = var_values(x, dim, correction, take_sqrt, keepdim);
   if (!needs_grad({x})) return out;
-  const int64_t n = dim ? x.size(*dim) : x.numel();
-  Tensor xd = x.detach(), result = out.detach();
-  return record(take_sqrt ? "StdBackward0" : "VarBackward0", out, {x}, {x, result},
-                [xd, result, dim, keepdim, take_sqrt, correction, n](const Tensor& g) {
-                  Tensor grad = g;
-                  if (take_sqrt) grad = (grad / (result * 2.0)).masked_fill(result == 0.0, 0.0);
-                  if (dim && !keepdim) grad = grad.unsqueeze(*dim);
-                  Tensor centered = dim ? xd - xd.mean(*dim, true) : xd - xd.mean();
-                  return Grads{(grad * (2.0 / (double(n) - correction))) * centered};
-                });
+  return record(take_sqrt ? "StdBackward0" : "VarBackward0", out, {x}, {x, out},
+                VarStdBackward(x, out, dim, keepdim, take_sqrt, correction));
 }
 
 Tensor var(const Tensor& x, int64_t dim, bool unbiased, bool keepdim) { return var_std(x, dim, unbiased, keepdim, false); }
@@ -151,7 +155,14 @@ Tensor std(const Tensor& x, bool unbiased) { return var_std(x, std::nullopt, unb
 
 // ---------------------------------------------------------------- the 2-norm
 
-// √(Σ x²) over every element (torch.norm(x, 2.0)); d/dx = x / norm (0 where the norm is 0).
+// y = √(Σ x²)  ⇒  dx = g · x / y   (0 where y is 0)
+struct NormBackward1 final : BackwardFunction {
+  Tensor x, y;  // detached
+  NormBackward1(const Tensor& x, const Tensor& y) : x(x.detach()), y(y.detach()) {}
+  Grads apply(const Tensor& g) override { return {(x * (g / y)).masked_fill(y == 0.0, 0.0)}; }
+};
+
+// √(Σ x²) over every element (torch.norm(x, 2.0)).
 Tensor vector_norm(const Tensor& x) {
   check_floating(x, "vector_norm");
   Tensor out = empty({}, x.dtype(), x.device());
@@ -162,10 +173,7 @@ Tensor vector_norm(const Tensor& x) {
     backend(x.device()).norm2(flat, out);
   }
   if (!needs_grad({x})) return out;
-  Tensor xd = x.detach(), result = out.detach();
-  return record("NormBackward1", out, {x}, {x, result}, [xd, result](const Tensor& g) {
-    return Grads{(xd * (g / result)).masked_fill(result == 0.0, 0.0)};
-  });
+  return record("NormBackward1", out, {x}, {x, out}, NormBackward1(x, out));
 }
 
 Tensor vector_norms(const std::vector<Tensor>& xs) {

@@ -45,6 +45,13 @@ static Tensor sum_values(const Tensor& a, const std::vector<int64_t>& dims, bool
   return out;
 }
 
+// y = Σ a over some dims  ⇒  da = g broadcast back over them: every element gets the gradient of its sum
+struct SumBackward final : BackwardFunction {
+  Shape in_shape, kept;  // kept: the output's shape with the summed dims as 1
+  SumBackward(const Shape& in_shape, const Shape& kept) : in_shape(in_shape), kept(kept) {}
+  Grads apply(const Tensor& g) override { return {g.reshape(kept).expand(in_shape)}; }
+};
+
 // out = Σ a over `dims` (all dims when empty): every input element gets the gradient of its sum.
 // `where` defaults to the caller, so the node says it was recorded by sum() (or mean()), not here.
 static Tensor sum_impl(const char* name, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim,
@@ -52,10 +59,7 @@ static Tensor sum_impl(const char* name, const Tensor& a, const std::vector<int6
   Shape kept;
   Tensor out = sum_values(a, dims, keepdim, kept);
   if (!needs_grad({a})) return out;
-  Shape in_shape = a.shape();
-  return record(name, out, {a}, {}, [in_shape, kept](const Tensor& g) {
-    return Grads{g.reshape(kept).expand(in_shape)};
-  }, where);
+  return record(name, out, {a}, {}, SumBackward(a.shape(), kept), where);
 }
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) { return sum_impl("SumBackward1", a, dims, keepdim); }
@@ -82,6 +86,14 @@ Tensor sum_to(const Tensor& a, const Shape& shape) {
   return sum(a, dims, true).reshape(shape);
 }
 
+// y = (Σ a over some dims) / n  ⇒  da = g / n broadcast back over them
+struct MeanBackward final : BackwardFunction {
+  Shape in_shape, kept;
+  int64_t n;
+  MeanBackward(const Shape& in_shape, const Shape& kept, int64_t n) : in_shape(in_shape), kept(kept), n(n) {}
+  Grads apply(const Tensor& g) override { return {(g / double(n)).reshape(kept).expand(in_shape)}; }
+};
+
 // out = (Σ a over `dims`) / n, n the number of elements each output averages: the sum, then one
 // division (PyTorch's CPU mean does sum_out(...).div_(n)). Every input element gets g / n.
 static Tensor mean_impl(const char* name, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, int64_t n,
@@ -93,10 +105,7 @@ static Tensor mean_impl(const char* name, const Tensor& a, const std::vector<int
     out = sum_values(a, dims, keepdim, kept) / double(n);  // empty: 0/0 = nan, as in PyTorch
   }
   if (!needs_grad({a})) return out;
-  Shape in_shape = a.shape();
-  return record(name, out, {a}, {}, [in_shape, kept, n](const Tensor& g) {
-    return Grads{(g / double(n)).reshape(kept).expand(in_shape)};
-  }, where);
+  return record(name, out, {a}, {}, MeanBackward(a.shape(), kept, n), where);
 }
 
 Tensor mean(const Tensor& a) { return mean_impl("MeanBackward0", a, {}, false, a.numel()); }
@@ -105,6 +114,34 @@ Tensor mean(const Tensor& a, int64_t dim, bool keepdim) {
   const int64_t n = a.dim() == 0 ? (wrap_dim(dim, 0, "mean"), int64_t(1)) : a.size(dim);
   return mean_impl("MeanBackward1", a, {dim}, keepdim, n);
 }
+
+// y = max of a along dim  ⇒  da = g at the position that won (the index max returned), 0 elsewhere
+struct MaxBackward0 final : BackwardFunction {
+  Tensor index;  // the winners' positions, in the kept shape
+  Shape in_shape, kept;
+  int64_t dim;
+  MaxBackward0(const Tensor& index, const Shape& in_shape, const Shape& kept, int64_t dim)
+      : index(index), in_shape(in_shape), kept(kept), dim(dim) {}
+  Grads apply(const Tensor& g) override {
+    const int64_t n = in_shape[size_t(dim)];
+    Shape line(in_shape.size(), 1);  // positions 0..n-1 along dim
+    line[size_t(dim)] = n;
+    Tensor winner = eq(index, arange(n).to(g.device()).view(line));  // one-hot along dim
+    return {where(winner, g.reshape(kept), zeros({}, g.dtype(), g.device()))};
+  }
+};
+
+// y = max of all elements  ⇒  da = g / count on each of the count elements equal to the max (a tie splits it;
+// a NaN max goes to the NaNs), as PyTorch's evenly_distribute_backward does
+struct MaxBackward1 final : BackwardFunction {
+  Tensor a, y;  // detached
+  MaxBackward1(const Tensor& a, const Tensor& y) : a(a.detach()), y(y.detach()) {}
+  Grads apply(const Tensor& g) override {
+    Tensor winners = std::isnan(y.item()) ? ne(a, a) : eq(a, y);  // a constant mask
+    const double count = winners.sum().item();
+    return {where(winners, g / count, 0.0)};
+  }
+};
 
 std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim_in, bool keepdim) {
   int64_t dim = wrap_dim(dim_in, a.dim(), "max");
@@ -122,22 +159,11 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim_in, bool keepdim) {
     indices = indices.squeeze(dim);
   }
   if (!needs_grad({a})) return {values, indices};
-  Shape in_shape = a.shape();
-  int64_t n = a.shape()[size_t(dim)];
-  Tensor idx = indices.detach().reshape(kept);
-  values = record("MaxBackward0", values, {a}, {}, [idx, in_shape, kept, dim, n](const Tensor& g) {
-    // route the gradient to the position that won: a one-hot mask along `dim`
-    Shape line(in_shape.size(), 1);
-    line[size_t(dim)] = n;
-    Tensor positions = arange(n).to(g.device()).view(line);
-    Tensor winner = eq(idx, positions);
-    return Grads{where(winner, g.reshape(kept), zeros({}, g.dtype(), g.device()))};
-  });
+  values = record("MaxBackward0", values, {a}, {}, MaxBackward0(indices.detach().reshape(kept), a.shape(), kept, dim));
   return {values, indices};
 }
 
-// The max of all elements. Its gradient is shared evenly by every element equal to the max (a tie
-// splits it; a NaN max goes to the NaNs), as PyTorch's evenly_distribute_backward does.
+// The max of all elements (its gradient: MaxBackward1).
 Tensor max(const Tensor& a) {
   if (a.numel() == 0) throw std::invalid_argument("max: cannot take the max of an empty tensor");
   Tensor value;
@@ -146,12 +172,7 @@ Tensor max(const Tensor& a) {
     value = max(a.reshape({-1}), 0, false).first;
   }
   if (!needs_grad({a})) return value;
-  Tensor in = a.detach(), v = value.detach();
-  return record("MaxBackward1", value, {a}, {a}, [in, v](const Tensor& g) {
-    Tensor winners = std::isnan(v.item()) ? ne(in, in) : eq(in, v);  // a constant mask
-    const double count = winners.sum().item();
-    return Grads{where(winners, g / count, 0.0)};
-  });
+  return record("MaxBackward1", value, {a}, {a}, MaxBackward1(a, value));
 }
 
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {

@@ -113,12 +113,46 @@ static Tensor record_view(const char* name, const Tensor& in, Tensor out, Backwa
   return recorded;
 }
 
+// y = x seen with another shape (view, reshape, flatten, squeeze)  ⇒  dx = g reshaped back to x's shape
+struct ReshapeBackward final : BackwardFunction {
+  Shape in_shape;
+  explicit ReshapeBackward(const Shape& in_shape) : in_shape(in_shape) {}
+  Grads apply(const Tensor& g) override { return {g.reshape(in_shape)}; }
+};
+
 // Records a view op whose backward is "reshape the gradient back to the input's shape".
 static Tensor record_reshaping(const char* name, const Tensor& in, Tensor out) {
-  if (!needs_grad({in})) return out;  // no node: skip building its closure
-  Shape in_shape = in.shape();
-  return record_view(name, in, std::move(out), [in_shape](const Tensor& g) { return Grads{g.reshape(in_shape)}; });
+  if (!needs_grad({in})) return out;  // no node: skip building its backward function
+  return record_view(name, in, std::move(out), ReshapeBackward(in.shape()));
 }
+
+// y = x with dims d0 and d1 swapped  ⇒  dx = g with them swapped back
+struct TransposeBackward0 final : BackwardFunction {
+  int64_t d0, d1;
+  TransposeBackward0(int64_t d0, int64_t d1) : d0(d0), d1(d1) {}
+  Grads apply(const Tensor& g) override { return {g.transpose(d0, d1)}; }
+};
+
+// y = x.permute(dims)  ⇒  dx = g.permute(the inverse of dims)
+struct PermuteBackward0 final : BackwardFunction {
+  Shape inverse;
+  explicit PermuteBackward0(const Shape& inverse) : inverse(inverse) {}
+  Grads apply(const Tensor& g) override { return {g.permute(inverse)}; }
+};
+
+// y = x with a new dim d of size 1  ⇒  dx = g without it
+struct UnsqueezeBackward0 final : BackwardFunction {
+  int64_t d;
+  explicit UnsqueezeBackward0(int64_t d) : d(d) {}
+  Grads apply(const Tensor& g) override { return {g.squeeze(d)}; }
+};
+
+// y = x stretched along its size-1 dims (and new leading ones)  ⇒  dx = g summed back over them
+struct ExpandBackward0 final : BackwardFunction {
+  Shape in_shape;
+  explicit ExpandBackward0(const Shape& in_shape) : in_shape(in_shape) {}
+  Grads apply(const Tensor& g) override { return {g.sum_to(in_shape)}; }
+};
 
 Tensor Tensor::view(const Shape& shape_in) const {
   Shape shape = infer_shape(shape_in, numel(), this->shape(), "view");
@@ -174,8 +208,7 @@ static Tensor transposed(const Tensor& t, int64_t d0, int64_t d1, const char* na
   std::swap(shape[size_t(d0)], shape[size_t(d1)]);
   std::swap(strides[size_t(d0)], strides[size_t(d1)]);
   if (!needs_grad({t})) return strided_view(t, shape, strides, t.offset());  // no node
-  return record_view(name, t, strided_view(t, shape, strides, t.offset()),
-                     [d0, d1](const Tensor& g) { return Grads{g.transpose(d0, d1)}; });
+  return record_view(name, t, strided_view(t, shape, strides, t.offset()), TransposeBackward0(d0, d1));
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return transposed(*this, d0, d1, "TransposeBackward0"); }
@@ -200,8 +233,7 @@ Tensor Tensor::permute(const Shape& dims_in) const {
     strides[i] = this->strides()[size_t(dims[i])];
   }
   if (!needs_grad({*this})) return strided_view(*this, shape, strides, offset());
-  return record_view("PermuteBackward0", *this, strided_view(*this, shape, strides, offset()),
-                     [inverse](const Tensor& g) { return Grads{g.permute(inverse)}; });
+  return record_view("PermuteBackward0", *this, strided_view(*this, shape, strides, offset()), PermuteBackward0(inverse));
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
@@ -211,8 +243,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   shape.insert(shape.begin() + d, 1);
   strides.insert(strides.begin() + d, stride);
   if (!needs_grad({*this})) return strided_view(*this, shape, strides, offset());
-  return record_view("UnsqueezeBackward0", *this, strided_view(*this, shape, strides, offset()),
-                [d](const Tensor& g) { return Grads{g.squeeze(d)}; });
+  return record_view("UnsqueezeBackward0", *this, strided_view(*this, shape, strides, offset()), UnsqueezeBackward0(d));
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
@@ -253,19 +284,34 @@ Tensor Tensor::expand(const Shape& target) const {
   }
   if (shape == this->shape()) return *this;
   checked_numel(shape, "expand");  // a view, but every kernel that reads it counts its elements
-  Shape in_shape = this->shape();
   if (!needs_grad({*this})) return strided_view(*this, shape, strides, offset());
-  return record_view("ExpandBackward0", *this, strided_view(*this, shape, strides, offset()),
-                [in_shape](const Tensor& g) { return Grads{g.sum_to(in_shape)}; });
+  return record_view("ExpandBackward0", *this, strided_view(*this, shape, strides, offset()), ExpandBackward0(this->shape()));
 }
 
-// Gradient of a view that picks a region of the input: zeros everywhere else.
-static Tensor scatter_into_zeros(const Tensor& g, const Shape& in_shape, const std::function<Tensor(const Tensor&)>& pick) {
-  Tensor full_grad = zeros(in_shape, g.dtype(), g.device());
-  Tensor region = pick(full_grad);
-  backend(g.device()).copy(g, region);
-  return full_grad;
-}
+// y = x.slice(d, start, end, step)  ⇒  dx = g in the sliced positions, 0 everywhere else
+struct SliceBackward0 final : BackwardFunction {
+  Shape in_shape;
+  int64_t d, start, end, step;
+  SliceBackward0(const Shape& in_shape, int64_t d, int64_t start, int64_t end, int64_t step)
+      : in_shape(in_shape), d(d), start(start), end(end), step(step) {}
+  Grads apply(const Tensor& g) override {
+    Tensor dx = zeros(in_shape, g.dtype(), g.device());
+    backend(g.device()).copy(g, dx.slice(d, start, end, step));
+    return {dx};
+  }
+};
+
+// y = x.select(d, index)  ⇒  dx = g at that index of dim d, 0 everywhere else
+struct SelectBackward0 final : BackwardFunction {
+  Shape in_shape;
+  int64_t d, index;
+  SelectBackward0(const Shape& in_shape, int64_t d, int64_t index) : in_shape(in_shape), d(d), index(index) {}
+  Grads apply(const Tensor& g) override {
+    Tensor dx = zeros(in_shape, g.dtype(), g.device());
+    backend(g.device()).copy(g, dx.select(d, index));
+    return {dx};
+  }
+};
 
 // The dim of `t` that `op` takes a length of: a 0-d tensor has none (wrap_dim alone would accept dim 0
 // and -1 there, as reductions do, and the op would read past the end of the empty shape).
@@ -287,10 +333,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_in, std::optional<i
   strides[size_t(d)] *= step;
   Tensor out = strided_view(*this, shape, strides, offset() + start * this->strides()[size_t(d)]);
   if (!needs_grad({*this})) return out;
-  Shape in_shape = this->shape();
-  return record_view("SliceBackward0", *this, out, [=](const Tensor& g) {
-    return Grads{scatter_into_zeros(g, in_shape, [&](const Tensor& z) { return z.slice(d, start, end, step); })};
-  });
+  return record_view("SliceBackward0", *this, out, SliceBackward0(this->shape(), d, start, end, step));
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -315,10 +358,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   strides.erase(strides.begin() + d);
   Tensor out = strided_view(*this, shape, strides, offset() + index * this->strides()[size_t(d)]);
   if (!needs_grad({*this})) return out;
-  Shape in_shape = this->shape();
-  return record_view("SelectBackward0", *this, out, [=](const Tensor& g) {
-    return Grads{scatter_into_zeros(g, in_shape, [&](const Tensor& z) { return z.select(d, index); })};
-  });
+  return record_view("SelectBackward0", *this, out, SelectBackward0(this->shape(), d, index));
 }
 
 Tensor Tensor::contiguous() const {
@@ -326,14 +366,47 @@ Tensor Tensor::contiguous() const {
   return clone();
 }
 
+// y = a copy of x  ⇒  dx = g
+struct CloneBackward0 final : BackwardFunction {
+  Grads apply(const Tensor& g) override { return {g}; }
+};
+
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype(), device());
   backend(device()).copy(*this, out);
   if (!needs_grad({*this})) return out;
-  return record("CloneBackward0", out, {*this}, {}, [](const Tensor& g) { return Grads{g}; });
+  return record("CloneBackward0", out, {*this}, {}, CloneBackward0());
 }
 
 // ---------------------------------------------------------------- joining and splitting
+
+// y = the inputs joined along dim  ⇒  each input's gradient is its slice of g
+struct CatBackward0 final : BackwardFunction {
+  int64_t dim;
+  std::vector<int64_t> sizes;  // each input's length along dim
+  CatBackward0(int64_t dim, std::vector<int64_t> sizes) : dim(dim), sizes(std::move(sizes)) {}
+  Grads apply(const Tensor& g) override {
+    Grads grads;
+    int64_t start = 0;
+    for (int64_t n : sizes) {
+      grads.push_back(g.narrow(dim, start, n));
+      start += n;
+    }
+    return grads;
+  }
+};
+
+// y = the inputs stacked along a new dim  ⇒  input i's gradient is g.select(dim, i)
+struct StackBackward0 final : BackwardFunction {
+  int64_t dim;
+  size_t n;
+  StackBackward0(int64_t dim, size_t n) : dim(dim), n(n) {}
+  Grads apply(const Tensor& g) override {
+    Grads grads;
+    for (size_t i = 0; i < n; ++i) grads.push_back(g.select(dim, int64_t(i)));
+    return grads;
+  }
+};
 
 // cat and stack refuse mixed dtypes or devices the same way.
 static void check_joinable(const std::vector<Tensor>& tensors, const char* op) {
@@ -387,15 +460,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     at += sizes.back();
   }
   if (!needs_grad(std::span<const Tensor>(tensors))) return out;
-  return record("CatBackward0", out, tensors, {}, [dim, sizes](const Tensor& g) {
-    Grads grads;  // each input gets back its slice of the gradient
-    int64_t start = 0;
-    for (int64_t n : sizes) {
-      grads.push_back(g.narrow(dim, start, n));
-      start += n;
-    }
-    return grads;
-  });
+  return record("CatBackward0", out, tensors, {}, CatBackward0(dim, sizes));
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
@@ -416,11 +481,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
     copy_into(tensors[i], out, item_strides, int64_t(i) * out.strides()[size_t(dim)]);
   }
   if (!needs_grad(std::span<const Tensor>(tensors))) return out;
-  return record("StackBackward0", out, tensors, {}, [dim, n = tensors.size()](const Tensor& g) {
-    Grads grads;
-    for (size_t i = 0; i < n; ++i) grads.push_back(g.select(dim, int64_t(i)));
-    return grads;
-  });
+  return record("StackBackward0", out, tensors, {}, StackBackward0(dim, tensors.size()));
 }
 
 std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
@@ -460,6 +521,14 @@ std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, in
   return out;
 }
 
+// y = tril(x) (or triu)  ⇒  dx = tril(g) (or triu): the kept elements pass their gradient, the zeroed ones none
+struct TriangleBackward final : BackwardFunction {
+  int64_t diagonal;
+  bool lower;
+  TriangleBackward(int64_t diagonal, bool lower) : diagonal(diagonal), lower(lower) {}
+  Grads apply(const Tensor& g) override { return {lower ? g.tril(diagonal) : g.triu(diagonal)}; }
+};
+
 // Keeps elements with (column - row) <= diagonal (tril) or >= diagonal (triu) in the last two dims.
 static Tensor triangle(const Tensor& t, int64_t diagonal, bool lower) {
   if (t.dim() < 2)
@@ -476,9 +545,7 @@ static Tensor triangle(const Tensor& t, int64_t diagonal, bool lower) {
     backend(t.device()).where(keep.expand(t.shape()), t, zero.expand(t.shape()), out);
   }
   if (!needs_grad({t})) return out;
-  return record(lower ? "TrilBackward0" : "TriuBackward0", out, {t}, {}, [diagonal, lower](const Tensor& g) {
-    return Grads{lower ? g.tril(diagonal) : g.triu(diagonal)};
-  });
+  return record(lower ? "TrilBackward0" : "TriuBackward0", out, {t}, {}, TriangleBackward(diagonal, lower));
 }
 Tensor tril(const Tensor& t, int64_t diagonal) { return triangle(t, diagonal, true); }
 Tensor triu(const Tensor& t, int64_t diagonal) { return triangle(t, diagonal, false); }

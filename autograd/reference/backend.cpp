@@ -1,8 +1,8 @@
 // reference/backend.cpp — the reference kernels behind the Backend interface. Memory is the CPU's: a
 // tensor allocated under one set of kernels may be freed under the other.
 //
-// Not overridden, so written once in autograd/backend.cpp with the entries below: matmul_structured
-// (the full product), causal_product (product, then causal_scale) and find_index_outside (a scan).
+// Not overridden, so written once in autograd/backend.cpp with the entries below: find_index_outside (a
+// scan) and add_rows_into_gradient.
 #include <cstring>
 
 #include "autograd/cpu/kernels.h"
@@ -47,6 +47,13 @@ class ReferenceBackend final : public Backend {
     reference::addmm(bias, a, b, out);
   }
   bool has_causal_kernels() const override { return true; }
+  // (every entry computed: the zeros a structure promises add nothing)
+  void matmul_structured(const Tensor& a, const Tensor& b, const Tensor& out, MatmulStructure) override {
+    reference::matmul(a, b, out);
+  }
+  void causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double divisor, double above) override {
+    reference::causal_product(a, b, out, divisor, above);
+  }
   void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above) override {
     reference::causal_scale(dst, src, divisor, above);
   }
@@ -62,8 +69,6 @@ class ReferenceBackend final : public Backend {
     reference::flash_attention_backward(q, k, v, out, lse, grad_out, causal, scale, dq, dk, dv);
   }
 
-  // The gradients of the six fused entries are computed by the ops' formulas, as tensor ops (backend.h).
-  bool has_fused_gradients() const override { return false; }
   void softmax(const Tensor& in, int64_t dim, bool log, const Tensor& out) override {
     reference::softmax(in, dim, log, out);
   }

@@ -68,75 +68,84 @@ template <typename T> T binary_value(BinaryOp op, T x, T y) {
   throw std::invalid_argument(fmt::format("binary op {} is not defined for dtype {}", int(op), dtype_name(dtype_of<T>::value)));
 }
 
-template <typename T> void unary_typed(UnaryOp op, const Tensor& in, const Tensor& out, double scalar) {
-  const T s = T(scalar);
-  if (is_comparison(op)) {  // out[i] = (in[i] op s), a bool
-    for_each_index(out.shape(), [&](const Shape& i) { at<bool>(out, i) = compare(comparison_of(op), at<T>(in, i), s); });
-    return;
+// Writes x into dst[i], converted to dst's dtype (to bool: x != 0).
+template <typename S> void store(const Tensor& dst, const Shape& i, S x) {
+  switch (dst.dtype()) {
+    case DType::Float32: at<float>(dst, i) = float(x); return;
+    case DType::Float64: at<double>(dst, i) = double(x); return;
+    case DType::Int64: at<int64_t>(dst, i) = int64_t(x); return;
+    case DType::Bool: at<bool>(dst, i) = x != S(0); return;
   }
-  if (out.numel() == 0) unary_value(op, T(0), s);  // an op the dtype lacks is refused even on no elements
-  for_each_index(out.shape(), [&](const Shape& i) { at<T>(out, i) = unary_value(op, at<T>(in, i), s); });
-}
-
-template <typename T> void binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  if (is_comparison(op)) {
-    for_each_index(out.shape(), [&](const Shape& i) { at<bool>(out, i) = compare(op, at<T>(a, i), at<T>(b, i)); });
-    return;
-  }
-  if (out.numel() == 0) binary_value(op, T(0), T(1));
-  for_each_index(out.shape(), [&](const Shape& i) { at<T>(out, i) = binary_value(op, at<T>(a, i), at<T>(b, i)); });
 }
 
 }  // namespace
 
-// dst[i] = src[i], converted to dst's dtype (to bool: x != 0).
+// Each entry below picks its loop's instantiation for the dtype (strided.h: any_dtype) and calls it.
+
+// dst[i] = src[i], converted to dst's dtype (to bool: x != 0). S is src's element type.
+template <typename S> void copy(const Tensor& src, const Tensor& dst) {
+  for (Index i(dst.shape()); i.valid(); i.next()) store(dst, i, at<S>(src, i));
+}
+
 void copy(const Tensor& src, const Tensor& dst) {
   // When the two share storage, a source element could be overwritten before it is read: read from a
   // copy of the source then (cloned under these kernels, into storage of its own).
-  Tensor from = src.impl().storage == dst.impl().storage ? src.detach().clone() : src;
-  dispatch(src.dtype(), [&](auto s) {
-    using S = decltype(s);
-    dispatch(dst.dtype(), [&](auto d) {
-      using D = decltype(d);
-      for_each_index(dst.shape(), [&](const Shape& i) {
-        const S x = at<S>(from, i);
-        if constexpr (std::is_same_v<D, bool>) at<D>(dst, i) = x != S(0);
-        else at<D>(dst, i) = D(x);
-      });
-    });
-  });
+  const Tensor from = src.impl().storage == dst.impl().storage ? src.detach().clone() : src;
+  any_dtype(src, copy<float>, copy<double>, copy<int64_t>, copy<bool>)(from, dst);
 }
 
 // dst[i] = value
-void fill(const Tensor& dst, double value) {
-  dispatch(dst.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    for_each_index(dst.shape(), [&](const Shape& i) { at<T>(dst, i) = T(value); });
-  });
+template <typename T> void fill(const Tensor& dst, double value) {
+  for (Index i(dst.shape()); i.valid(); i.next()) at<T>(dst, i) = T(value);
+}
+
+void fill(const Tensor& dst, double value) { any_dtype(dst, fill<float>, fill<double>, fill<int64_t>, fill<bool>)(dst, value); }
+
+// out[i] = f(in[i]), f one of the UnaryOps (unary_value), with the op's scalar s; a comparison writes a bool
+template <typename T> void unary(UnaryOp op, const Tensor& in, const Tensor& out, double scalar) {
+  const T s = T(scalar);
+  if (is_comparison(op)) {
+    for (Index i(out.shape()); i.valid(); i.next()) at<bool>(out, i) = compare(comparison_of(op), at<T>(in, i), s);
+    return;
+  }
+  if (out.numel() == 0) unary_value(op, T(0), s);  // an op the dtype lacks is refused even on no elements
+  for (Index i(out.shape()); i.valid(); i.next()) at<T>(out, i) = unary_value(op, at<T>(in, i), s);
 }
 
 void unary(UnaryOp op, const Tensor& in, const Tensor& out, double scalar) {
-  dispatch(in.dtype(), [&](auto tag) { unary_typed<decltype(tag)>(op, in, out, scalar); });
+  any_dtype(in, unary<float>, unary<double>, unary<int64_t>, unary<bool>)(op, in, out, scalar);
+}
+
+// out[i] = a[i] op b[i], op one of the BinaryOps (binary_value); a comparison writes a bool
+template <typename T> void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (is_comparison(op)) {
+    for (Index i(out.shape()); i.valid(); i.next()) at<bool>(out, i) = compare(op, at<T>(a, i), at<T>(b, i));
+    return;
+  }
+  if (out.numel() == 0) binary_value(op, T(0), T(1));
+  for (Index i(out.shape()); i.valid(); i.next()) at<T>(out, i) = binary_value(op, at<T>(a, i), at<T>(b, i));
 }
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  dispatch(a.dtype(), [&](auto tag) { binary_typed<decltype(tag)>(op, a, b, out); });
+  any_dtype(a, binary<float>, binary<double>, binary<int64_t>, binary<bool>)(op, a, b, out);
 }
 
 // out[i] = cond[i] ? a[i] : b[i]
+template <typename T> void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
+  for (Index i(out.shape()); i.valid(); i.next()) at<T>(out, i) = at<bool>(cond, i) ? at<T>(a, i) : at<T>(b, i);
+}
+
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  dispatch(a.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    for_each_index(out.shape(), [&](const Shape& i) { at<T>(out, i) = at<bool>(cond, i) ? at<T>(a, i) : at<T>(b, i); });
-  });
+  any_dtype(a, where<float>, where<double>, where<int64_t>, where<bool>)(cond, a, b, out);
 }
 
 // out[i] = mask[i] ? value : x[i]
+template <typename T> void masked_fill(const Tensor& x, const Tensor& mask, double value, const Tensor& out) {
+  for (Index i(out.shape()); i.valid(); i.next()) at<T>(out, i) = at<bool>(mask, i) ? T(value) : at<T>(x, i);
+}
+
 void masked_fill(const Tensor& x, const Tensor& mask, double value, const Tensor& out) {
-  dispatch(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    for_each_index(out.shape(), [&](const Shape& i) { at<T>(out, i) = at<bool>(mask, i) ? T(value) : at<T>(x, i); });
-  });
+  any_dtype(x, masked_fill<float>, masked_fill<double>, masked_fill<int64_t>, masked_fill<bool>)(x, mask, value, out);
 }
 
 }  // namespace autograd::reference

@@ -1,11 +1,9 @@
-// reference/matmul.cpp — the matrix product as the textbook triple loop, and the two elementwise halves
-// of causal attention.
+// reference/matmul.cpp — the matrix product as the textbook triple loop, causal attention's product (only
+// the entries on and below the diagonal), its scaling and its zero check.
 #include "autograd/reference/kernels.h"
 #include "autograd/reference/strided.h"
 
 namespace autograd::reference {
-
-namespace {
 
 // C(i, j) = start_j + Σ_p A(i, p) · B(p, j) for each matrix of the batch: the i-j-p loop, one sum per
 // entry of C, its products added in the order of p. start_j is bias[j], or 0 without a bias.
@@ -26,42 +24,69 @@ template <typename T> void product(const Tensor& a, const Tensor& b, const Tenso
   }
 }
 
-}  // namespace
+// Each entry picks its loop's instantiation for the dtype (strided.h: floating) and calls it.
 
 // out[..., i, j] = Σ_p a[..., i, p] · b[..., p, j]
 void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
   const Tensor no_bias;  // each sum starts at 0
-  dispatch_floating(a.dtype(), "matmul", [&](auto tag) { product<decltype(tag)>(a, b, no_bias, out); });
+  floating(a, "matmul", product<float>, product<double>)(a, b, no_bias, out);
 }
 
 // out[i, j] = bias[j] + Σ_p a[i, p] · b[p, j]
 void addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out) {
-  dispatch_floating(a.dtype(), "addmm", [&](auto tag) { product<decltype(tag)>(a, b, bias, out); });
+  floating(a, "addmm", product<float>, product<double>)(a, b, bias, out);
+}
+
+// out[..., i, j] = (Σ_p a[..., i, p] · b[..., p, j]) / divisor where j ≤ i, `above` where j > i: causal
+// attention's scores (q·kᵀ/√d, −∞ above), and tril(g·vᵀ) in its backward (divisor 1, 0 above)
+template <typename T>
+void causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double divisor, double above) {
+  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  const Shape batch = leading(out, 2);
+  for (int64_t n = 0; n < shape_numel(batch); ++n) {
+    const Matrix<const T> A = matrix<const T>(a, index_of(n, batch)), B = matrix<const T>(b, index_of(n, batch));
+    const Matrix<T> C = matrix<T>(out, index_of(n, batch));
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) {
+        if (j > i) {
+          C(i, j) = T(above);
+          continue;
+        }
+        T sum = T(0);
+        for (int64_t p = 0; p < K; ++p)
+          sum = sum + A(i, p) * B(p, j);
+        C(i, j) = sum / T(divisor);
+      }
+    }
+  }
+}
+
+void causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double divisor, double above) {
+  floating(a, "causal_scores", causal_product<float>, causal_product<double>)(a, b, out, divisor, above);
 }
 
 // dst[..., i, j] = src[..., i, j] / divisor where j ≤ i, `above` where j > i (causal scores: a key after the
 // query is masked out)
-void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above) {
+template <typename T> void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above) {
   const size_t row = dst.shape().size() - 2, col = row + 1;
-  dispatch_floating(dst.dtype(), "causal_scores", [&](auto tag) {
-    using T = decltype(tag);
-    for_each_index(dst.shape(), [&](const Shape& i) {
-      at<T>(dst, i) = i[col] <= i[row] ? at<T>(src, i) / T(divisor) : T(above);
-    });
-  });
+  for (Index i(dst.shape()); i.valid(); i.next())
+    at<T>(dst, i) = i[col] <= i[row] ? at<T>(src, i) / T(divisor) : T(above);
+}
+
+void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above) {
+  floating(dst, "causal_scores", causal_scale<float>, causal_scale<double>)(dst, src, divisor, above);
 }
 
 // whether p[..., i, j] == 0 wherever j > i
-bool zero_above_diagonal(const Tensor& p) {
+template <typename T> bool zero_above_diagonal(const Tensor& p) {
   const size_t row = p.shape().size() - 2, col = row + 1;
-  bool zeros = true;
-  dispatch_floating(p.dtype(), "tril_matmul", [&](auto tag) {
-    using T = decltype(tag);
-    for_each_index(p.shape(), [&](const Shape& i) {
-      if (i[col] > i[row] && at<T>(p, i) != T(0)) zeros = false;
-    });
-  });
-  return zeros;
+  for (Index i(p.shape()); i.valid(); i.next())
+    if (i[col] > i[row] && at<T>(p, i) != T(0)) return false;
+  return true;
+}
+
+bool zero_above_diagonal(const Tensor& p) {
+  return floating(p, "tril_matmul", zero_above_diagonal<float>, zero_above_diagonal<double>)(p);
 }
 
 }  // namespace autograd::reference

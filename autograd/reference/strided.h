@@ -1,12 +1,14 @@
 // reference/strided.h — the only machinery the reference kernels use: an element of a tensor found
-// through its strides, and a walk over every index of a shape.
+// through its strides, a walk over every index of a shape, and the choice of a kernel's instantiation for
+// a dtype. (tools/gdb/step-into.gdb skips this file: a `step` goes from a kernel's call into its loop.)
 //
 // A tensor is storage seen through a shape, strides and an offset (tensor.h): element [i₀, i₁, ...] lives
 // at raw_data() + Σ_d i_d·stride_d. Broadcast inputs arrive as expanded views (stride 0), transposes as
 // swapped strides, slices with an offset: this one formula reads them all, with no copy and no special case.
 #pragma once
 #include <cstdint>
-#include <functional>
+#include <stdexcept>
+#include <string>
 
 #include "autograd/tensor.h"
 
@@ -24,21 +26,51 @@ template <typename T> T& at(const Tensor& t, const Shape& index) {
   return static_cast<T*>(t.raw_data())[position(t, index)];
 }
 
-// Calls visit(index) for every index of `shape`, in row-major order (the last dim fastest). A shape with a
-// zero in it has no index; a 0-d shape has one, {}.
-inline void for_each_index(const Shape& shape, const std::function<void(const Shape&)>& visit) {
-  for (int64_t n : shape)
-    if (n == 0) return;
-  Shape index(shape.size(), 0);
-  while (true) {
-    visit(index);
-    int64_t d = int64_t(shape.size()) - 1;  // the odometer: bump the last dim, carry into the ones before
-    for (; d >= 0; --d) {
-      if (++index[size_t(d)] < shape[size_t(d)]) break;
-      index[size_t(d)] = 0;
-    }
-    if (d < 0) return;
+// Every index of a shape, one after the other in row-major order (the last dim fastest), as a loop:
+//     for (Index i(shape); i.valid(); i.next())  ... at<T>(t, i) ...
+// A shape with a zero in it has no index; a 0-d shape has one, {}.
+class Index {
+ public:
+  explicit Index(const Shape& shape) : shape_(shape), index_(shape.size(), 0) {
+    for (int64_t n : shape) valid_ = valid_ && n > 0;
   }
+  bool valid() const { return valid_; }
+  // The odometer: bump the last dim, carry into the ones before; past the last index, no longer valid.
+  void next() {
+    for (size_t d = index_.size(); d-- > 0;) {
+      if (++index_[d] < shape_[d]) return;
+      index_[d] = 0;
+    }
+    valid_ = false;
+  }
+  operator const Shape&() const { return index_; }
+  int64_t operator[](size_t d) const { return index_[d]; }
+
+ private:
+  Shape shape_, index_;
+  bool valid_ = true;
+};
+
+// The instantiation of a kernel template for t's dtype, for the kernels of floating point numbers only:
+//     floating(t, "softmax", softmax<float>, softmax<double>)(arguments...)
+// calls softmax<float> for a float32 t. Any other dtype is refused, naming the op.
+template <typename Kernel> Kernel* floating(const Tensor& t, const char* op, Kernel* for_float, Kernel* for_double) {
+  if (t.dtype() == DType::Float32) return for_float;
+  if (t.dtype() == DType::Float64) return for_double;
+  throw std::invalid_argument(std::string(op) + ": expected a floating point tensor, got " +
+                              std::string(dtype_name(t.dtype())));
+}
+
+// The same for the kernels of every dtype.
+template <typename Kernel>
+Kernel* any_dtype(const Tensor& t, Kernel* for_float, Kernel* for_double, Kernel* for_int64, Kernel* for_bool) {
+  switch (t.dtype()) {
+    case DType::Float32: return for_float;
+    case DType::Float64: return for_double;
+    case DType::Int64: return for_int64;
+    case DType::Bool: return for_bool;
+  }
+  return for_float;
 }
 
 // The index of `shape` that is the n-th in row-major order (the inverse of counting them).

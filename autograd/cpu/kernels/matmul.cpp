@@ -46,6 +46,13 @@
 #include "autograd/cpu/runtime/product_tally.h"
 #include "autograd/numerics.h"
 
+// The AVX2 and AVX-512 kernels pass vectors between inline functions compiled for their target; GCC notes
+// that such a function's ABI would differ from the baseline build's, which matters only to calls across
+// translation units: none here. (A GCC warning: clang, which the fuzz and WebAssembly builds use, has none.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 namespace autograd::cpu {
 
 namespace {
@@ -768,10 +775,23 @@ void product(const Tensor& a_in, const Tensor& b_in, const Tensor& out, MatmulSt
   });
 }
 
+// Whether out is laid out as the transpose of a row-major stack of matrices (a gradient kept in its input's
+// layout: ops/matmul.cpp), with more than one row and one column.
+bool column_major(const Tensor& out) {
+  return out.dim() >= 2 && out.size(-2) > 1 && out.size(-1) > 1 && !out.is_contiguous() &&
+         out.detach().mT().is_contiguous();
+}
+
 }  // namespace
 
 void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out, MatmulStructure structure, bool add_to_out,
                     const Tensor& start_row) {
+  // A column-major C is computed as Cᵀ = Bᵀ·Aᵀ into its row-major memory, as PyTorch's BLAS computes such a
+  // gradient: each entry is the same chain of products either way, the kernels write rows fastest, and the
+  // BLIS modes then take PyTorch's order. (Not a single row or column, where BLIS's dot-product order would
+  // differ between the two forms: column_major leaves those alone.)
+  if (column_major(out) && structure == MatmulStructure::dense && !add_to_out && !start_row.defined())
+    return product(b.detach().mT(), a.detach().mT(), out.detach().mT(), structure, false, start_row, nullptr);
   product(a, b, out, structure, add_to_out, start_row, nullptr);
 }
 
