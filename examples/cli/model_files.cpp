@@ -169,6 +169,8 @@ LoadedModel load_model(const std::string& path, const std::string& gpt2_tokenize
   return m;
 }
 
+namespace {
+
 // A LoRA fine-tune's checkpoint: the base file it names, loaded, with its adapters on; the run's tokenizer
 // and sample prompt as its metadata records them.
 LoadedModel load_lora_run(const std::string& path, nn::Checkpoint&& ck, const std::string& gpt2_tokenizer_file) {
@@ -195,5 +197,7 @@ LoadedModel load_lora_run(const std::string& path, nn::Checkpoint&& ck, const st
   m.checkpoint = std::move(ck);
   return m;
 }
+
+}  // namespace
 
 }  // namespace cli
