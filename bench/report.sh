@@ -28,6 +28,7 @@
 # LLMC_DIR, LLMC_SRC, LOGS (each piece's raw output, default /tmp/scratchgrad-report). Progress goes to
 # stderr, the tables to stdout (and to $LOGS/report.md).
 set -uo pipefail
+export LC_ALL=C  # decimal points, whatever the locale
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 quick=0 docs=0
@@ -62,7 +63,14 @@ commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if ! git -C "$root" diff --quiet HEAD -- autograd nn optim bench CMakeLists.txt 2>/dev/null; then
   commit="$commit with uncommitted changes"
 fi
-caption() { echo "*$1 From one run of \`bench/report.sh$( ((quick)) && echo " --quick")\` at \`$commit\` on $cpu_line.*"; }
+# The settings of the environment that change what runs, when set: they go into every caption too.
+settings=
+for v in OMP_WAIT_POLICY SCRATCHGRAD_MATMUL SCRATCHGRAD_KERNELS SCRATCHGRAD_NUMERICS SCRATCHGRAD_DENORMALS BLIS_ARCH_TYPE; do
+  [[ -n ${!v:-} ]] && settings+=" $v=${!v}"
+done
+caption() {
+  echo "*$1 From one run of \`${settings:+${settings# } }bench/report.sh$( ((quick)) && echo " --quick")\` at \`$commit\` on $cpu_line.*"
+}
 
 # ---- the tools beside ours ----
 have_torch=0 torch_version=
@@ -97,10 +105,21 @@ cmake --build "$build" --target "${targets[@]}" -j "$(nproc)" >"$logs/build.log"
 ops_absent="absent (bench_ops is built when Google Benchmark is installed; Debian: libbenchmark-dev)"
 
 # ---- helpers ----
+# (The tables are made of many small look-ups: these stay inside bash where they can.)
 # field NAME LINE: the value of NAME=value in LINE, or na
-field() { local v; v=$(tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p" | head -n 1); echo "${v:-na}"; }
-# num X [FORMAT]: X printed with FORMAT (default 4 significant digits), na as "—"
-num() { awk -v x="$1" -v f="${2:-%.4g}" 'BEGIN { if (x == "na" || x == "") print "—"; else printf f "\n", x }'; }
+field() {
+  local word
+  for word in $2; do [[ $word == "$1="* ]] && { echo "${word#*=}"; return; }; done
+  echo na
+}
+# num X [FORMAT]: X printed with FORMAT, na as "—"; without a FORMAT, as many decimals as a time of its size
+# needs (0.0394, 1.80, 49.2, 786)
+num() {
+  [[ -n $1 && $1 != na ]] || { echo "—"; return; }
+  # shellcheck disable=SC2059  # the format is the caller's
+  [[ -z ${2:-} ]] || { printf "$2\n" "$1"; return; }
+  awk -v x="$1" 'BEGIN { f = x >= 100 ? "%.0f" : x >= 10 ? "%.1f" : x >= 1 ? "%.2f" : "%.3g"; printf f "\n", x }'
+}
 # pct FRACTION: a fraction as a percentage with one decimal
 pct() { awk -v x="$1" 'BEGIN { if (x == "na" || x == "") print "—"; else printf "%.1f%%\n", 100 * x }'; }
 # ratio Y X: Y / X as "1.23×", or —
@@ -119,7 +138,7 @@ result() {
 
 # ---- 1. one core's peak, and the products alone (bench_ops) ----
 ops_csv=$logs/ops.csv
-min_time=$( ((quick)) && echo 0.01 || echo 0.2)
+min_time=$( ((quick)) && echo 0.01 || echo 0.1)
 if ((have_ops)); then
   say "bench_ops: one core's peak and the products alone (about 2 minutes)"
   SCRATCHGRAD_THREADS=1 BLIS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$bin/bench_ops" --benchmark_format=csv \
@@ -156,7 +175,7 @@ say "bench/compare.sh: the char model and the GPT beside PyTorch and libtorch"
 if ((quick)); then
   steps_env=(SEED_STEPS=20 SEED_WARMUP=2 D256_STEPS=1 D256_WARMUP=0 SMALL_STEPS=2 SMALL_WARMUP=0 GPT6_STEPS=1 GPT6_WARMUP=0)
 else
-  steps_env=(SEED_STEPS=1000 SEED_WARMUP=100 D256_STEPS=8 D256_WARMUP=2 SMALL_STEPS=10 SMALL_WARMUP=2 GPT6_STEPS=3 GPT6_WARMUP=1)
+  steps_env=(SEED_STEPS=500 SEED_WARMUP=50 D256_STEPS=5 D256_WARMUP=1 SMALL_STEPS=8 SMALL_WARMUP=1 GPT6_STEPS=2 GPT6_WARMUP=1)
 fi
 env "${steps_env[@]}" BUILD="$build" PYTHON="$python" INSTALL_LIBTORCH=0 "$root/bench/compare.sh" \
   >"$logs/compare.log" 2>&1 || say "compare.sh failed ($logs/compare.log)"
@@ -201,7 +220,7 @@ done
 
 # ---- 6. a GPT-2 training step ----
 say "GPT-2 124M training steps: ours, PyTorch's$( ((have_llmc)) && echo " and llm.c's")"
-train_steps=$( ((quick)) && echo 1 || echo 3)
+train_steps=$( ((quick)) && echo 1 || echo 2)
 train_warmup=$( ((quick)) && echo 0 || echo 1)
 (
   ((have_llmc)) && export LLMC_DIR || unset LLMC_DIR
@@ -225,7 +244,7 @@ end_block() {
   open_block=
 }
 report() {
-  local size n nm line check missed y u
+  local size n nm line check missed y u label
 
   begin peak "One core's peak"
   caption "\`bench_ops --benchmark_filter=core_peak\`: independent multiply-add chains in assembly (autograd/cpu/runtime/core_peak.h), one thread, GFLOP per second of its CPU time."
@@ -234,7 +253,8 @@ report() {
   echo "|---|---|---|"
   if ((have_ops)); then
     for isa in avx512 avx2; do
-      echo "| ${isa^^} | $(num "$(gflops ${isa}_fma)" %.1f) | $(num "$(gflops ${isa}_mul_add)" %.1f) |"
+      label=AVX2; [[ $isa = avx512 ]] && label=AVX-512
+      echo "| $label | $(num "$(gflops ${isa}_fma)" %.1f) | $(num "$(gflops ${isa}_mul_add)" %.1f) |"
     done | sed 's/| — | — |$/| absent: no such unit on this CPU | |/'
   else
     echo "| $ops_absent | | |"
