@@ -3,7 +3,7 @@
 # 2 threads: ours (bench_gpt2_train, fast numerics) and PyTorch 1.13's (bench/torch/gpt2_train.py), one after
 # the other in the same run, each printing its RESULT line. PyTorch's MFU divides by the peak ours measured.
 #   bench/gpt2_train.sh [build/bin] [steps]
-# WARMUP (2) untimed steps come first in ours and PyTorch's runs. PyTorch's lines need /usr/bin/python3 with
+# THREADS ("1 2") lists the thread counts. WARMUP (2) untimed steps come first in ours and PyTorch's runs. PyTorch's lines need /usr/bin/python3 with
 # Debian's python3-torch (PYTHON names another); without it they say it is absent. Besides its RESULT line,
 # ours prints its step by phase and its matrix products' share ("ours phases:", "ours products:").
 # With LLMC_DIR set to a folder holding a built llm.c train_gpt2 and its inputs (bench/llmc_build.sh makes one
@@ -63,7 +63,7 @@ llmc() {
 }
 
 grep -m1 "model name" /proc/cpuinfo
-for threads in 1 2; do
+for threads in ${THREADS:-1 2}; do
   for mode in full lora; do
     log=$("$bin/bench_gpt2_train" --mode "$mode" --threads "$threads" --steps "$steps" --warmup "$warmup")
     ours=$(echo "$log" | tail -1)

@@ -24,7 +24,8 @@
 # bench/llmc_build.sh built, or LLMC_SRC is a checkout of llm.c (built into /tmp/llmc-bench). The script
 # installs nothing: a comparison whose tool is absent says so in its table.
 #
-# Knobs: BUILD (build; configured Release with the benchmarks when it is not), PYTHON (/usr/bin/python3),
+# Knobs: THREADS ("1 2": the thread counts of every piece that runs on several; the one-thread pieces stay),
+# BUILD (build; configured Release with the benchmarks when it is not), PYTHON (/usr/bin/python3),
 # LLMC_DIR, LLMC_SRC, LOGS (each piece's raw output, default /tmp/scratchgrad-report). Progress goes to
 # stderr, the tables to stdout (and to $LOGS/report.md).
 set -uo pipefail
@@ -44,6 +45,10 @@ build=${BUILD:-$root/build}
 [[ $build = /* ]] || build=$root/$build
 bin=$build/bin
 python=${PYTHON:-/usr/bin/python3}
+threads_list=${THREADS:-1 2}
+for n in $threads_list; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "report.sh: THREADS takes thread counts (\"1 2\"), got '$n'" >&2; exit 2; }
+done
 logs=${LOGS:-/tmp/scratchgrad-report}
 mkdir -p "$logs"
 start=$SECONDS
@@ -65,7 +70,7 @@ if ! git -C "$root" diff --quiet HEAD -- autograd nn optim bench CMakeLists.txt 
 fi
 # The settings of the environment that change what runs, when set: they go into every caption too.
 settings=
-for v in OMP_WAIT_POLICY SCRATCHGRAD_MATMUL SCRATCHGRAD_KERNELS SCRATCHGRAD_NUMERICS SCRATCHGRAD_DENORMALS BLIS_ARCH_TYPE; do
+for v in THREADS OMP_WAIT_POLICY SCRATCHGRAD_MATMUL SCRATCHGRAD_KERNELS SCRATCHGRAD_NUMERICS SCRATCHGRAD_DENORMALS BLIS_ARCH_TYPE; do
   [[ -n ${!v:-} ]] && settings+=" $v=${!v}"
 done
 caption() {
@@ -177,7 +182,7 @@ if ((quick)); then
 else
   steps_env=(SEED_STEPS=500 SEED_WARMUP=50 D256_STEPS=5 D256_WARMUP=1 SMALL_STEPS=8 SMALL_WARMUP=1 GPT6_STEPS=2 GPT6_WARMUP=1)
 fi
-env "${steps_env[@]}" BUILD="$build" PYTHON="$python" INSTALL_LIBTORCH=0 "$root/bench/compare.sh" \
+env "${steps_env[@]}" THREADS="$threads_list" BUILD="$build" PYTHON="$python" INSTALL_LIBTORCH=0 "$root/bench/compare.sh" \
   >"$logs/compare.log" 2>&1 || say "compare.sh failed ($logs/compare.log)"
 have_libtorch=0
 grep -q '^libtorch: ' "$logs/compare.log" && have_libtorch=1
@@ -205,10 +210,10 @@ for shape in "64 1" "256 4"; do
 done
 
 # ---- 5. GPT-2 cached generation ----
-say "GPT-2 124M cached generation, ours and PyTorch's, 1 and 2 threads"
+say "GPT-2 124M cached generation, ours and PyTorch's, threads: $threads_list"
 gen_flags=$( ((quick)) && echo "--tokens 4 --loads 1" || echo "--tokens 64 --loads 3")
 torch_gen_flags=$( ((quick)) && echo "--tokens 4" || echo "--tokens 64")
-for n in 1 2; do
+for n in $threads_list; do
   # shellcheck disable=SC2086
   "$bin/bench_gpt2_generate" $gen_flags --threads "$n" >"$logs/generate_ours_$n.log" 2>&1 || say "bench_gpt2_generate failed"
   if ((have_torch)); then
@@ -224,7 +229,7 @@ train_steps=$( ((quick)) && echo 1 || echo 2)
 train_warmup=$( ((quick)) && echo 0 || echo 1)
 (
   ((have_llmc)) && export LLMC_DIR || unset LLMC_DIR
-  WARMUP=$train_warmup PYTHON="$python" "$root/bench/gpt2_train.sh" "$bin" "$train_steps"
+  THREADS=$threads_list WARMUP=$train_warmup PYTHON="$python" "$root/bench/gpt2_train.sh" "$bin" "$train_steps"
 ) >"$logs/train.log" 2>&1 || say "gpt2_train.sh failed ($logs/train.log)"
 say "measured; writing the tables"
 
@@ -269,7 +274,7 @@ report() {
   echo "| size | threads | numerics | ours ms | PyTorch ms | libtorch ms | × PyTorch | × libtorch | ours MB | PyTorch MB | targets missed |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
   for size in seed d256h1 d256h4 small gpt6; do
-    for n in 1 2; do
+    for n in $threads_list; do
       for nm in exact fast; do
         line=$(result "$logs/compare.log" "size=$size" "threads=$n" "numerics=$nm")
         [[ -n $line ]] || { echo "| $size | $n | $nm | failed | | | | | | | |"; continue; }
@@ -295,7 +300,7 @@ report() {
     echo "| size | threads | PyTorch as installed | PyTorch tuned | libtorch as installed | libtorch tuned |"
     echo "|---|---|---|---|---|---|"
     for size in seed d256h1 d256h4 small gpt6; do
-      for n in 1 2; do
+      for n in $threads_list; do
         line=$(result "$logs/compare.log" "size=$size" "threads=$n" "numerics=exact")
         echo "| $size | $n | $(num "$(field torch_ms "$line")") | $(num "$(field torch_tuned_ms "$line")") | $(num "$(field libtorch_ms "$line")") | $(num "$(field libtorch_tuned_ms "$line")") |"
       done
@@ -383,23 +388,56 @@ report() {
   begin gpt2-generate "GPT-2 124M: cached generation"
   caption "\`bench_gpt2_generate $gen_flags --threads N\` and \`bench/torch/gpt2_generate.py $torch_gen_flags --threads N\`: greedy from a prompt of 16 ids, fast numerics; the bound is the weights' bytes over the read bandwidth the bench measures on its threads."
   echo
-  local o1 o2 t1 t2
-  o1=$(tail -n 1 "$logs/generate_ours_1.log") o2=$(tail -n 1 "$logs/generate_ours_2.log")
-  t1=$(tail -n 1 "$logs/generate_torch_1.log" 2>/dev/null) t2=$(tail -n 1 "$logs/generate_torch_2.log" 2>/dev/null)
-  local tp="PyTorch $torch_version"
-  ((have_torch)) || tp="PyTorch: $torch_absent"
-  echo "| | ours, 1 thread | ours, 2 threads | $tp, 1 thread | PyTorch, 2 threads |"
-  echo "|---|---|---|---|---|"
-  echo "| tokens/s | $(num "$(field tokens_per_s "$o1")" %.1f) | $(num "$(field tokens_per_s "$o2")" %.1f) | $(num "$(field tokens_per_s "$t1")" %.1f) | $(num "$(field tokens_per_s "$t2")" %.1f) |"
-  echo "| cached step, median ms | $(num "$(field ms_per_token "$o1")" %.1f) | $(num "$(field ms_per_token "$o2")" %.1f) | $(num "$(field ms_per_token "$t1")" %.1f) | $(num "$(field ms_per_token "$t2")" %.1f) |"
-  echo "| CPU time a step (all threads), ms | $(num "$(field cpu_ms_per_token "$o1")" %.1f) | $(num "$(field cpu_ms_per_token "$o2")" %.1f) | $(num "$(field cpu_ms_per_token "$t1")" %.1f) | $(num "$(field cpu_ms_per_token "$t2")" %.1f) |"
-  echo "| ours ÷ PyTorch, tokens/s | $(ratio "$(field ms_per_token "$t1")" "$(field ms_per_token "$o1")") | $(ratio "$(field ms_per_token "$t2")" "$(field ms_per_token "$o2")") | | |"
-  echo "| read bandwidth, GB/s | $(num "$(field read_gb_s "$o1")" %.1f) | $(num "$(field read_gb_s "$o2")" %.1f) | | |"
-  echo "| bound a token, ms / of it reached | $(num "$(field bound_ms_per_token "$o1")" %.1f) / $(pct "$(field of_bound "$o1")") | $(num "$(field bound_ms_per_token "$o2")" %.1f) / $(pct "$(field of_bound "$o2")") | | |"
-  echo "| peak RSS, MB (weights $(num "$(field weights_mb "$o1")" %.0f)) | $(num "$(field rss_mb "$o1")" %.0f) | $(num "$(field rss_mb "$o2")" %.0f) | $(num "$(field rss_mb "$t1")" %.0f) | $(num "$(field rss_mb "$t2")" %.0f) |"
-  echo "| load, median ms (file in the page cache) | $(num "$(field load_ms "$o1")" %.0f) | $(num "$(field load_ms "$o2")" %.0f) | | |"
+  # one column per program and thread count: ours on each, then PyTorch on each
+  local -a ours_lines torch_lines
+  local header="| |" rule="|---" cells
+  for n in $threads_list; do
+    ours_lines+=("$(tail -n 1 "$logs/generate_ours_$n.log" 2>/dev/null)")
+    torch_lines+=("$(tail -n 1 "$logs/generate_torch_$n.log" 2>/dev/null)")
+    header+=" ours, $n thread$( ((n > 1)) && echo s) |"
+    rule+="|---"
+  done
+  for n in $threads_list; do
+    if ((have_torch)); then header+=" PyTorch $torch_version, $n thread$( ((n > 1)) && echo s) |"
+    else header+=" PyTorch, $n thread$( ((n > 1)) && echo s): $torch_absent |"; fi
+    rule+="|---"
+  done
+  echo "$header"
+  echo "$rule|"
+  # gen_row LABEL FIELD FORMAT [ours]: a row of FIELD from every column (or from ours alone)
+  gen_row() {
+    local l cells="| $1 |"
+    for l in "${ours_lines[@]}"; do cells+=" $(num "$(field "$2" "$l")" "$3") |"; done
+    for l in "${torch_lines[@]}"; do
+      if [[ ${4:-} = ours ]]; then cells+=" |"; else cells+=" $(num "$(field "$2" "$l")" "$3") |"; fi
+    done
+    echo "$cells"
+  }
+  gen_row "tokens/s" tokens_per_s %.1f
+  gen_row "cached step, median ms" ms_per_token %.1f
+  gen_row "CPU time a step (all threads), ms" cpu_ms_per_token %.1f
+  local i targets_bound="" targets_torch=""
+  cells="| ours ÷ PyTorch, tokens/s |"
+  for i in "${!ours_lines[@]}"; do
+    cells+=" $(ratio "$(field ms_per_token "${torch_lines[$i]}")" "$(field ms_per_token "${ours_lines[$i]}")") |"
+  done
+  echo "$cells$(printf ' |%.0s' "${torch_lines[@]}")"
+  gen_row "read bandwidth, GB/s" read_gb_s %.1f ours
+  gen_row "bound a token, ms" bound_ms_per_token %.1f ours
+  cells="| of the bound reached |"
+  for i in "${!ours_lines[@]}"; do cells+=" $(pct "$(field of_bound "${ours_lines[$i]}")") |"; done
+  echo "$cells$(printf ' |%.0s' "${torch_lines[@]}")"
+  gen_row "peak RSS, MB (weights $(num "$(field weights_mb "${ours_lines[0]}")" %.0f))" rss_mb %.0f
+  gen_row "load, median ms (file in the page cache)" load_ms %.0f ours
   echo
-  echo "Targets: a cached step at 70% of the bound or nearer: $(verdict "$(field of_bound "$o1")" 0.7) on 1 thread, $(verdict "$(field of_bound "$o2")" 0.7) on 2; 1.5× PyTorch's tokens/s: $(verdict "$(over "$(field ms_per_token "$t1")" "$(field ms_per_token "$o1")")" 1.5) on 1 thread, $(verdict "$(over "$(field ms_per_token "$t2")" "$(field ms_per_token "$o2")")" 1.5) on 2."
+  local -a counts
+  read -ra counts <<<"$threads_list"
+  for i in "${!ours_lines[@]}"; do
+    n=${counts[$i]}
+    targets_bound+="${targets_bound:+, }$(verdict "$(field of_bound "${ours_lines[$i]}")" 0.7) on $n"
+    targets_torch+="${targets_torch:+, }$(verdict "$(over "$(field ms_per_token "${torch_lines[$i]}")" "$(field ms_per_token "${ours_lines[$i]}")")" 1.5) on $n"
+  done
+  echo "Targets (by threads): a cached step at 70% of the bound or nearer: $targets_bound; 1.5× PyTorch's tokens/s: $targets_torch."
   echo
 
   begin gpt2-train "GPT-2 124M: a training step"
@@ -408,7 +446,7 @@ report() {
   echo "| | threads | step, ms | CPU time, ms | MFU | × | peak RSS, MB | first loss |"
   echo "|---|---|---|---|---|---|---|---|"
   local mode who ours theirs label
-  for n in 1 2; do
+  for n in $threads_list; do
     for mode in full lora; do
       ours=$(grep "^ours: *RESULT mode=$mode threads=$n " "$logs/train.log" | tail -n 1)
       echo "| ours, $mode | $n | $(num "$(field ms_per_step "$ours")" %.0f) | $(num "$(field cpu_ms_per_step "$ours")" %.0f) | $(pct "$(field mfu "$ours")") | | $(num "$(field rss_mb "$ours")" %.0f) | $(num "$(field loss "$ours")" %.3f) |"
@@ -428,10 +466,17 @@ report() {
     done
   done
   echo
-  local f1 f2
-  f1=$(grep "^ours: *RESULT mode=full threads=1 " "$logs/train.log" | tail -n 1) f2=$(grep "^ours: *RESULT mode=full threads=2 " "$logs/train.log" | tail -n 1)
+  local full targets_mfu="" targets_torch="" targets_llmc=""
   theirs_ms() { field ms_per_step "$(grep "^$1: *RESULT mode=full threads=$2 " "$logs/train.log" | tail -n 1)"; }
-  echo "Targets, full fine-tune: MFU 75% on 1 thread: $(verdict "$(field mfu "$f1")" 0.75); 65% on 2 threads: $(verdict "$(field mfu "$f2")" 0.65); 1.3× PyTorch's step: $(verdict "$(over "$(theirs_ms pytorch 1)" "$(field ms_per_step "$f1")")" 1.3) on 1 thread, $(verdict "$(over "$(theirs_ms pytorch 2)" "$(field ms_per_step "$f2")")" 1.3) on 2; 3× llm.c's: $(verdict "$(over "$(theirs_ms llm.c 1)" "$(field ms_per_step "$f1")")" 3) on 1 thread, $(verdict "$(over "$(theirs_ms llm.c 2)" "$(field ms_per_step "$f2")")" 3) on 2."
+  for n in $threads_list; do
+    full=$(grep "^ours: *RESULT mode=full threads=$n " "$logs/train.log" | tail -n 1)
+    local mfu_target=0.65
+    ((n == 1)) && mfu_target=0.75
+    targets_mfu+="${targets_mfu:+, }$(awk -v t="$mfu_target" 'BEGIN { printf "%.0f%%", 100 * t }') on $n: $(verdict "$(field mfu "$full")" "$mfu_target")"
+    targets_torch+="${targets_torch:+, }$(verdict "$(over "$(theirs_ms pytorch "$n")" "$(field ms_per_step "$full")")" 1.3) on $n"
+    targets_llmc+="${targets_llmc:+, }$(verdict "$(over "$(theirs_ms llm.c "$n")" "$(field ms_per_step "$full")")" 3) on $n"
+  done
+  echo "Targets, full fine-tune (by threads): MFU $targets_mfu; 1.3× PyTorch's step: $targets_torch; 3× llm.c's: $targets_llmc."
   echo
   local peaks
   peaks=$(grep '^ours: *RESULT' "$logs/train.log" | sed -n 's/.*peak_gflops=\([0-9.]*\).*/\1/p' | sort -n | sed -n '1p;$p' | tr '\n' ' ')
@@ -444,7 +489,7 @@ report() {
   echo "| | threads | step, ms | products, ms | products ÷ peak | the rest, ms | forward and loss | backward | clip's norms | AdamW |"
   echo "|---|---|---|---|---|---|---|---|---|---|"
   local phases step pms
-  for n in 1 2; do
+  for n in $threads_list; do
     for mode in full lora; do
       ours=$(grep "^ours: *RESULT mode=$mode threads=$n " "$logs/train.log" | tail -n 1)
       phases=$(grep -A1 "^ours: *RESULT mode=$mode threads=$n " "$logs/train.log" | sed -n 's/^ours phases: *//p' | tail -n 1)
