@@ -38,6 +38,8 @@
 #   median of 300 of them, 14 ms of timing, moved by 1-2% between two runs of the same code, which was
 #   enough to decide threads2<=threads1 at a size that never uses the second thread.)
 #   REPEAT       rounds per configuration (1)
+#   INSTALL_LIBTORCH  1 (default): as root, install Debian's libtorch-dev when it is missing; 0: never
+#                install (bench/report.sh sets it: a report measures what the machine has)
 #
 # Each measurement is the median step time of one process; with REPEAT=k every configuration runs k
 # interleaved rounds (scratchgrad in each numerics, PyTorch, PyTorch tuned, libtorch, libtorch tuned, again)
@@ -88,7 +90,7 @@ done
 
 # ---- libtorch: Debian's libtorch-dev, installed when missing (as root; otherwise say how) ----
 if command -v dpkg >/dev/null && ! dpkg -s libtorch-dev >/dev/null 2>&1; then
-  if [[ $(id -u) = 0 ]]; then
+  if [[ $(id -u) = 0 && ${INSTALL_LIBTORCH:-1} = 1 ]]; then
     echo "installing libtorch-dev (PyTorch's C++ API, for the libtorch twins)"
     apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libtorch-dev ||
       echo "compare.sh: libtorch-dev could not be installed: the libtorch columns are na" >&2

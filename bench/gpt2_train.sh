@@ -3,6 +3,9 @@
 # 2 threads: ours (bench_gpt2_train, fast numerics) and PyTorch 1.13's (bench/torch/gpt2_train.py), one after
 # the other in the same run, each printing its RESULT line. PyTorch's MFU divides by the peak ours measured.
 #   bench/gpt2_train.sh [build/bin] [steps]
+# THREADS ("1 2") lists the thread counts. WARMUP (2) untimed steps come first in ours and PyTorch's runs. PyTorch's lines need /usr/bin/python3 with
+# Debian's python3-torch (PYTHON names another); without it they say it is absent. Besides its RESULT line,
+# ours prints its step by phase and its matrix products' share ("ours phases:", "ours products:").
 # With LLMC_DIR set to a folder holding a built llm.c train_gpt2 and its inputs (bench/llmc_build.sh makes one
 # from a checkout of llm.c; llm.c's source is not in this repository), each thread count also runs llm.c's CPU
 # trainer, full fine-tune only (it has no LoRA), under OMP_NUM_THREADS. Its B 4, T 64 are train_gpt2.c's own.
@@ -14,7 +17,11 @@
 set -eu
 bin=${1:-build/bin}
 steps=${2:-5}
+warmup=${WARMUP:-2}
+python=${PYTHON:-/usr/bin/python3}
 here=$(dirname "$0")
+have_torch=1
+"$python" -c 'import torch' 2>/dev/null || have_torch=0
 if [ -n "${LLMC_DIR:-}" ] && [ ! -x "$LLMC_DIR/train_gpt2" ]; then
   echo "gpt2_train.sh: LLMC_DIR=$LLMC_DIR holds no built train_gpt2 (bench/llmc_build.sh builds one)" >&2
   exit 2
@@ -56,14 +63,21 @@ llmc() {
 }
 
 grep -m1 "model name" /proc/cpuinfo
-for threads in 1 2; do
+for threads in ${THREADS:-1 2}; do
   for mode in full lora; do
-    ours=$("$bin/bench_gpt2_train" --mode "$mode" --threads "$threads" --steps "$steps" | tail -1)
+    log=$("$bin/bench_gpt2_train" --mode "$mode" --threads "$threads" --steps "$steps" --warmup "$warmup")
+    ours=$(echo "$log" | tail -1)
     echo "ours:    $ours"
+    echo "ours phases: $(echo "$log" | sed -n 's/^median ms by phase: *//p')"
+    echo "ours products: $(echo "$log" | sed -n 's/^matrix products: *//p')"
     if [ "$mode" = full ]; then ours_full=$ours; fi
     peak=$(echo "$ours" | sed -n 's/.*peak_gflops=\([0-9.]*\).*/\1/p')
-    echo "pytorch: $(/usr/bin/python3 "$here/torch/gpt2_train.py" --mode "$mode" --threads "$threads" --steps "$steps" \
-      --peak-gflops "$peak" | tail -1)"
+    if [ "$have_torch" = 1 ]; then
+      echo "pytorch: $("$python" "$here/torch/gpt2_train.py" --mode "$mode" --threads "$threads" --steps "$steps" \
+        --warmup "$warmup" --peak-gflops "$peak" | tail -1)"
+    else
+      echo "pytorch: absent ($python cannot import torch: apt-get install python3-torch)"
+    fi
   done
   if [ -n "${LLMC_DIR:-}" ]; then
     echo "llm.c:   $(llmc "$threads" "$ours_full")"
