@@ -387,11 +387,7 @@ struct CatBackward0 final : BackwardFunction {
   CatBackward0(int64_t dim, std::vector<int64_t> sizes) : dim(dim), sizes(std::move(sizes)) {}
   Grads apply(const Tensor& g) override {
     Grads grads;
-    int64_t start = 0;
-    for (int64_t n : sizes) {
-      grads.push_back(g.narrow(dim, start, n));
-      start += n;
-    }
+    for (Tensor& part : split(g, sizes, dim)) grads.push_back(std::move(part));
     return grads;
   }
 };
