@@ -49,12 +49,7 @@ const tokenizer::Tokenizer& gpt2_tokenizer() {
   return tok;
 }
 
-std::vector<int64_t> ids_in(const std::string& text) {
-  std::istringstream words(text);
-  std::vector<int64_t> ids;
-  for (int64_t id; words >> id;) ids.push_back(id);
-  return ids;
-}
+using testing_process::ids_in;
 
 std::string decoded(const std::vector<int64_t>& ids) {
   return gpt2_tokenizer().decode(std::vector<int32_t>(ids.begin(), ids.end()));

@@ -91,12 +91,7 @@ const std::string& bpe_gpt() {
   return trained("gen_bpe", "--model gpt --preset tiny --warmup 1 --batch 2 --sample 0 --tokenizer bpe --vocab-size 280");
 }
 
-std::vector<int64_t> ids_in(const std::string& text) {
-  std::istringstream words(text);
-  std::vector<int64_t> ids;
-  for (int64_t id; words >> id;) ids.push_back(id);
-  return ids;
-}
+using testing_process::ids_in;
 
 std::string joined(const std::vector<int64_t>& ids) {
   std::string out;

@@ -4,11 +4,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
+#include <vector>
 
 // The build passes the folder of the built programs; this default fits a run from the repository root.
 #ifndef SCRATCHGRAD_BIN_DIR
@@ -51,6 +54,14 @@ inline int count(const std::string& text, const std::string& part) {
   int n = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
   return n;
+}
+
+// The whole numbers a command printed, in order ("464 3290 318" from generate --ids or tokenize --ids).
+inline std::vector<int64_t> ids_in(const std::string& text) {
+  std::istringstream words(text);
+  std::vector<int64_t> ids;
+  for (int64_t id; words >> id;) ids.push_back(id);
+  return ids;
 }
 
 }  // namespace testing_process
