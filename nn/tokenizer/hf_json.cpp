@@ -218,16 +218,14 @@ Tokenizer read_tokenizer_json(const std::string& path) {
     return it == vocab.end() ? -1 : it->second;
   };
   std::vector<int32_t> byte_ids(256);
-  int32_t largest_id = 0;
-  for (const auto& [written, id] : vocab) largest_id = std::max(largest_id, id);
-  std::vector<char> made(size_t(largest_id) + 1, 0);  // the ids that a byte or a merge makes
-  const auto mark = [&](int32_t id) { made[size_t(id)] = 1; };
+  std::string bytes;
+  for (const auto& [written, id] : vocab)  // a token's bytes are its spelling read back, as the decoder reads it
+    rules.vocabulary.emplace(id, byte_level_bytes(written, bytes) ? bytes : written);
   for (int b = 0; b < 256; ++b) {
     byte_ids[b] = id_of(gpt2_byte_to_unicode()[b]);
     if (byte_ids[b] < 0)
       model["vocab"].fail("has no token for byte " + std::to_string(b) + " (" + gpt2_byte_to_unicode()[b] +
                           "): not a byte-level BPE vocabulary");
-    mark(byte_ids[b]);
   }
   std::vector<Merge> merges;
   model["merges"].each_element([&](const JsonField& m) {
@@ -236,14 +234,7 @@ Tokenizer read_tokenizer_json(const std::string& path) {
     if (l < 0 || r < 0) m.fail("joins " + quoted_for_message(l < 0 ? left : right) + ", which model.vocab does not have");
     if (n < 0) m.fail("makes " + quoted_for_message(left + right) + ", which model.vocab does not have");
     merges.push_back({l, r, n});
-    mark(n);
   });
-  std::string bytes;
-  for (const auto& [written, id] : vocab) {
-    if (made[size_t(id)]) continue;
-    // A token no merge makes (SmolLM2's <|im_start|>): its bytes are its spelling read back, as the decoder does.
-    rules.vocabulary_only.emplace(id, byte_level_bytes(written, bytes) ? bytes : written);
-  }
   if (const std::optional<JsonField> added = root.find("added_tokens"); added && !added->is_null())
     added->each_element([&](const JsonField& t) { rules.added.push_back(read_added_token(t)); });
   try {

@@ -68,7 +68,7 @@ Tokenizer::Tokenizer(std::vector<int32_t> byte_ids, std::vector<Merge> merges,
     extra.emplace_back(id, text);
     names.push_back("special token " + quoted(text));
   }
-  define_tokens(extra, names);
+  define_tokens(extra, names, false);
 }
 
 Tokenizer::Tokenizer(HuggingFaceRules rules, std::vector<int32_t> byte_ids, std::vector<Merge> merges,
@@ -77,7 +77,7 @@ Tokenizer::Tokenizer(HuggingFaceRules rules, std::vector<int32_t> byte_ids, std:
       cache_(std::make_shared<ChunkCache>()) {
   std::vector<std::pair<int32_t, std::string>> extra;
   std::vector<std::string> names;
-  for (const auto& [id, bytes] : rules.vocabulary_only) {
+  for (const auto& [id, bytes] : rules.vocabulary) {
     extra.emplace_back(id, bytes);
     names.push_back("vocabulary token " + quoted(bytes));
   }
@@ -87,23 +87,18 @@ Tokenizer::Tokenizer(HuggingFaceRules rules, std::vector<int32_t> byte_ids, std:
     names.push_back("added token " + quoted(t.content));
     specials_.emplace(t.content, t.id);
   }
-  define_tokens(extra, names);
-  if (rules.ignore_merges) {
-    // model.vocab is every token but the added ones (which may share its ids: GPT-2's <|endoftext|>).
-    std::vector<char> added_only(token_bytes_.size(), 1);
-    for (int b = 0; b < 256; ++b) added_only[size_t(byte_ids_[b])] = 0;
-    for (const Merge& m : merges_) added_only[size_t(m.result)] = 0;
-    for (const auto& [id, bytes] : rules.vocabulary_only) added_only[size_t(id)] = 0;
-    for (size_t id = 0; id < token_bytes_.size(); ++id)
-      if (!added_only[id]) whole_tokens_.emplace(token_bytes_[id], int32_t(id));
-  }
+  // The vocabulary first: Hugging Face's files may list a merge before the merges that make its parts.
+  define_tokens(extra, names, true);
+  if (rules.ignore_merges)
+    for (const auto& [id, bytes] : rules.vocabulary) whole_tokens_.emplace(bytes, id);
   hugging_face_ = std::make_shared<const HuggingFaceRules>(std::move(rules));
 }
 
 // Every id from 0 up is defined once: by a byte, a merge (repeats allowed when they spell the same bytes,
-// as in some Hugging Face files) or one of `extra` (a special token; a Hugging Face file's added tokens).
+// as in some Hugging Face files) or one of `extra` (a special token; a Hugging Face file's vocabulary and
+// added tokens, defined before the merges when `extra_first`, so that a merge may use any of them).
 void Tokenizer::define_tokens(const std::vector<std::pair<int32_t, std::string>>& extra,
-                              const std::vector<std::string>& extra_names) {
+                              const std::vector<std::string>& extra_names, bool extra_first) {
   if (byte_ids_.size() != 256) throw TokenizerError("a tokenizer needs an id for each of the 256 bytes");
   std::vector<char> defined;
   const auto define = [&](int32_t id, std::string bytes, const std::string& what) {
@@ -115,16 +110,21 @@ void Tokenizer::define_tokens(const std::vector<std::pair<int32_t, std::string>>
     token_bytes_[id] = std::move(bytes);
   };
   for (int b = 0; b < 256; ++b) define(byte_ids_[b], std::string(1, char(b)), "byte " + std::to_string(b));
+  const auto define_extra = [&] {
+    for (size_t k = 0; k < extra.size(); ++k) define(extra[k].first, extra[k].second, extra_names[k]);
+  };
+  if (extra_first) define_extra();
   for (size_t rank = 0; rank < merges_.size(); ++rank) {
     const Merge& m = merges_[rank];
     const std::string what = "merge " + std::to_string(rank + 1);
     for (int32_t part : {m.left, m.right})
       if (part < 0 || size_t(part) >= defined.size() || !defined[part])
         throw TokenizerError(what + " uses token " + std::to_string(part) + ", which no byte or earlier merge makes");
+    // (a Hugging Face vocabulary's token gets its bytes from its spelling: its merges must spell them too)
     define(m.result, token_bytes_[m.left] + token_bytes_[m.right], what);
     rank_of_pair_.emplace(pair_key(m.left, m.right), int32_t(rank));  // a repeated pair keeps its first rank
   }
-  for (size_t k = 0; k < extra.size(); ++k) define(extra[k].first, extra[k].second, extra_names[k]);
+  if (!extra_first) define_extra();
   for (size_t id = 0; id < defined.size(); ++id)
     if (!defined[id]) throw TokenizerError("token id " + std::to_string(id) + " is neither a byte, a merge nor a special token");
 }
@@ -446,7 +446,7 @@ std::string Tokenizer::fingerprint() const {
     for (const AddedToken& t : hf->added)
       add_number(t.id), add_number(t.special), add_number(t.lstrip), add_number(t.rstrip), add_number(t.single_word),
           add_number(t.normalized);
-    for (const auto& [id, bytes] : hf->vocabulary_only) add_number(id), add_number(int64_t(bytes.size())), add(bytes);
+    for (const auto& [id, bytes] : hf->vocabulary) add_number(id), add_number(int64_t(bytes.size())), add(bytes);
     add_number(hf->ignore_merges), add_number(hf->nfc);
     for (int32_t id : hf->post_prefix) add_number(id);
     add("|");

@@ -63,7 +63,7 @@ struct AddedToken {
 // What a Hugging Face tokenizer.json adds to a byte-level BPE (hf_json.h reads it; hf_tokenizer.cpp encodes).
 struct HuggingFaceRules {
   std::vector<AddedToken> added;
-  std::map<int32_t, std::string> vocabulary_only;  // model.vocab's tokens that no merge makes: id -> bytes
+  std::map<int32_t, std::string> vocabulary;  // model.vocab (bytes and merge results too): id -> bytes
   bool ignore_merges = false;  // a chunk that is itself a token of model.vocab is that token (Llama 3)
   bool nfc = false;            // the normalizer is NFC (Qwen): text is normalized before it is split
   // The ids the post-processor puts before and after a text (Llama 3's <|begin_of_text|>). encode() never
@@ -122,7 +122,8 @@ class Tokenizer {
 
  private:
   Tokenizer(HuggingFaceRules rules, std::vector<int32_t> byte_ids, std::vector<Merge> merges, SplitPattern pattern);
-  void define_tokens(const std::vector<std::pair<int32_t, std::string>>& extra, const std::vector<std::string>& extra_names);
+  void define_tokens(const std::vector<std::pair<int32_t, std::string>>& extra, const std::vector<std::string>& extra_names,
+                     bool extra_first);
   std::vector<int32_t> merge_chunk(std::string_view chunk) const;
   void encode_chunks(std::string_view text, std::vector<int32_t>& out) const;
   void encode_hugging_face(std::string_view text, std::vector<int32_t>& out) const;  // hf_tokenizer.cpp
