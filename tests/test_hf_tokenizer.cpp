@@ -82,8 +82,9 @@ TEST(HfTokenizer, TinyFilesOfEachFamilyEncodeAsHuggingFace) {
   }
 }
 
+// Each real file is read once (a few seconds): the fixture's ids, then its special tokens and size.
 TEST(HfTokenizer, RealLlama3AndQwen3FilesEncodeAsHuggingFace) {
-  int compared = 0;
+  std::vector<std::string> fingerprints;
   for (const char* family : {"llama3", "qwen3"}) {
     SCOPED_TRACE(family);
     const fs::path file = installed(family);
@@ -91,25 +92,21 @@ TEST(HfTokenizer, RealLlama3AndQwen3FilesEncodeAsHuggingFace) {
     if (file.empty() || fs::file_size(file) != fixture["tokenizer_json_bytes"].get<uintmax_t>()) continue;
     const Tokenizer t = tokenizer::load_tokenizer_json(file.string());
     expect_fixture(t, fixture);
-    ++compared;
+    fingerprints.push_back(t.fingerprint());
+    if (family == std::string("llama3")) {
+      EXPECT_EQ(t.vocab_size(), 128256);
+      EXPECT_EQ(t.token_id("<|begin_of_text|>"), 128000);
+      EXPECT_EQ(t.token_id("<|eot_id|>"), 128009);
+      EXPECT_TRUE(t.hugging_face()->ignore_merges);
+    } else {
+      EXPECT_EQ(t.vocab_size(), 151669);
+      EXPECT_EQ(t.token_id("<|endoftext|>"), 151643);
+      EXPECT_EQ(t.token_id("<|im_end|>"), 151645);
+      EXPECT_TRUE(t.hugging_face()->nfc);
+    }
   }
-  if (compared == 0) GTEST_SKIP() << "the real tokenizer.json files are not installed (tests/reference/make_hf_tokenizer_fixtures.mjs says how)";
-}
-
-TEST(HfTokenizer, RealFilesKnowTheirSpecialTokensAndSizes) {
-  const fs::path llama3 = installed("llama3"), qwen3 = installed("qwen3");
-  if (llama3.empty() || qwen3.empty()) GTEST_SKIP() << "the real tokenizer.json files are not installed";
-  const Tokenizer l = tokenizer::load_tokenizer_json(llama3.string());
-  EXPECT_EQ(l.vocab_size(), 128256);
-  EXPECT_EQ(l.token_id("<|begin_of_text|>"), 128000);
-  EXPECT_EQ(l.token_id("<|eot_id|>"), 128009);
-  EXPECT_TRUE(l.hugging_face()->ignore_merges);
-  const Tokenizer q = tokenizer::load_tokenizer_json(qwen3.string());
-  EXPECT_EQ(q.vocab_size(), 151669);
-  EXPECT_EQ(q.token_id("<|endoftext|>"), 151643);
-  EXPECT_EQ(q.token_id("<|im_end|>"), 151645);
-  EXPECT_TRUE(q.hugging_face()->nfc);
-  EXPECT_NE(l.fingerprint(), q.fingerprint());
+  if (fingerprints.empty()) GTEST_SKIP() << "the real tokenizer.json files are not installed (tests/reference/make_hf_tokenizer_fixtures.mjs says how)";
+  if (fingerprints.size() == 2) EXPECT_NE(fingerprints[0], fingerprints[1]);
 }
 
 TEST(HfTokenizer, IgnoreMergesMakesAChunkInTheVocabularyOneToken) {
@@ -206,6 +203,10 @@ TEST(HfTokenizer, NfcDecomposesOrdersAndComposes) {
   EXPECT_EQ(nfc("\xe0\xa5\x98"), "\xe0\xa4\x95\xe0\xa4\xbc");         // U+0958 is a composition exclusion
   EXPECT_EQ(nfc("\xff" "e\xcc\x81\xc3"), "\xff\xc3\xa9\xc3");         // bytes that are not UTF-8 pass through
   EXPECT_EQ(nfc("\xcc\x81" "e"), "\xcc\x81" "e");                     // a mark with no starter before it stays
+  // a long text is normalized in pieces, each cut before an ASCII character: never between e and its accent
+  const std::string run(65535, 'x');
+  EXPECT_EQ(nfc(run + "e\xcc\x81y"), run + "\xc3\xa9y");
+  EXPECT_EQ(nfc(run + "xe\xcc\x81y"), run + "x\xc3\xa9y");
 }
 
 TEST(HfTokenizer, SplitPatternsOfEachFamily) {

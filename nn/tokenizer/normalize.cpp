@@ -131,12 +131,8 @@ void append_utf8(std::string& out, const Unit& u) {
         out += char(0x80 | (c & 0x3F));
 }
 
-}  // namespace
-
-std::string nfc(std::string_view text) {
-  // ASCII is already NFC (no ASCII character decomposes or combines): most text takes this path.
-  if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }))
-    return std::string(text);
+// NFC of a piece of text, through a buffer of its characters.
+void append_nfc(std::string_view text, std::string& out) {
   std::vector<Unit> units;
   units.reserve(text.size());
   for (size_t at = 0; at < text.size();) {
@@ -147,9 +143,26 @@ std::string nfc(std::string_view text) {
   }
   order_marks(units);
   compose(units);
+  for (const Unit& u : units) append_utf8(out, u);
+}
+
+}  // namespace
+
+std::string nfc(std::string_view text) {
+  // ASCII is already NFC (no ASCII character decomposes or combines): most text takes this path.
+  if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }))
+    return std::string(text);
+  // An ASCII character never combines with what comes before it (it is a starter, and the second of no
+  // composition), so the text is normalized in pieces cut before one: the buffer stays small on a long text.
+  constexpr size_t kPieceBytes = 1 << 16;
   std::string out;
   out.reserve(text.size());
-  for (const Unit& u : units) append_utf8(out, u);
+  for (size_t start = 0; start < text.size();) {
+    size_t end = std::min(start + kPieceBytes, text.size());
+    while (end < text.size() && static_cast<unsigned char>(text[end]) >= 0x80) ++end;
+    append_nfc(text.substr(start, end - start), out);
+    start = end;
+  }
   return out;
 }
 
