@@ -276,7 +276,7 @@ void expect_refused_file(const std::string& name, const std::function<void(json&
 
 TEST(HfTokenizerRefusals, OtherKindsOfTokenizerAreRefusedByName) {
   expect_refused_file("unigram.json", [](json& r) { r["model"] = {{"type", "Unigram"}, {"vocab", json::array()}}; },
-                      "model.type is \"Unigram\": a Unigram model is not read; only byte-level BPE tokenizers");
+                      "model.type is \"Unigram\": not a BPE (a Unigram, WordPiece or WordLevel model is not read); only byte-level BPE tokenizers");
   expect_refused_file("wordpiece.json", [](json& r) { r["model"]["type"] = "WordPiece"; }, "model.type is \"WordPiece\"");
   expect_refused_file("wordlevel.json", [](json& r) { r["model"]["type"] = "WordLevel"; }, "model.type is \"WordLevel\"");
   expect_refused_file("byte_fallback.json", [](json& r) { r["model"]["byte_fallback"] = true; },
@@ -307,6 +307,8 @@ TEST(HfTokenizerRefusals, AnUnknownSplitPatternIsRefusedNamingIt) {
                       "pre_tokenizer.pretokenizers is a Sequence of [Split, ByteLevel, Punctuation]");
   expect_refused_file("prefix_space.json", [](json& r) { r["pre_tokenizer"]["pretokenizers"][1]["add_prefix_space"] = true; },
                       "pre_tokenizer.pretokenizers[1].add_prefix_space is true");
+  expect_refused_file("split_twice.json", [](json& r) { r["pre_tokenizer"]["pretokenizers"][1].erase("use_regex"); },
+                      "pre_tokenizer.pretokenizers[1] splits with GPT-2's pattern (use_regex is true, or left out) after a Split");
   expect_refused_file("digits.json", [](json& r) { r["pre_tokenizer"]["pretokenizers"][0]["individual_digits"] = false; },
                       "pre_tokenizer.pretokenizers[0] does not set individual_digits", "tiny-smollm2");
 }
@@ -339,8 +341,8 @@ TEST(HfTokenizerRefusals, TheCommandLineRefusesWithExitStatusTwo) {
       testing_process::shell("printf hi | " + std::string(SCRATCHGRAD_BIN_DIR) + "/scratchgrad tokenize --tokenizer-file " + path);
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err, "scratchgrad: error: tokenize: " + path +
-                       ": model.type is \"Unigram\": a Unigram model is not read; only byte-level BPE tokenizers (Llama 3's, "
-                       "Qwen's, SmolLM2's, GPT-2's) are read\n");
+                       ": model.type is \"Unigram\": not a BPE (a Unigram, WordPiece or WordLevel model is not read); only "
+                       "byte-level BPE tokenizers (Llama 3's, Qwen's, SmolLM2's, GPT-2's) are read\n");
   testing_helpers::record_refusal("scratchgrad tokenize --tokenizer-file cli_unigram.json", r.err);
 }
 

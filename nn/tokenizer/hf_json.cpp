@@ -40,7 +40,8 @@ void check_model(const JsonField& model) {
   const JsonField type = model["type"];
   const std::string kind = type.string();
   if (kind != "BPE")
-    type.fail("is " + quoted_for_message(kind) + ": a " + kind + " model is not read; " + kOnlyByteLevel);
+    type.fail("is " + quoted_for_message(kind) + ": not a BPE (a Unigram, WordPiece or WordLevel model is not read); " +
+              kOnlyByteLevel);
   if (flag(model, "byte_fallback"))
     model["byte_fallback"].fail("is true: a BPE over SentencePiece's pieces (Llama 2's, TinyLlama's) is not read; " +
                                 std::string(kOnlyByteLevel));
@@ -105,7 +106,8 @@ SplitPattern pre_tokenizer_pattern(const std::optional<JsonField>& pre) {
   std::vector<std::string> types;
   for (const JsonField& p : steps) types.push_back(p["type"].string());
   if (types == std::vector<std::string>{"Split", "ByteLevel"}) {
-    if (byte_level_uses_regex(steps[1])) steps[1]["use_regex"].fail("is true after a Split: the text would be split twice");
+    if (byte_level_uses_regex(steps[1]))
+      steps[1].fail("splits with GPT-2's pattern (use_regex is true, or left out) after a Split: set use_regex false");
     return split_pattern_of(steps[0]);
   }
   if (types == std::vector<std::string>{"Digits", "ByteLevel"}) {
