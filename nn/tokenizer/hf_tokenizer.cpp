@@ -6,6 +6,8 @@
 //      `normalized` are found in that;
 //   3. the text left between those is split into chunks (split.h) and each chunk merged (ignore_merges: a
 //      chunk that is a token of the vocabulary is that token).
+#include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -59,24 +61,24 @@ struct Found {
 // The added tokens of one kind (normalized or not) in `text`, as Hugging Face finds them: the leftmost match
 // first, the longest where several start at one place, the search going on after its end. A single_word
 // token touching a letter or digit is passed over (and still ends its match); lstrip and rstrip widen a match
-// over the whitespace beside it.
+// over the whitespace beside it. The text is read once: only where a byte that starts a token stands are the
+// tokens compared (Llama 3's 256 all start with '<').
 std::vector<Found> find_added(std::string_view text, const std::vector<const AddedToken*>& tokens) {
+  std::array<bool, 256> starts_a_token{};
+  for (const AddedToken* t : tokens) starts_a_token[static_cast<unsigned char>(t->content[0])] = true;
   std::vector<Found> found;
-  std::vector<size_t> next(tokens.size(), 0);  // each token's next occurrence at or after `from`
-  std::vector<char> searched(tokens.size(), 0);
-  size_t from = 0, kept_up_to = 0;
-  for (;;) {
+  size_t kept_up_to = 0;  // the end of the last match kept
+  for (size_t at = 0; at < text.size();) {
     const AddedToken* best = nullptr;
-    size_t at = std::string_view::npos;
-    for (size_t k = 0; k < tokens.size(); ++k) {
-      if (!searched[k] || (next[k] != std::string_view::npos && next[k] < from))
-        next[k] = text.find(tokens[k]->content, from), searched[k] = 1;
-      if (next[k] < at || (next[k] == at && at != std::string_view::npos && tokens[k]->content.size() > best->content.size()))
-        at = next[k], best = tokens[k];
+    if (starts_a_token[static_cast<unsigned char>(text[at])])
+      for (const AddedToken* t : tokens)
+        if (text.substr(at).starts_with(t->content) && (!best || t->content.size() > best->content.size())) best = t;
+    if (!best) {
+      ++at;
+      continue;
     }
-    if (!best) return found;
     size_t start = at, end = at + best->content.size();
-    from = end;
+    at = end;
     if (best->single_word && (is_word_char(char_before(text, start)) ||
                               (end < text.size() && is_word_char(next_utf8_char(text, end).code))))
       continue;
@@ -86,6 +88,7 @@ std::vector<Found> find_added(std::string_view text, const std::vector<const Add
     found.push_back({start, end, best});
     kept_up_to = end;
   }
+  return found;
 }
 
 }  // namespace
