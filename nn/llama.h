@@ -54,8 +54,8 @@ struct LlamaConfig {
   void check() const;
 };
 
-// x · rsqrt(mean(x²) + eps) · weight over the last dim, as Hugging Face's LlamaRMSNorm: the ops helper's
-// nn::RMSNorm (nn/layers.h). Registered as "weight".
+// The norms (input_layernorm, post_attention_layernorm, q_norm, k_norm, norm) are nn::RMSNorm (nn/layers.h):
+// x · rsqrt(mean(x²) + eps) · weight over the last dim, as Hugging Face's LlamaRMSNorm.
 
 // Attention in which the heads·head_dim queries share kv_heads key/value heads: query head h reads
 // key/value head h ÷ (heads ÷ kv_heads). Positions enter as a rotation of q and k (RoPE), so the scores
