@@ -221,7 +221,8 @@ void to_float64(nn::Module& m) {
   for (auto& [name, child] : m.named_children()) to_float64(*child);
 }
 
-TEST(LlamaGradcheck, ABlockWithGroupedQueriesBiasesAndQkNormInFloat64) {
+// (Named Gradcheck* so that ctest reruns it with fast numerics and on the reference kernels.)
+TEST(GradcheckLlama, ABlockWithGroupedQueriesBiasesAndQkNormInFloat64) {
   nn::LlamaConfig cfg{.vocab_size = 7, .hidden_size = 8, .intermediate_size = 6, .num_hidden_layers = 1,
                       .num_attention_heads = 4, .num_key_value_heads = 2, .head_dim = 4, .max_position_embeddings = 8,
                       .rms_norm_eps = 1e-6, .rope_theta = 10000.0, .attention_bias = true, .qk_norm = true,
