@@ -44,6 +44,16 @@ void LlamaConfig::check() const {
     throw std::invalid_argument(fmt::format("Llama config: rope_theta must be positive, got {}", rope_theta));
 }
 
+int64_t LlamaConfig::parameter_count() const {
+  const int64_t d = head_size(), q_width = num_attention_heads * d, kv_width = num_key_value_heads * d;
+  const int64_t attention = hidden_size * q_width + 2 * hidden_size * kv_width + q_width * hidden_size +
+                            (attention_bias ? q_width + 2 * kv_width : 0) + (qk_norm ? 2 * d : 0);
+  const int64_t mlp = 3 * hidden_size * intermediate_size;
+  const int64_t block = attention + mlp + 2 * hidden_size;  // and its two norms
+  const int64_t embedding = vocab_size * hidden_size;
+  return embedding + num_hidden_layers * block + hidden_size + (tie_word_embeddings ? 0 : embedding);
+}
+
 namespace {
 
 // [B, T, heads·head_dim] → [B, heads, T, head_dim]: each head's positions as rows of a matrix.

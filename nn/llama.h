@@ -48,6 +48,10 @@ struct LlamaConfig {
   double initializer_range = 0.02;          // the spread of the initial weights (from scratch)
 
   int64_t head_size() const { return head_dim > 0 ? head_dim : hidden_size / num_attention_heads; }
+  // The model's numbers, counted from the shapes (what `info` and docs/llama.md state without building it).
+  int64_t parameter_count() const;
+  // What the key/value cache holds a position: 2 · layers · kv_heads · head_dim numbers.
+  int64_t cache_numbers_per_position() const { return 2 * num_hidden_layers * num_key_value_heads * head_size(); }
   // Throws std::invalid_argument naming the field that cannot make a model (a size below 1, heads that do
   // not divide into key/value groups, a width that does not split into heads when head_dim is not given,
   // an odd head size, which RoPE cannot pair, eps or theta not positive).

@@ -283,6 +283,28 @@ TEST(LlamaInit, TiedModelsHaveNoHeadOfTheirOwn) {
   EXPECT_EQ(model.forward(zeros({1, 3}, DType::Int64)).shape(), (Shape{1, 3, 20}));
 }
 
+TEST(LlamaInit, ParameterCountsFromTheShapesAreTheModels) {
+  for (const std::string& family : kFamilies) {
+    const nn::LlamaConfig cfg = nn::read_hf_folder(kFixtures + family).llama;
+    EXPECT_EQ(cfg.parameter_count(), fixture_model(family)->num_parameters()) << family;
+  }
+  // docs/llama.md's table: SmolLM2-135M, Qwen3-0.6B, Llama 3.2 1B (their config.json's shapes)
+  const nn::LlamaConfig smollm2{.vocab_size = 49152, .hidden_size = 576, .intermediate_size = 1536, .num_hidden_layers = 30,
+                                .num_attention_heads = 9, .num_key_value_heads = 3, .max_position_embeddings = 8192};
+  EXPECT_EQ(smollm2.parameter_count(), 134'515'008);
+  EXPECT_EQ(smollm2.cache_numbers_per_position() * 4, 46'080);
+  const nn::LlamaConfig qwen3{.vocab_size = 151936, .hidden_size = 1024, .intermediate_size = 3072, .num_hidden_layers = 28,
+                              .num_attention_heads = 16, .num_key_value_heads = 8, .head_dim = 128,
+                              .max_position_embeddings = 40960, .qk_norm = true};
+  EXPECT_EQ(qwen3.parameter_count(), 596'049'920);
+  EXPECT_EQ(qwen3.cache_numbers_per_position() * 4, 229'376);
+  const nn::LlamaConfig llama{.vocab_size = 128256, .hidden_size = 2048, .intermediate_size = 8192, .num_hidden_layers = 16,
+                              .num_attention_heads = 32, .num_key_value_heads = 8, .head_dim = 64,
+                              .max_position_embeddings = 131072};
+  EXPECT_EQ(llama.parameter_count(), 1'235'814'400);
+  EXPECT_EQ(llama.cache_numbers_per_position() * 4, 65'536);
+}
+
 TEST(LlamaInit, RefusesConfigsThatMakeNoModelNamingTheField) {
   auto refused = [](nn::LlamaConfig cfg, const std::string& field) {
     EXPECT_THROW_WITH(nn::LlamaModel model(cfg), std::invalid_argument, field);
