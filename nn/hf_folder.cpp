@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "nn/atomic_file.h"
 #include "nn/gpt2.h"
 #include "nn/json_depth.h"
 #include "nn/tokenizer/read_file.h"
@@ -449,6 +450,68 @@ std::unique_ptr<LanguageModel> load_hf_folder(const std::string& path) {
   const HfFolder folder = read_hf_folder(path);
   if (folder.is_gpt2()) return load_gpt2_folder(folder);
   return load_llama_folder(folder);
+}
+
+// ---- writing a folder
+
+namespace {
+
+// config.json as Hugging Face writes it for these architectures: the fields read_hf_folder reads.
+json config_json(const LlamaConfig& c, const std::string& architecture) {
+  static const std::map<std::string, std::string> model_type = {{"LlamaForCausalLM", "llama"},
+                                                                {"Qwen2ForCausalLM", "qwen2"},
+                                                                {"Qwen3ForCausalLM", "qwen3"},
+                                                                {"MistralForCausalLM", "mistral"}};
+  json config = {{"architectures", {architecture}}, {"model_type", model_type.at(architecture)},
+                 {"vocab_size", c.vocab_size}, {"hidden_size", c.hidden_size},
+                 {"intermediate_size", c.intermediate_size}, {"num_hidden_layers", c.num_hidden_layers},
+                 {"num_attention_heads", c.num_attention_heads}, {"num_key_value_heads", c.num_key_value_heads},
+                 {"head_dim", c.head_size()}, {"max_position_embeddings", c.max_position_embeddings},
+                 {"rms_norm_eps", c.rms_norm_eps}, {"rope_theta", c.rope_theta}, {"hidden_act", "silu"},
+                 {"tie_word_embeddings", c.tie_word_embeddings}, {"initializer_range", c.initializer_range},
+                 {"torch_dtype", "float32"}, {"rope_scaling", nullptr}};
+  if (c.rope_scaling)
+    config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", c.rope_scaling->factor},
+                              {"low_freq_factor", c.rope_scaling->low_freq_factor},
+                              {"high_freq_factor", c.rope_scaling->high_freq_factor},
+                              {"original_max_position_embeddings", c.rope_scaling->original_max_position_embeddings}};
+  if (architecture == "Qwen2ForCausalLM" || architecture == "Qwen3ForCausalLM") config["use_sliding_window"] = false;
+  return config;
+}
+
+void write_json_file(const std::string& path, const json& value) {
+  try {
+    write_file_atomically(path, value.dump(2) + "\n");
+  } catch (const FileWriteError& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
+}  // namespace
+
+void save_llama_folder(const LlamaModel& model, const std::string& path, const std::string& architecture,
+                       const std::vector<int64_t>& eos_token_ids) {
+  if (std::find(kLlamaFamily.begin(), kLlamaFamily.end(), architecture) == kLlamaFamily.end())
+    throw std::invalid_argument(fmt::format("save_llama_folder: '{}' is not an architecture of the Llama family", architecture));
+  // What each architecture implies must be what the model computes, or the folder would read back as another.
+  const LlamaConfig& c = model.cfg;
+  if (c.attention_bias != (architecture == "Qwen2ForCausalLM") || c.qk_norm != (architecture == "Qwen3ForCausalLM"))
+    throw std::invalid_argument(fmt::format("save_llama_folder: a model with{} q/k/v biases and with{} q/k norms is not a {}",
+                                            c.attention_bias ? "" : "out", c.qk_norm ? "" : "out", architecture));
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (!fs::is_directory(path, ec)) throw CheckpointError(fmt::format("{}: cannot create the folder", path));
+  NamedTensors weights;
+  for (const auto& [name, tensor] : model.named_parameters()) {
+    if (name.find(".lora.") != std::string::npos)
+      throw std::invalid_argument(fmt::format("save_llama_folder: the model has LoRA adapters ({}): merge them first", name));
+    weights.emplace_back(name, tensor.detach());
+  }
+  save_safetensors(in_folder(path, "model.safetensors"), weights, {{"format", "pt"}});
+  write_json_file(in_folder(path, "config.json"), config_json(c, architecture));
+  if (!eos_token_ids.empty())
+    write_json_file(in_folder(path, "generation_config.json"),
+                    {{"eos_token_id", eos_token_ids.size() == 1 ? json(eos_token_ids[0]) : json(eos_token_ids)}});
 }
 
 }  // namespace nn

@@ -57,4 +57,12 @@ std::unique_ptr<GPTModel> load_gpt2_folder(const HfFolder& folder);
 // Either, as the folder's architecture says.
 std::unique_ptr<LanguageModel> load_hf_folder(const std::string& path);
 
+// Writes `model` as a Hugging Face folder that read_hf_folder (and Hugging Face's own loader) reads back:
+// config.json for `architecture` (one of the Llama family's; its fields from model.cfg), model.safetensors
+// in float32 under the model's names ("format": "pt"), and generation_config.json with `eos_token_ids`
+// when there are any. The folder is created if need be; each file is replaced whole or not at all
+// (nn/atomic_file.h). What a merge or a fine-tuning run saves. Throws CheckpointError naming the file.
+void save_llama_folder(const LlamaModel& model, const std::string& path, const std::string& architecture,
+                       const std::vector<int64_t>& eos_token_ids = {});
+
 }  // namespace nn

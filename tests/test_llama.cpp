@@ -568,6 +568,33 @@ TEST(HfWeights, ReadsShardsAsTheIndexListsThemAndRefusesAnIndexThatDisagrees) {
   expect_refused(none, {"neither model.safetensors nor model.safetensors.index.json"});
 }
 
+TEST(HfWeights, ASavedFolderReadsBackAsTheSameModel) {
+  for (const auto& [family, architecture] : std::vector<std::pair<std::string, std::string>>{
+           {"llama32", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}}) {
+    SCOPED_TRACE(family);
+    auto model = fixture_model(family);
+    const nn::HfFolder original = nn::read_hf_folder(kFixtures + family);
+    const fs::path saved = fs::temp_directory_path() / ("scratchgrad_llama_saved_" + std::to_string(::getpid()) + family);
+    fs::remove_all(saved);
+    nn::save_llama_folder(*model, saved.string(), architecture, original.eos_token_ids);
+    const nn::HfFolder again = nn::read_hf_folder(saved.string());
+    EXPECT_EQ(again.architecture, architecture);
+    EXPECT_EQ(again.eos_token_ids, original.eos_token_ids);
+    EXPECT_EQ(again.llama.rope_scaling.has_value(), original.llama.rope_scaling.has_value());
+    auto reread = nn::load_llama_folder(again);
+    const Tensor ids = expected_of(family)["ids"];
+    NoGradGuard no_grad;
+    EXPECT_TRUE(equal(reread->forward(ids), model->forward(ids)));
+    fs::remove_all(saved);
+  }
+  auto qwen3 = fixture_model("qwen3");
+  EXPECT_THROW_WITH(nn::save_llama_folder(*qwen3, "/nonexistent", "LlamaForCausalLM"), std::invalid_argument,
+                    "q/k norms is not a LlamaForCausalLM");
+  (*qwen3->model->layers)[0].self_attn->q_proj->add_lora(2, 4.0);
+  EXPECT_THROW_WITH(nn::save_llama_folder(*qwen3, "/nonexistent", "Qwen3ForCausalLM"), std::invalid_argument,
+                    "model.layers.0.self_attn.q_proj.lora.A", "merge them first");
+}
+
 // ---- GPT2LMHeadModel folders
 
 TEST(HfGpt2, ReadsAGpt2WhoseHeadsAreNot64WideWithTheConfigsHeadCount) {
