@@ -289,6 +289,25 @@ void find_weight_files(HfFolder& folder) {
   folder.weight_files.assign(shards.begin(), shards.end());
 }
 
+// A config whose model is larger than its weight files could hold (2 bytes a value at the least) is refused
+// before the model is built: a crafted vocab_size of 10^12 must not become a 4 TB allocation. The count is
+// taken in double, which cannot overflow.
+void check_weights_can_hold(const HfFolder& folder, const JsonConfig& config) {
+  const LlamaConfig& c = folder.llama;
+  const double d = double(c.head_size()), hidden = double(c.hidden_size);
+  const double block = hidden * d * (2.0 * double(c.num_attention_heads) + 2.0 * double(c.num_key_value_heads)) +
+                       3.0 * hidden * double(c.intermediate_size);
+  const double values = double(c.vocab_size) * hidden * (c.tie_word_embeddings ? 1 : 2) + double(c.num_hidden_layers) * block;
+  double bytes = 0;
+  for (const std::string& file : folder.weight_files) {
+    std::error_code ec;
+    const auto size = fs::file_size(file, ec);
+    if (!ec) bytes += double(size);
+  }
+  if (2 * values > bytes)
+    config.fail(fmt::format("describes a model of {:.0f} numbers, more than its weights ({:.0f} bytes) hold", values, bytes));
+}
+
 }  // namespace
 
 bool is_hf_folder(const std::string& path) {
@@ -318,6 +337,7 @@ HfFolder read_hf_folder(const std::string& path) {
     if (generation_config.has("eos_token_id")) folder.eos_token_ids = eos_ids_of(generation_config, vocab);
   }
   find_weight_files(folder);
+  if (!folder.is_gpt2()) check_weights_can_hold(folder, config);
   return folder;
 }
 

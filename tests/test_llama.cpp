@@ -370,6 +370,9 @@ TEST(HfFolder, RefusesWhatTheModelDoesNotComputeNamingTheField) {
   expect_refused(with_config("llama32", "kv", [](json& c) { c["num_key_value_heads"] = 3; }),
                  {"config.json", "num_key_value_heads 3"});
   expect_refused(with_config("qwen2", "eos", [](json& c) { c["eos_token_id"] = 64; }), {"'eos_token_id'", "64"});
+  // a model larger than its files is refused before anything of its size is allocated
+  expect_refused(with_config("llama32", "huge", [](json& c) { c["vocab_size"] = int64_t(1) << 40; }),
+                 {"config.json", "describes a model of", "more than its weights (37344 bytes) hold"});
   const fs::path bad_json = copy_of("llama32", "json");
   write_text(bad_json / "config.json", "{\"architectures\": [");
   expect_refused(bad_json, {"config.json", "not valid JSON"});
