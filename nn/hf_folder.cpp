@@ -138,8 +138,9 @@ void refuse_what_is_not_computed(const JsonConfig& config, const std::string& ar
     if (config.has(norm)) config.fail(norm, "is set: another normalisation than RMSNorm is not read");
   if (config.flag("use_sliding_window", false))
     config.fail("use_sliding_window", "is true: attention within a sliding window is not read (every position sees all before it)");
-  if (architecture == "MistralForCausalLM" && config.has("sliding_window")) {
-    const int64_t window = config.whole("sliding_window");
+  // Mistral's window: null for none; a config without the field has Hugging Face's default of 4096.
+  if (architecture == "MistralForCausalLM" && !(config.root().contains("sliding_window") && !config.has("sliding_window"))) {
+    const int64_t window = config.whole("sliding_window", 1, 4096);
     if (window < max_positions)
       config.fail("sliding_window", fmt::format("is {}, below max_position_embeddings {}: a sliding window is in use, "
                                                 "which is not read",

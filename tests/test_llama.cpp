@@ -358,6 +358,11 @@ TEST(HfFolder, RefusesWhatTheModelDoesNotComputeNamingTheField) {
                  {"'use_sliding_window'", "sliding window"});
   expect_refused(with_config("mistral", "mistral_window", [](json& c) { c["sliding_window"] = 32; }),
                  {"'sliding_window'", "32", "max_position_embeddings 64"});
+  expect_refused(with_config("mistral", "mistral_default_window", [](json& c) {
+                   c.erase("sliding_window");  // Hugging Face's default, 4096
+                   c["max_position_embeddings"] = 8192;
+                 }),
+                 {"'sliding_window'", "4096", "max_position_embeddings 8192"});
   expect_refused(with_config("llama32", "yarn", [](json& c) { c["rope_scaling"]["rope_type"] = "yarn"; }),
                  {"'rope_scaling.rope_type'", "yarn"});
   expect_refused(with_config("llama32", "scaling_factor", [](json& c) { c["rope_scaling"].erase("factor"); }),
