@@ -192,7 +192,8 @@ LlamaConfig llama_config_of(const JsonConfig& config, const std::string& archite
   c.num_hidden_layers = config.whole("num_hidden_layers");
   c.num_attention_heads = config.whole("num_attention_heads");
   c.num_key_value_heads = config.whole("num_key_value_heads", 1, c.num_attention_heads);  // none: every head its own
-  c.head_dim = config.whole("head_dim", 1, 0);
+  // without the field: width / heads, except Qwen3, whose default (Hugging Face's Qwen3Config) is 128
+  c.head_dim = config.whole("head_dim", 1, architecture == "Qwen3ForCausalLM" ? 128 : 0);
   c.max_position_embeddings = config.whole("max_position_embeddings");
   c.rms_norm_eps = config.real("rms_norm_eps", 1e-6);
   c.tie_word_embeddings = config.flag("tie_word_embeddings", false);

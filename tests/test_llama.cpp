@@ -330,6 +330,10 @@ TEST(HfFolder, ReadsTheConfigAndTheEndOfSequenceIds) {
   const nn::HfFolder qwen3 = nn::read_hf_folder(kFixtures + "qwen3");
   EXPECT_TRUE(qwen3.llama.qk_norm);
   EXPECT_EQ(qwen3.llama.head_size(), 16);
+  // Without head_dim, Qwen3Config's default of 128 (not 32 / 4): a model of 64·32·2 + 2·(32·128·12 + 3·32·48)
+  // = 111616 numbers, more than the fixture's files hold.
+  expect_refused(with_config("qwen3", "head_dim_default", [](json& c) { c.erase("head_dim"); }),
+                 {"describes a model of 111616 numbers"});
   EXPECT_FALSE(qwen3.llama.tie_word_embeddings);
   EXPECT_EQ(nn::read_hf_folder(kFixtures + "qwen2").eos_token_ids, (std::vector<int64_t>{63}));
   EXPECT_TRUE(nn::read_hf_folder(kFixtures + "qwen2").llama.attention_bias);
