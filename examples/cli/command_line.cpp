@@ -179,7 +179,8 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   tokenize_cmd->add_option("--tokenizer", tok.tokenizer,
                            "char (the default), bpe (a file from `scratchgrad bpe --save`) or gpt2");
   tokenize_cmd->add_option("--tokenizer-file", tok.tokenizer_file,
-                           "bpe: the saved tokenizer; gpt2: the folder of encoder.json and vocab.bpe, or a tokenizer.json");
+                           "bpe: the saved tokenizer; gpt2: the folder of encoder.json and vocab.bpe, or a tokenizer.json; "
+                           "alone: a Hugging Face tokenizer.json (Llama 3, Qwen2/3, SmolLM2, GPT-2) or its model's folder");
   tokenize_cmd->add_option("--checkpoint", tok.checkpoint, "use this checkpoint's own tokenizer (instead of --tokenizer)");
   tokenize_cmd->add_option("--text", tok.text_file, "the text file, or the ids for --decode (default: standard input)");
   tokenize_cmd->add_flag("--ids", tok.ids_only, "print only the ids, space-separated");
