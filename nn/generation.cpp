@@ -50,8 +50,7 @@ Tensor forward_cached(const LanguageModel& model, const Tensor& ids, KVCache& ca
 // ---- GPT's cache: every head's keys and values
 
 KVCache GPTModel::make_kv_cache(int64_t batch, int64_t capacity) const {
-  const MultiHeadAttention& att = *(*trf_blocks)[0].att;
-  return zeroed_kv_cache(trf_blocks->size(), batch, att.num_heads, capacity, att.head_dim, cfg.context_length,
+  return zeroed_kv_cache(trf_blocks->size(), batch, cfg.n_heads, capacity, cfg.emb_dim / cfg.n_heads, cfg.context_length,
                          tok_emb->weight);
 }
 
