@@ -21,6 +21,7 @@
 #include "nn/llama.h"
 #include "nn/tokenizer/tokenizer.h"
 #include "nn/safetensors.h"
+#include "test_helpers.h"
 #include "test_process.h"
 
 namespace {
@@ -41,6 +42,9 @@ void expect_refused(const CliRun& r, const std::string& needle) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_NE(r.err.find("scratchgrad: error:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.err;
+  const size_t program = r.command.find("/bin/scratchgrad ");  // docs/reliability.md's catalog: the call
+  const std::string call = program == std::string::npos ? r.command : r.command.substr(program + 5);
+  testing_helpers::record_refusal(call, r.err.substr(0, r.err.find('\n')));
 }
 
 std::string joined(const std::vector<int64_t>& ids) { return fmt::format("{}", fmt::join(ids, " ")); }
@@ -105,12 +109,12 @@ TEST(LlamaCli, GenerationStopsAtTheFoldersEosIds) {
 }
 
 TEST(LlamaCli, InfoAndEvalReadAFolder) {
-  CliRun info = scratchgrad("info " + kFixtures + "qwen3");
+  CliRun info = scratchgrad("info --checkpoint " + kFixtures + "qwen3");
   ASSERT_EQ(info.status, 0) << info.err;
   EXPECT_NE(info.out.find("Qwen3ForCausalLM"), std::string::npos) << info.out;
   EXPECT_NE(info.out.find("q/k norms"), std::string::npos) << info.out;
   EXPECT_NE(info.out.find("model.layers.0.self_attn.q_norm.weight"), std::string::npos) << info.out;
-  CliRun smol = scratchgrad("info " + kFixtures + "smollm2");
+  CliRun smol = scratchgrad("info --checkpoint " + kFixtures + "smollm2");
   ASSERT_EQ(smol.status, 0) << smol.err;
   EXPECT_NE(smol.out.find("model-00002-of-00002.safetensors"), std::string::npos) << smol.out;
 
@@ -146,7 +150,7 @@ TEST(LlamaCli, TheFoldersTokenizerReadsPromptText) {
   CliRun as_text = scratchgrad("generate --checkpoint " + dir.string() + " --prompt 0123 --tokens 6 --temperature 0 --stop-id -1");
   ASSERT_EQ(as_text.status, 0) << as_text.err;
   EXPECT_EQ(as_text.out.rfind("0123", 0), 0u) << as_text.out;  // the prompt, then the new tokens as text
-  CliRun info = scratchgrad("info " + dir.string());
+  CliRun info = scratchgrad("info --checkpoint " + dir.string());
   EXPECT_NE(info.out.find("tokenizer: tokenizer.json"), std::string::npos) << info.out;
 }
 
@@ -210,7 +214,7 @@ TEST(LlamaCli, TrainsAndItsCheckpointGeneratesEvaluatesAndDescribesItself) {
   CliRun eval = scratchgrad("eval --checkpoint " + ck.string() + " --text " + llama_text());
   ASSERT_EQ(eval.status, 0) << eval.err;
   EXPECT_NE(eval.out.find("bits per byte"), std::string::npos) << eval.out;
-  CliRun info = scratchgrad("info " + ck.string());
+  CliRun info = scratchgrad("info --checkpoint " + ck.string());
   ASSERT_EQ(info.status, 0) << info.err;
   EXPECT_NE(info.out.find("model: Llama, 2 blocks, vocab"), std::string::npos) << info.out;
   EXPECT_NE(info.out.find("kv-heads 2"), std::string::npos) << info.out;
@@ -267,7 +271,7 @@ TEST(LlamaCli, AGpt2FolderWithHeadsNot64WideGeneratesAsItsFile) {
   CliRun file = scratchgrad(greedy_command((dir / "model.safetensors").string(), {464, 3290, 318}, 5, "--heads 2"));
   ASSERT_EQ(file.status, 0) << file.err;
   EXPECT_EQ(ids_in(folder.out), ids_in(file.out));
-  CliRun info = scratchgrad("info " + dir.string());
+  CliRun info = scratchgrad("info --checkpoint " + dir.string());
   EXPECT_NE(info.out.find("heads 2"), std::string::npos) << info.out;
 }
 
@@ -279,7 +283,7 @@ TEST(LlamaCli, AGpt2FolderWithHeadsNot64WideIsFineTuned) {
                          " --steps 3 --context 16 --save " + out.string());
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("heads 2"), std::string::npos) << r.out;
-  CliRun info = scratchgrad("info " + out.string());
+  CliRun info = scratchgrad("info --checkpoint " + out.string());
   EXPECT_NE(info.out.find("heads 2, trained 3 steps"), std::string::npos) << info.out << info.err;
 }
 
@@ -353,7 +357,12 @@ TEST(LlamaCli, AFolderIsFineTunedInFullAndWithLoraAndMerged) {
 // ---------------------------------------------------------------- refusals
 
 TEST(LlamaCli, RefusesWhatCannotApplyNamingTheFlagOrFile) {
-  const std::string folder = kFixtures + "llama32";
+  // run from the repository's root with the fixture's relative path, as docs/reliability.md's catalog shows it
+  const auto scratchgrad = [](const std::string& args) {
+    return testing_process::shell(std::string("cd ") + SCRATCHGRAD_SOURCE_DIR + " && " + SCRATCHGRAD_BIN_DIR +
+                                  "/scratchgrad " + args);
+  };
+  const std::string folder = "tests/reference/fixtures/hf/llama32";
   expect_refused(scratchgrad("train --model gpt --kv-heads 2 --steps 2"), "--kv-heads is for --model llama");
   expect_refused(scratchgrad("train --model gpt --ffn-dim 64 --steps 2"), "--ffn-dim is for --model llama");
   expect_refused(scratchgrad(tiny_run("--steps 2 --kv-heads 3")), "--kv-heads must be at least 1 and divide --heads 4");
@@ -371,7 +380,7 @@ TEST(LlamaCli, RefusesWhatCannotApplyNamingTheFlagOrFile) {
   const fs::path broken = testing_process::scratch("llama32_broken_tokenizer");
   fs::create_directories(broken);
   for (const char* file : {"config.json", "model.safetensors"})
-    fs::copy_file(folder + "/" + file, broken / file, fs::copy_options::overwrite_existing);
+    fs::copy_file(kFixtures + "llama32/" + file, broken / file, fs::copy_options::overwrite_existing);
   std::ofstream(broken / "tokenizer.json") << "{\"model\": 3}";
   expect_refused(scratchgrad(greedy_command(broken.string(), {1, 2}, 3)), "tokenizer.json");
 }
