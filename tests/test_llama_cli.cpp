@@ -352,6 +352,9 @@ TEST(LlamaCli, AFolderIsFineTunedInFullAndWithLoraAndMerged) {
   EXPECT_EQ(ids_in(with_adapters.out), ids_in(with_merged.out));
   CliRun eval = scratchgrad("eval --checkpoint " + lora.string() + " --text " + llama_text());
   EXPECT_EQ(eval.status, 0) << eval.err;
+  CliRun resumed = scratchgrad("train --resume " + lora.string() + " --steps 6");
+  EXPECT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resuming"), std::string::npos) << resumed.out;
 }
 
 // ---------------------------------------------------------------- refusals

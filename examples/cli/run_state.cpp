@@ -84,7 +84,8 @@ std::string recorded_text(const std::map<std::string, std::string>& m, const std
 TrainOptions resumed_options(TrainOptions o) {
   nn::Checkpoint ck = nn::load_safetensors(o.resume);
   const bool lora = ck.metadata["format"] == "scratchgrad-lora";  // a LoRA fine-tune's adapters
-  const bool llama = ck.metadata["format"] == "scratchgrad-llama";
+  // a Llama's run (a LoRA run's adapters of a Llama record its config as a Llama checkpoint does)
+  const bool llama = ck.metadata["format"] == "scratchgrad-llama" || (lora && ck.metadata.count("num_hidden_layers"));
   if ((ck.metadata["format"] != "scratchgrad-gpt" && !lora && !llama) || !ck.metadata.count("run.steps_done"))
     throw nn::CheckpointError(fmt::format("{}: not a checkpoint of a GPT or Llama training run (train --model gpt or "
                                           "llama --save)",
