@@ -241,9 +241,9 @@ TEST(LlamaCli, AResumedRunEndsOnTheUninterruptedRunsBits) {
 }
 
 TEST(LlamaCli, TrainsOnTheReferenceKernelsAndWithBpeTokens) {
-  CliRun reference = scratchgrad(tiny_run("--steps 2 --kernels reference"));
+  CliRun reference = scratchgrad(tiny_run("--steps 3 --kernels reference"));
   ASSERT_EQ(reference.status, 0) << reference.err;
-  CliRun bpe = scratchgrad(tiny_run("--steps 2 --tokenizer bpe --vocab-size 300 --dim 32 --heads 4 --kv-heads 1 --ffn-dim 40"));
+  CliRun bpe = scratchgrad(tiny_run("--steps 3 --tokenizer bpe --vocab-size 280 --dim 32 --heads 4 --kv-heads 1 --ffn-dim 40"));
   ASSERT_EQ(bpe.status, 0) << bpe.err;
   EXPECT_NE(bpe.out.find("heads 4 kv-heads 1 ffn 40"), std::string::npos) << bpe.out;
   EXPECT_NE(bpe.out.find("bits/byte"), std::string::npos) << bpe.out;

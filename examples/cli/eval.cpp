@@ -26,14 +26,15 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
   std::string note;
   set_num_threads(usable_threads(o.threads, note));
   if (!note.empty()) out << note << "\n";
-  const bool is_gpt2 = nn::is_gpt2_file(o.checkpoint);
+  const bool is_folder = nn::is_hf_folder(o.checkpoint);
+  const bool is_gpt2 = !is_folder && nn::is_gpt2_file(o.checkpoint);
   std::vector<int64_t> ids;
   int64_t context = 0, bytes = 0;
   std::function<Tensor(const Tensor&)> logits_of;
   std::unique_ptr<nn::GPTModel> gpt2;
   LoadedModel m;
   FolderModel folder;
-  if (nn::is_hf_folder(o.checkpoint)) {  // its tokenizer.json reads --text (GPT-2's: or --tokenizer-file)
+  if (is_folder) {  // its tokenizer.json reads --text (GPT-2's: or --tokenizer-file)
     folder = open_folder(o.checkpoint, "eval", o.given.count("--heads") > 0);
     refuse_flags_that_cannot_apply(eval_flag_scopes(), o.given, folder.kind(), o.checkpoint);
     use_numerics_for("gpt", o.numerics);

@@ -43,8 +43,9 @@ GenerationModel open_folder_for_generate(const GenerateOptions& o) {
   m.at_context_end = nn::parse_context_full(o.context_full);
   m.lm = std::move(folder.model);
   m.bpe = folder.tokenizer;
-  // GPT-2's folder may take GPT-2's tokenizer from --tokenizer-file (a Llama folder's is its tokenizer.json)
-  if (!o.tokenizer_file.empty())
+  // GPT-2's folder may take GPT-2's tokenizer from --tokenizer-file (a Llama folder's is its tokenizer.json:
+  // the flag is refused for it with the others that cannot apply)
+  if (!o.tokenizer_file.empty() && folder.folder.is_gpt2())
     m.bpe = std::make_shared<tokenizer::Tokenizer>(load_gpt2_tokenizer_for("generate", o.tokenizer_file));
   m.end_of_text = folder.folder.eos_token_ids;
   if (m.end_of_text.empty() && folder.folder.is_gpt2() && m.lm->vocab_size() == kGpt2Vocab) m.end_of_text = {kEndOfText};
