@@ -37,7 +37,11 @@ endif()
 if(NOT CMAKE_CUDA_HOST_COMPILER AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CXX_COMPILER}" CACHE FILEPATH "host compiler for nvcc")
 endif()
-if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "")
+if((NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "") AND NOT "$ENV{CUDAARCHS}" STREQUAL "")
+  # CMake's own environment variable for the default (CI sets one architecture: it only checks that the
+  # backend compiles, and every architecture costs a device-code pass of each .cu file).
+  set(CMAKE_CUDA_ARCHITECTURES "$ENV{CUDAARCHS}" CACHE STRING "GPU architectures to build for")
+elseif(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "")
   # T4, A100, A10/RTX 30xx, L4/L40/RTX 40xx, H100/H200 as machine code; PTX of sm_90 for anything newer.
   set(CMAKE_CUDA_ARCHITECTURES "75-real;80-real;86-real;89-real;90" CACHE STRING "GPU architectures to build for")
 endif()
