@@ -12,7 +12,7 @@ RMSNorm, rotary embeddings in Hugging Face's rotate_half convention, grouped-que
 generate: greedy, a prefill of --prompt ids then --tokens cached steps; the cache holds the 3 kv heads.
 train: forward, cross_entropy, zero_grad, backward, clip_grad_norm_(1.0), AdamW (lr 3e-4, betas 0.9/0.95,
 weight decay 0.1 on the 2-D weights). MFU: 6 FLOPs a token per parameter (the tied head counted once, as
-the product it is) plus the attention's 6·L·T·(heads·head_dim) over --peak-gflops times the threads.
+the product it is) plus the attention's 12·L·T·(heads·head_dim) a token over --peak-gflops times the threads.
 The last line matches the C++ one's names:
   RESULT mode=generate tokens_per_s=<steps/s> ms_per_token=<median step> prefill_ms=<ms> threads=<n> rss_mb=<peak>
   RESULT mode=train threads=<n> ms_per_step=<median> mfu=<fraction> gflop_per_step=<FLOPs> rss_mb=<peak> loss=<first>
@@ -154,7 +154,7 @@ def train(a, model):
     x = torch.randint(0, V, (a.batch, a.seq), generator=g)
     y = torch.randint(0, V, (a.batch, a.seq), generator=g)
     params = sum(p.numel() for p in model.parameters())
-    flops = 6 * params * a.batch * a.seq + 6 * len(model.layers) * a.batch * a.seq * a.seq * HEADS * HEAD_DIM
+    flops = 6 * params * a.batch * a.seq + 12 * len(model.layers) * a.batch * a.seq * a.seq * HEADS * HEAD_DIM
     times, first_loss = [], None
     for step in range(a.warmup + a.steps):
         t0 = time.perf_counter()
