@@ -75,7 +75,10 @@ TEST(SftData, RefusesBadInstructionRecordsNamingTheirPlaceAndField) {
   refused("j.jsonl", "{\"prompt\": \"x\"}\n", {"line 1", "neither"});
   refused("k.jsonl", "{\"messages\": {}}\n", {"line 1", "\"messages\" is an object"});
   refused("l.jsonl", "\n\n", {"no examples"});
-  refused("m.jsonl", std::string(100, '[') + std::string(100, ']') + "\n", {"line 1", "deeper than 16"});
+  std::string deep = "{\"messages\": ";
+  for (int i = 0; i < 100; ++i) deep += "[";
+  refused("m.jsonl", deep + std::string(100, ']') + "}\n", {"line 1", "deeper than 16"});
+  refused("m.json", std::string(100, '[') + std::string(100, ']'), {"(a JSON array)", "deeper than 16"});
   refused("n.txt", "{}", {"extension", ".json or .jsonl"});
   refused("o.json", "[{\"instruction\": \"x\", \"output\": \"y\"}", {"not valid JSON"});
   // Not a regular file, and missing.
