@@ -131,6 +131,22 @@ TEST(SftCollate, ClassificationBatchesKeepEachExamplesLastRealPosition) {
   EXPECT_THROW_WITH(collate_classify(empty, first, 0), FinetuneError, "example 0", "no tokens");
 }
 
+TEST(SftCollate, DataSetsRenderAndTokenizeForTheirBatches) {
+  const ByteTokenizer tok = sft_testing::gpt2_like();
+  const auto alpaca = make_template("alpaca", tok);
+  const std::vector<InstructionExample> records{AlpacaRecord{"Say hi.", "", "hi"},
+                                                Conversation{{"user", "Say yo."}, {"assistant", "yo"}}};
+  const std::vector<Rendered> rendered = render_examples(records, *alpaca);
+  ASSERT_EQ(rendered.size(), 2u);
+  EXPECT_EQ(tok.spell(sft_testing::ids_where(rendered[0], 1)), "hi<|endoftext|>");
+  EXPECT_EQ(tok.spell(sft_testing::ids_where(rendered[1], 1)), "yo<|endoftext|>");
+  const ClassificationData data{{{"ab", "spam", "line 2"}, {"c", "ham", "line 3"}}, {"spam", "ham"}};
+  const std::vector<ClassifyExample> examples = tokenize_examples(data, {0, 1}, tok);
+  EXPECT_EQ(examples[0].ids, (std::vector<int64_t>{'a', 'b'}));
+  EXPECT_EQ(examples[1].label, 1);
+  EXPECT_THROW(tokenize_examples(data, {0}, tok), std::invalid_argument);
+}
+
 TEST(SftSplit, FractionsCutASeededShuffle) {
   const Split s = split_examples(100, parse_split("0.7,0.1,0.2"), 123);
   EXPECT_EQ(s.train.size(), 70u);

@@ -77,6 +77,10 @@ TEST(SftTemplates, Llama3WritesHeadersAndEndsEachTurnWithEotId) {
             "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
   EXPECT_EQ(llama3->padding_id(), *tok.special_id("<|end_of_text|>"));
+  // Llama 3 writes each content without the whitespace around it, as Meta's encoder does.
+  EXPECT_EQ(tok.spell(llama3->render({{"user", " Hi!\n"}, {"assistant", "\tHello. "}}).ids),
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi!<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>");
 }
 
 TEST(SftTemplates, AlpacaConversationIsTheHeaderOnceThenEachTurnsSections) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 
 #include "nn/finetune/error.h"
 #include "nn/finetune/seeded.h"
@@ -37,6 +38,12 @@ int64_t InstructBatch::counted_targets() const {
 autograd::Tensor InstructBatch::input_tensor() const { return as_tensor(inputs, {rows, columns}); }
 autograd::Tensor InstructBatch::target_tensor() const { return as_tensor(targets, {rows, columns}); }
 
+std::vector<Rendered> render_examples(const std::vector<InstructionExample>& examples, const ChatTemplate& chat) {
+  std::vector<Rendered> out;
+  for (const InstructionExample& example : examples) out.push_back(chat.render(to_conversation(example, chat)));
+  return out;
+}
+
 InstructBatch collate_instruct(const std::vector<Rendered>& examples, std::span<const size_t> batch,
                                const CollateOptions& options) {
   check_max_length(options.max_length);
@@ -63,6 +70,16 @@ InstructBatch collate_instruct(const std::vector<Rendered>& examples, std::span<
 autograd::Tensor ClassifyBatch::input_tensor() const { return as_tensor(inputs, {rows, columns}); }
 autograd::Tensor ClassifyBatch::last_tensor() const { return as_tensor(last, {rows}); }
 autograd::Tensor ClassifyBatch::label_tensor() const { return as_tensor(labels, {rows}); }
+
+std::vector<ClassifyExample> tokenize_examples(const ClassificationData& data, const std::vector<int64_t>& labels,
+                                               const TemplateTokenizer& tokenizer) {
+  if (labels.size() != data.examples.size())
+    throw std::invalid_argument("tokenize_examples: " + std::to_string(labels.size()) + " labels for " +
+                                std::to_string(data.examples.size()) + " examples");
+  std::vector<ClassifyExample> out;
+  for (size_t i = 0; i < labels.size(); ++i) out.push_back({tokenizer.encode(data.examples[i].text), labels[i]});
+  return out;
+}
 
 ClassifyBatch collate_classify(const std::vector<ClassifyExample>& examples, std::span<const size_t> batch,
                                int64_t padding_id, int64_t max_length) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "nn/finetune/data.h"
 #include "nn/finetune/template.h"
 
 namespace finetune {
@@ -42,6 +43,9 @@ struct InstructBatch {
   autograd::Tensor target_tensor() const;  // int64 [rows, columns]
 };
 
+// Each example rendered in `chat`'s template (an Alpaca record as its user and assistant messages).
+std::vector<Rendered> render_examples(const std::vector<InstructionExample>& examples, const ChatTemplate& chat);
+
 // The examples `batch` picks from `examples`. FinetuneError for an example of fewer than two tokens (it has
 // no target) and for a negative max_length.
 InstructBatch collate_instruct(const std::vector<Rendered>& examples, std::span<const size_t> batch,
@@ -61,6 +65,10 @@ struct ClassifyBatch {
   autograd::Tensor last_tensor() const;   // int64 [rows]
   autograd::Tensor label_tensor() const;  // int64 [rows]
 };
+
+// Each text as ids, with its class: labels[i] is example i's (label_indices() in data.h).
+std::vector<ClassifyExample> tokenize_examples(const ClassificationData& data, const std::vector<int64_t>& labels,
+                                               const TemplateTokenizer& tokenizer);
 
 // FinetuneError for an example without tokens and for a negative max_length.
 ClassifyBatch collate_classify(const std::vector<ClassifyExample>& examples, std::span<const size_t> batch,

@@ -98,11 +98,16 @@ class Llama3Template : public ChatTemplate {
   }
   Pieces opening(const std::string& system) const override {
     Pieces pieces{special("<|begin_of_text|>")};
-    if (!system.empty()) append(pieces, message("system", system));
+    if (!system.empty()) append(pieces, message("system", as_written(system)));
     return pieces;
   }
-  Pieces user_turn(const std::string& t) const override { return message("user", t); }
+  Pieces user_turn(const std::string& t) const override { return message("user", as_written(t)); }
   Pieces assistant_header() const override { return header("assistant"); }
+  std::string as_written(const std::string& content) const override {
+    const size_t first = content.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos) return "";
+    return content.substr(first, content.find_last_not_of(" \t\r\n") - first + 1);
+  }
 
  private:
   static Pieces header(const std::string& role) {
@@ -137,7 +142,7 @@ Pieces ChatTemplate::conversation_pieces(const Conversation& conversation) const
       append(pieces, chat.user_turn(m.content));
     } else if (m.role == "assistant") {
       append(pieces, chat.assistant_header());
-      pieces.push_back(text(m.content, /*counted=*/true));
+      pieces.push_back(text(chat.as_written(m.content), /*counted=*/true));
       pieces.push_back(special(end_of_turn_, /*counted=*/true));
       append(pieces, chat.after_reply());
     } else {

@@ -105,6 +105,9 @@ class ChatTemplate {
   // A record's instruction and input as the user's message: the Alpaca template keeps its "### Input:"
   // section; the chat templates join the two with a blank line.
   virtual std::string user_text(const AlpacaRecord& record) const;
+  // A message's content as the template writes it: as given, except that Llama 3's strips the whitespace
+  // around it (Meta's encoder and the Hugging Face template both do).
+  virtual std::string as_written(const std::string& content) const { return content; }
 
   // The pieces of a whole conversation (render() tokenizes them). FinetuneError for a role other than
   // user and assistant after the first message.
