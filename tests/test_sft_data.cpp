@@ -146,7 +146,7 @@ TEST(SftData, RefusesBadClassificationFilesNamingLineAndField) {
   refused("l.jsonl", "{\"label\": \"x\"}\n", {"line 1", "\"text\" is missing"});
   refused("m.xlsx", "", {"extension", ".csv or .tsv"});
   std::string many = "label,text\n";
-  for (size_t i = 0; i <= kMaxClasses; ++i) many += "l" + std::to_string(i) + ",t\n";
+  for (size_t i = 0; i <= kMaxClasses; ++i) many.append("l").append(std::to_string(i)).append(",t\n");
   refused("n.csv", many, {"line 1026", "limit of 1024 classes"});
 }
 
