@@ -329,7 +329,7 @@ std::string format_tensor(const PrintData& data, const std::vector<std::string>&
 // where the decimal point goes.
 
 std::string python_float_repr(double v) {
-  [[maybe_unused]] ExactSubnormals exact;  // (empty where the CPU has no such flags)
+  [[maybe_unused]] cpu::KeepSubnormals exact;  // (flush-to-zero off: see format_tensor)
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
 
