@@ -4,7 +4,7 @@
 # CMAKE_CROSSCOMPILING_EMULATOR) ctest already runs the test programs themselves under the emulator, but a
 # test that starts another program (the command line through /bin/sh, a seed program from a CMake script)
 # would hand an aarch64 file to the host. So a cross build gets bin-emulated/: for each program of
-# examples/, a two-line script of the same name that runs bin/<program> under the emulator (argv[0] kept).
+# examples/ and for the test program, a two-line script of the same name that runs bin/<program> under the emulator (argv[0] kept).
 # SCRATCHGRAD_PROGRAMS_DIR is the folder the tests start programs from: bin/ or bin-emulated/.
 set(SCRATCHGRAD_PROGRAMS_DIR ${PROJECT_BINARY_DIR}/bin)
 
@@ -30,6 +30,7 @@ if(CMAKE_CROSSCOMPILING_EMULATOR)
   set(SCRATCHGRAD_PROGRAMS_DIR ${PROJECT_BINARY_DIR}/bin-emulated)
   list(JOIN CMAKE_CROSSCOMPILING_EMULATOR " " _sg_emulator)
   scratchgrad_executables_below(${PROJECT_SOURCE_DIR}/examples _sg_programs)
+  list(APPEND _sg_programs scratchgrad_tests)  # (test_catalog.cpp reruns suites in a second process)
   foreach(program ${_sg_programs})
     file(GENERATE OUTPUT ${SCRATCHGRAD_PROGRAMS_DIR}/$<TARGET_FILE_NAME:${program}>
          CONTENT "#!/bin/sh\nexec ${_sg_emulator} -0 \"$0\" $<TARGET_FILE:${program}> \"$@\"\n"
