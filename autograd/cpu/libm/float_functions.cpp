@@ -66,7 +66,10 @@ float expm1_float(float y) {
     }
     if (negative) return -1.0f;
   }
-  if (hx < 0x33000000) return y;  // |y| < 2^-25
+  if (hx < 0x33000000) {  // |y| < 2^-25: y, computed (a subnormal y is then 0 where denormals are zero)
+    const float t = 1.0e30f + y;
+    return y - (t - 1.0e30f);
+  }
   return expm1_reduced(y, hx, negative);
 }
 
