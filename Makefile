@@ -136,6 +136,9 @@ ARM64_BUILD ?= build-arm64
 ARM64_PACKAGES = cmake make ccache g++-aarch64-linux-gnu qemu-user libc6:arm64 libstdc++6:arm64 libgomp1:arm64 \
   libblis-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 libcli11-dev nlohmann-json3-dev
 ARM64_SKIP = ^(step\.|install\.|lab\.)
+# Left to the full run: three parity tests that train the seed model again and again (over three minutes
+# under QEMU; the seed program mini_self_attention already checks its 301 steps byte for byte).
+ARM64_CI_LONG = Parity.OneUlpInOneStartingWeightMovesTheFinalLossByMoreThan1e3:Parity.LossOfAll301StepsFinalParametersAndGeneration:Parity.TheReferenceKernelsTrainTheSeedModelToTheSameText
 SEED_PROGRAMS = $(basename $(notdir $(wildcard tests/reference/seed_programs/*.expected)))
 
 .PHONY: arm64-deps arm64-configure test-arm64 test-arm64-ci
@@ -161,7 +164,7 @@ test-arm64: arm64-configure configure
 test-arm64-ci: arm64-configure
 	@cmake --build $(ARM64_BUILD) -j $(JOBS) --target scratchgrad_core_tests $(SEED_PROGRAMS)
 	@cd $(ARM64_BUILD) && ctest --output-on-failure -j $(JOBS) -R '^seed_program'
-	@qemu-aarch64 $(ARM64_BUILD)/bin/scratchgrad_core_tests
+	@qemu-aarch64 $(ARM64_BUILD)/bin/scratchgrad_core_tests --gtest_filter='-$(ARM64_CI_LONG)'
 
 clean:
 	rm -rf $(BUILD)
