@@ -229,6 +229,12 @@ Tokenizer load_hugging_face_tokenizer(const std::string& tokenizer_json) {
     const std::optional<JsonField> pre = root.find("pre_tokenizer");
     if (!pre || !is_byte_level(*pre))
       throw TokenizerError(tokenizer_json + ": not a byte-level BPE like GPT-2's (its pre_tokenizer is not ByteLevel)");
+    // Llama 3's, Qwen's and SmolLM2's files are byte-level too, but split text by another pattern first (a
+    // Sequence of a Split or Digits and a ByteLevel): read with GPT-2's split, they would encode differently.
+    if ((*pre)["type"].string() != "ByteLevel")
+      (*pre)["type"].fail("is \"" + (*pre)["type"].string() + "\", not GPT-2's single \"ByteLevel\": this is another "
+                          "model's tokenizer (Llama 3's, Qwen's or SmolLM2's split their text first), which its "
+                          "folder's tokenizer.json gives to that model, and `tokenize --tokenizer-file` reads");
     auto vocab = vocabulary(model["vocab"]);
     std::vector<std::pair<std::string, std::string>> merges;
     model["merges"].each_element([&](const JsonField& m) { merges.push_back(hugging_face_merge(m)); });
