@@ -372,6 +372,9 @@ TEST(LlamaCli, RefusesWhatCannotApplyNamingTheFlagOrFile) {
   expect_refused(scratchgrad(tiny_run("--steps 2 --kv-heads 3")), "--kv-heads must be at least 1 and divide --heads 4");
   expect_refused(scratchgrad(tiny_run("--steps 2 --ffn-dim 0")), "--ffn-dim must be at least 1");
   expect_refused(scratchgrad(tiny_run("--steps 2 --dim 36 --heads 4")), "must give an even head width");
+  expect_refused(scratchgrad(tiny_run("--steps 2 --dropout 0.1")), "--dropout 0.1 is for --model gpt: a Llama has no dropout layers");
+  expect_refused(scratchgrad("train --init " + llama_folder_with_tokenizer().string() + " --steps 2 --dropout 0.1 --text " + llama_text()),
+                 "--dropout 0.1 is for GPT models: a Llama-family model has no dropout layers");
   expect_refused(scratchgrad(greedy_command(folder, {1, 2}, 3, "--heads 4")), "--heads is for GPT-2's");
   expect_refused(scratchgrad(greedy_command(folder, {1, 2}, 3, "--tokenizer-file x.json")), "--tokenizer-file is for");
   expect_refused(scratchgrad("generate --checkpoint " + folder + " --prompt hello --tokens 3"),

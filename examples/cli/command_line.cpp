@@ -70,14 +70,14 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   train_cmd->add_option("--preset", preset, "gpt, llama: tiny or small (default small), sizes and recipe for a laptop");
   train_cmd->add_option("--kv-heads", train.kv_heads, "llama: key/value heads (must divide --heads; default: the preset's, else --heads)");
   train_cmd->add_option("--ffn-dim", train.ffn_dim, "llama: the SwiGLU's inner width (default: the preset's, else 8/3 of --dim)");
-  train_cmd->add_option("--layers", train.layers, "gpt: transformer blocks");
-  train_cmd->add_option("--dropout", train.dropout, "gpt: dropout on the embeddings and residual branches");
-  train_cmd->add_option("--warmup", train.warmup, "gpt: linear warm-up steps before the cosine decay")->capture_default_str();
-  train_cmd->add_option("--weight-decay", train.weight_decay, "gpt: AdamW weight decay of the Linear weights")->capture_default_str();
-  train_cmd->add_option("--clip", train.clip, "gpt: clip the gradients' global norm to this (0: none)")->capture_default_str();
-  train_cmd->add_option("--accumulate", train.accumulate, "gpt: micro-batches per step")->capture_default_str();
-  train_cmd->add_option("--save-every", train.save_every, "gpt: also write --save every N steps (atomically)");
-  train_cmd->add_option("--resume", train.resume, "gpt: continue the run saved in this checkpoint to its --steps (--steps N: to N)");
+  train_cmd->add_option("--layers", train.layers, "gpt, llama: transformer blocks");
+  train_cmd->add_option("--dropout", train.dropout, "gpt, llama: dropout on the embeddings and residual branches");
+  train_cmd->add_option("--warmup", train.warmup, "gpt, llama: linear warm-up steps before the cosine decay")->capture_default_str();
+  train_cmd->add_option("--weight-decay", train.weight_decay, "gpt, llama: AdamW weight decay of the Linear weights")->capture_default_str();
+  train_cmd->add_option("--clip", train.clip, "gpt, llama: clip the gradients' global norm to this (0: none)")->capture_default_str();
+  train_cmd->add_option("--accumulate", train.accumulate, "gpt, llama: micro-batches per step")->capture_default_str();
+  train_cmd->add_option("--save-every", train.save_every, "gpt, llama: also write --save every N steps (atomically)");
+  train_cmd->add_option("--resume", train.resume, "gpt, llama: continue the run saved in this checkpoint to its --steps (--steps N: to N)");
   train_cmd->add_option("--text", train.text_file, "UTF-8 text file to learn (default: the workshop's phrase)");
   train_cmd->add_option("--steps", train.steps, "training steps")->capture_default_str();
   train_cmd->add_option("--batch", train.batch, "windows per batch (B)")->capture_default_str();
@@ -101,16 +101,16 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
                         "tokens to generate at the end, greedily (characters for --tokenizer char)")
       ->capture_default_str();
   train_cmd->add_option("--tokenizer", train.tokenizer,
-                        "gpt: char (one id per character), bpe (a byte-level BPE learned from the training split) or "
+                        "gpt, llama: char (one id per character), bpe (a byte-level BPE learned from the training split) or "
                         "gpt2 (GPT-2's, from --tokenizer-file); the checkpoint carries it")
       ->capture_default_str();
   train_cmd->add_option("--vocab-size", train.vocab_size, "--tokenizer bpe: tokens in the vocabulary (256 bytes + merges)")
       ->capture_default_str();
   train_cmd->add_option("--tokenizer-file", train.tokenizer_file,
-                        "--tokenizer gpt2: the folder of encoder.json and vocab.bpe, or a tokenizer.json");
+                        "--tokenizer gpt2: the folder of encoder.json and vocab.bpe, or a byte-level BPE tokenizer.json (GPT-2's, Llama 3's, Qwen's, SmolLM2's)");
   train_cmd->add_option("--init", train.init,
-                        "fine-tune: start from these weights (GPT-2's model.safetensors, llm.c's .bin, or a checkpoint "
-                        "of --model gpt); their shapes set the model, so --dim, --layers, --preset are refused; "
+                        "fine-tune: start from these weights (GPT-2's model.safetensors, llm.c's .bin, a Hugging Face "
+                        "folder, or a checkpoint of --model gpt or llama); their shapes set the model, so --dim, --layers, --preset are refused; "
                         "defaults B 4, 200 steps, lr 1e-4 (1e-3 with LoRA), --context min(64, the model's), the file's "
                         "tokenizer (GPT-2: --tokenizer gpt2 with --tokenizer-file)");
   train_cmd->add_option("--lora-rank", train.lora_rank,
