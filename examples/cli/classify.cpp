@@ -1,0 +1,702 @@
+// classify.cpp — train --task classify, scratchgrad classify and eval --task classify (classify.h).
+#include "classify.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <ostream>
+#include <span>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "autograd/autograd.h"
+#include "command_line.h"
+#include "finetune.h"
+#include "folders.h"
+#include "guards.h"
+#include "model_files.h"
+#include "nn/finetune/classifier.h"
+#include "nn/finetune/collate.h"
+#include "nn/finetune/data.h"
+#include "nn/finetune/error.h"
+#include "nn/finetune/seeded.h"
+#include "nn/gpt2.h"
+#include "nn/hf_folder.h"
+#include "nn/lora.h"
+#include "nn/numbers.h"
+#include "nn/safetensors.h"
+#include "nn/tokenizer/tokenizer.h"
+#include "optim/optim.h"
+#include "ranks.h"
+#include "sampling.h"
+#include "token_text.h"
+
+namespace cli {
+
+using namespace autograd;
+using finetune::ClassifyExample;
+using finetune::Classifier;
+
+// ------------------------------------------------------------------------------------------- the flags
+
+namespace {
+
+// The flags of one task only: given with another, each is refused, naming what it is for.
+struct TaskFlag {
+  const char* flag;
+  const char* task;
+  const char* is_for;
+};
+const std::vector<TaskFlag>& task_flags() {
+  static const std::vector<TaskFlag> flags{
+      {"--data", "classify", "the labelled texts of --task classify"},
+      {"--train-blocks", "classify", "--task classify (how many of the last blocks train)"},
+      {"--split", "classify", "--task classify (the training, validation and test fractions of --data)"},
+      {"--epochs", "classify", "--task classify (passes over the training split)"},
+      {"--max-length", "classify", "--task classify (the tokens of a text the classifier reads)"},
+      {"--text", "text", "--task text (next-token training on a text); --task classify reads --data FILE"},
+      {"--resume", "text", "--task text (a classification run is not resumed)"},
+      {"--sample", "text", "--task text (a classifier generates no text)"},
+      {"--save-every", "text", "--task text (a classification run saves at its end)"},
+      {"--accumulate", "text", "--task text"},
+      {"--graph", "text", "--task text"},
+      {"--plot", "text", "--task text"},
+      {"--deterministic-reduce", "text", "--task text under mpirun"},
+      {"--reduce-shards", "text", "--task text under mpirun"},
+      {"--check-every", "text", "--task text under mpirun"},
+      {"--no-overlap", "text", "--task text under mpirun"},
+      {"--allow-other-text", "text", "--task text --resume"},
+  };
+  return flags;
+}
+
+}  // namespace
+
+void apply_task_options(TrainOptions& o, const std::function<bool(const char*)>& given) {
+  require(o.task == "text" || o.task == "classify",
+          fmt::format("--task must be text (next-token training on --text) or classify (a label for each text of "
+                      "--data), got '{}'",
+                      o.task));
+  for (const TaskFlag& f : task_flags())
+    if (given(f.flag) && o.task != f.task)
+      throw UsageError(fmt::format("{} is for {}; this run is --task {}: leave it out", f.flag, f.is_for, o.task));
+  if (o.task != "classify") return;
+  require(!o.data_file.empty(), "--task classify needs --data FILE (CSV or TSV with a label and a text column, or "
+                                "JSONL of {\"text\": ..., \"label\": ...})");
+  require(!o.init.empty() || o.model != "mini",
+          "--task classify trains a GPT or a Llama: give --init FILE (GPT-2's weights, a Hugging Face folder or a "
+          "checkpoint of ours) or --model gpt|llama to train one from scratch");
+  require(o.init.empty() || !given("--context"),
+          fmt::format("--context cannot be given with --init {}: the model's context is its own; --max-length cuts "
+                      "the texts",
+                      o.init));
+  require(!(given("--steps") && given("--epochs")), "give --steps or --epochs, not both: each says how long to train");
+  require(!(given("--train-blocks") && given("--lora-rank")),
+          "--train-blocks and --lora-rank each say what trains: choose one (LoRA trains the adapters and the head)");
+  if (o.init.empty()) return;  // from scratch: the preset's recipe
+  // The book's recipe for fine-tuning a classifier (chapter 6): batch 8, AdamW lr 5e-5. Adapters start from
+  // zero and take a larger rate.
+  if (!given("--batch")) o.batch = 8;
+  if (!given("--lr")) o.lr = o.lora_rank > 0 ? 1e-3 : 5e-5;
+}
+
+// ---------------------------------------------------------------------- texts in token form
+
+namespace {
+
+// What a classifier reads a text with: its characters (a char run) or a byte-level BPE.
+class TextTokenizer : public finetune::TemplateTokenizer {
+ public:
+  TextTokenizer(const RunTokenizer& tokenizer, const Vocabulary& vocab) : tokenizer_(tokenizer), vocab_(vocab) {}
+  std::vector<int64_t> encode(std::string_view text) const override {
+    if (tokenizer_.is_char()) return vocab_.encode(decode_utf8(std::string(text)));
+    const std::vector<int32_t> ids = tokenizer_.bpe->encode_ordinary(text);
+    return {ids.begin(), ids.end()};
+  }
+  std::optional<int64_t> special_id(std::string_view text) const override {
+    if (tokenizer_.is_char()) return std::nullopt;
+    if (const std::optional<int32_t> id = tokenizer_.bpe->token_id(text)) return *id;
+    return std::nullopt;
+  }
+
+ private:
+  const RunTokenizer& tokenizer_;
+  const Vocabulary& vocab_;
+};
+
+// The padding id: GPT-2's <|endoftext|> (50256, as the book pads), else 0. In a causal model the padding
+// after a text never reaches the last real token's state, so the choice changes no result.
+int64_t padding_id(const TextTokenizer& tokenizer) { return tokenizer.special_id("<|endoftext|>").value_or(0); }
+
+finetune::ClassificationData read_data(const std::string& path) {
+  try {
+    return finetune::read_classification_data(path);
+  } catch (const finetune::FinetuneError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// Each text as ids, with its class: a character the model lacks is refused with the text's place.
+std::vector<ClassifyExample> encode_examples(const finetune::ClassificationData& data, const std::vector<int64_t>& labels,
+                                             const TextTokenizer& tokenizer, const std::string& path) {
+  std::vector<ClassifyExample> out;
+  out.reserve(data.examples.size());
+  for (size_t i = 0; i < data.examples.size(); ++i) {
+    const finetune::TextExample& example = data.examples[i];
+    try {
+      out.push_back({tokenizer.encode(example.text), labels[i]});
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("{} {}: field \"text\": {}", path, example.place, e.what()));
+    }
+    if (out.back().ids.empty()) throw UsageError(fmt::format("{} {}: field \"text\" has no tokens", path, example.place));
+  }
+  return out;
+}
+
+// How texts become batches: padded with `padding_id` to the longest of the batch, cut at `cut` tokens.
+struct Batching {
+  int64_t padding_id = 0, cut = 0, batch = 8;
+  Device device;
+};
+
+struct Score {
+  double loss = 0, accuracy = 0;
+  int64_t count = 0;
+  std::vector<int64_t> predicted;  // each example's class, in the order given
+};
+
+// Mean loss and accuracy over `which`, in batches, with no graph recorded (the caller sets eval mode).
+Score score(const Classifier& model, const std::vector<ClassifyExample>& examples, std::span<const size_t> which,
+            const Batching& b) {
+  NoGradGuard no_grad;
+  Score s;
+  int64_t right = 0;
+  for (size_t first = 0; first < which.size(); first += size_t(b.batch)) {
+    const std::span<const size_t> part = which.subspan(first, std::min(size_t(b.batch), which.size() - first));
+    const finetune::ClassifyBatch batch = finetune::collate_classify(examples, part, b.padding_id, b.cut);
+    const Tensor logits = model(batch.input_tensor().to(b.device), batch.last_tensor().to(b.device));
+    s.loss += cross_entropy(logits, batch.label_tensor().to(b.device)).item() * double(batch.rows);
+    const std::vector<int64_t> predicted = argmax(logits, 1).cpu().to_vector<int64_t>();
+    for (int64_t r = 0; r < batch.rows; ++r) right += predicted[size_t(r)] == batch.labels[size_t(r)];
+    s.predicted.insert(s.predicted.end(), predicted.begin(), predicted.end());
+  }
+  s.count = int64_t(which.size());
+  if (s.count > 0) s.loss /= double(s.count), s.accuracy = double(right) / double(s.count);
+  return s;
+}
+
+// ------------------------------------------------------------------------------ the model to train
+
+// The model a classification run starts from, and the tokenizer its texts are read with.
+struct Backbone {
+  std::shared_ptr<nn::LanguageModel> model;
+  RunTokenizer tokenizer;
+  Vocabulary vocab{std::u32string()};  // char: the characters
+};
+
+// --tokenizer, when given with --init, must be the file's own.
+void check_tokenizer_fits(const TrainOptions& o, const std::string& kind, const std::string& why) {
+  require(o.tokenizer.empty() || o.tokenizer == kind,
+          fmt::format("--tokenizer {} does not fit {}: {} (leave --tokenizer out, or give --tokenizer {})", o.tokenizer,
+                      o.init, why, kind));
+}
+
+RunTokenizer gpt2_tokenizer_from(const std::string& file) {
+  RunTokenizer t;
+  t.kind = "gpt2";
+  t.gpt2_path = absolute_path(file);
+  t.bpe = std::make_shared<tokenizer::Tokenizer>(load_gpt2_tokenizer_for("train", file));
+  t.gpt2_hash = t.bpe->fingerprint();
+  return t;
+}
+
+// --init's weights: a Hugging Face folder (its tokenizer.json), GPT-2's file (GPT-2's tokenizer from
+// --tokenizer-file) or a GPT or Llama of ours (its own tokenizer; a LoRA run's adapters merged in).
+Backbone load_backbone(const TrainOptions& o) {
+  Backbone b;
+  if (nn::is_hf_folder(o.init)) {
+    FolderModel folder = open_folder(o.init, "train --init", o.init_heads > 0);
+    check_tokenizer_fits(o, "gpt2", "the folder's model reads its tokenizer.json's tokens");
+    const std::string file = o.tokenizer_file.empty() ? folder_tokenizer_file(o.init) : o.tokenizer_file;
+    require(!file.empty(), fmt::format("--init {}: the folder has no tokenizer.json to read --data with: give "
+                                       "--tokenizer-file (the model's tokenizer.json)",
+                                       o.init));
+    b.model = std::move(folder.model);
+    b.tokenizer = gpt2_tokenizer_from(file);
+    return b;
+  }
+  if (std::unique_ptr<nn::GPTModel> gpt2 = load_gpt2_weights(o.init, o.init_heads)) {
+    check_tokenizer_fits(o, "gpt2", "GPT-2's weights read GPT-2's tokens (with --tokenizer-file DIR)");
+    require(!o.tokenizer_file.empty(), fmt::format("--init {}: GPT-2's weights read GPT-2's tokens: give "
+                                                   "--tokenizer-file (the folder of encoder.json and vocab.bpe, or a "
+                                                   "tokenizer.json)",
+                                                   o.init));
+    b.model = std::move(gpt2);
+    b.tokenizer = gpt2_tokenizer_from(o.tokenizer_file);
+    return b;
+  }
+  LoadedModel ours = load_model(o.init, o.tokenizer_file);
+  if (!ours.decoder())
+    throw UsageError(fmt::format("--init {}: a checkpoint of the workshop's one-layer model; a classifier is made of a "
+                                 "GPT or a Llama (GPT-2's weights, a Hugging Face folder, or a checkpoint of train "
+                                 "--model gpt or llama)",
+                                 o.init));
+  if (ours.gpt) check_heads_agree(o.init_heads, *ours.gpt, o.init);
+  check_tokenizer_fits(o, ours.tokenizer.kind, fmt::format("the checkpoint reads its own {} tokenizer", ours.tokenizer.kind));
+  if (ours.gpt) b.model = std::move(ours.gpt);
+  else b.model = std::move(ours.llama);
+  if (!nn::lora_parameters(*b.model).empty()) nn::merge_lora(*b.model);
+  b.tokenizer = ours.tokenizer;
+  b.vocab = ours.vocab;
+  return b;
+}
+
+// From scratch: the tokenizer learned from (char, bpe) or read for (gpt2) the training texts, and a new
+// model of the run's shape (drawn after manual_seed).
+Backbone new_backbone(const TrainOptions& o, const finetune::ClassificationData& data, const finetune::Split& split) {
+  Backbone b;
+  std::string training_text;
+  for (size_t i : split.train) training_text += data.examples[i].text + "\n";
+  if (o.tokenizer == "char") {
+    std::string all;  // every character of the file: classify and eval must read the validation and test texts
+    for (const finetune::TextExample& e : data.examples) all += e.text;
+    b.vocab = Vocabulary::from_text(decode_utf8(all));
+  } else if (o.tokenizer == "bpe") {
+    require(o.vocab_size >= 256 && o.vocab_size <= 65536,
+            fmt::format("--vocab-size must be in 256..65536 for --tokenizer bpe, got {}", o.vocab_size));
+    tokenizer::TrainOptions t;
+    t.vocab_size = int(o.vocab_size);
+    b.tokenizer.kind = "bpe";
+    try {
+      b.tokenizer.bpe = std::make_shared<tokenizer::Tokenizer>(tokenizer::train(training_text, t));
+    } catch (const tokenizer::TokenizerError& e) {
+      throw UsageError(fmt::format("train: --tokenizer bpe on the training texts of {}: {}", o.data_file, e.what()));
+    }
+  } else {
+    require(!o.tokenizer_file.empty(), "--tokenizer gpt2 needs --tokenizer-file (the folder of GPT-2's encoder.json and "
+                                       "vocab.bpe, or a tokenizer.json)");
+    b.tokenizer = gpt2_tokenizer_from(o.tokenizer_file);
+  }
+  const int64_t vocab = b.tokenizer.is_char() ? b.vocab.size() : b.tokenizer.bpe->vocab_size();
+  manual_seed(o.seed);
+  if (o.model == "llama") {
+    nn::LlamaConfig c;
+    c.vocab_size = vocab, c.hidden_size = o.dim, c.intermediate_size = o.ffn_dim, c.num_hidden_layers = o.layers;
+    c.num_attention_heads = o.heads, c.num_key_value_heads = o.kv_heads, c.max_position_embeddings = o.context;
+    c.rope_theta = 10000.0, c.tie_word_embeddings = true;  // as train --model llama makes one
+    b.model = std::make_shared<nn::LlamaModel>(c);
+  } else {
+    b.model = std::make_shared<nn::GPTModel>(nn::GPTConfig{.vocab_size = vocab, .context_length = o.context,
+                                                           .emb_dim = o.dim, .n_heads = o.heads, .n_layers = o.layers,
+                                                           .drop_rate = o.dropout, .qkv_bias = false});
+  }
+  return b;
+}
+
+// What trains: "all", or the last N blocks (with the final norm and the head), or (--lora-rank) LoRA adapters
+// and the head.
+void choose_what_trains(Classifier& classifier, const TrainOptions& o) {
+  if (o.lora_rank > 0) {
+    for (Tensor& p : classifier.parameters()) p.requires_grad_(false);
+    nn::add_lora(*classifier.backbone, lora_config(o, *classifier.backbone));
+    for (Tensor p : classifier.head->parameters()) p.requires_grad_(true);
+    return;
+  }
+  const int64_t blocks = finetune::block_count(*classifier.backbone);
+  int64_t n = -1;
+  if (o.train_blocks != "all") {
+    const std::optional<int64_t> parsed = nn::parse_whole(o.train_blocks, 0, blocks);
+    require(parsed.has_value(), fmt::format("--train-blocks must be all or a whole number from 0 to {} (the model's "
+                                            "blocks), got '{}'",
+                                            blocks, o.train_blocks));
+    n = *parsed;
+  }
+  finetune::freeze_for_classification(classifier, n);
+}
+
+// AdamW over the parameters that train: the Linear weights decayed, the rest (norms, biases, embeddings) not.
+optim::AdamW classifier_optimizer(const Classifier& classifier, const TrainOptions& o) {
+  auto [decay, no_decay] = nn::weight_decay_groups(classifier);
+  auto trained = [](const nn::NamedTensors& group) {
+    std::vector<Tensor> out;
+    for (const auto& [name, p] : group)
+      if (p.requires_grad()) out.push_back(p);
+    return out;
+  };
+  std::vector<Tensor> decayed = trained(decay), plain = trained(no_decay);
+  const optim::AdamW::Options options{.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                                    .weight_decay = decayed.empty() ? 0.0 : o.weight_decay};
+  optim::AdamW opt(decayed.empty() ? plain : decayed, options);
+  if (!decayed.empty() && !plain.empty()) opt.add_param_group(plain, {{"weight_decay", 0.0}});
+  return opt;
+}
+
+// ------------------------------------------------------------------------------ the checkpoint
+
+constexpr const char* kClassifierFormat = "scratchgrad-classifier";
+
+void save_classifier(const std::string& path, const Classifier& classifier, const Backbone& b,
+                     const std::vector<std::string>& labels, const TrainOptions& o, int64_t cut,
+                     const std::map<std::string, std::string>& scores) {
+  const nn::LanguageModel& model = *classifier.backbone;
+  std::map<std::string, std::string> m;
+  const Vocabulary vocab = b.tokenizer.is_char() ? b.vocab : Vocabulary(std::u32string());
+  if (const auto* llama = dynamic_cast<const nn::LlamaModel*>(&model)) m = llama_metadata(llama->cfg, vocab, U"", o.steps);
+  else m = gpt_metadata(dynamic_cast<const nn::GPTModel&>(model).cfg, vocab, U"", o.steps,
+                        head_is_tied(dynamic_cast<const nn::GPTModel&>(model)));
+  if (!b.tokenizer.is_char()) m.merge(b.tokenizer.metadata());
+  m["classify.model_format"] = m["format"];  // what load_model reads the model with
+  m["format"] = kClassifierFormat;
+  m["classify.labels"] = std::to_string(labels.size());
+  for (size_t i = 0; i < labels.size(); ++i) m[fmt::format("classify.label.{}", i)] = labels[i];
+  m["classify.max_length"] = std::to_string(cut);
+  m["run.data"] = absolute_path(o.data_file);
+  m["run.init"] = o.init.empty() ? "" : absolute_path(o.init);
+  m["run.train_blocks"] = o.lora_rank > 0 ? fmt::format("lora rank {}", o.lora_rank) : o.train_blocks;
+  m["run.split"] = o.split;
+  m["run.seed"] = std::to_string(o.seed);
+  m["run.lr"] = fmt::format("{:.17g}", o.lr);
+  m["run.batch"] = std::to_string(o.batch);
+  m.merge(std::map<std::string, std::string>(scores));
+  nn::NamedTensors tensors = decoder_state(model);
+  tensors.emplace_back("classify.head.weight", classifier.head->weight);
+  tensors.emplace_back("classify.head.bias", classifier.head->bias);
+  nn::save_safetensors(path, tensors, m);
+}
+
+struct LoadedClassifier {
+  std::shared_ptr<Classifier> model;
+  RunTokenizer tokenizer;
+  Vocabulary vocab{std::u32string()};
+  std::vector<std::string> labels;
+  int64_t cut = 0;  // the most tokens of a text it reads
+};
+
+LoadedClassifier load_classifier(const std::string& path, const std::string& tokenizer_file) {
+  nn::Checkpoint ck = nn::load_safetensors(path);
+  const auto format = ck.metadata.find("format");
+  if (format == ck.metadata.end() || format->second != kClassifierFormat)
+    throw UsageError(fmt::format("{}: not a classifier (train --task classify --save writes one)", path));
+  LoadedClassifier c;
+  const int64_t classes = metadata_int(ck, path, "classify.labels");
+  if (classes < 2 || uint64_t(classes) > finetune::kMaxClasses)
+    throw nn::CheckpointError(fmt::format("{}: metadata 'classify.labels' is {}, expected 2 to {} classes", path, classes,
+                                          finetune::kMaxClasses));
+  for (int64_t i = 0; i < classes; ++i) {
+    const auto label = ck.metadata.find(fmt::format("classify.label.{}", i));
+    if (label == ck.metadata.end() || label->second.empty())
+      throw nn::CheckpointError(fmt::format("{}: metadata has no 'classify.label.{}'", path, i));
+    if (std::find(c.labels.begin(), c.labels.end(), label->second) != c.labels.end())
+      throw nn::CheckpointError(fmt::format("{}: metadata lists the label '{}' twice", path, one_line(label->second)));
+    c.labels.push_back(label->second);
+  }
+  c.cut = metadata_int(ck, path, "classify.max_length");
+  const std::string model_format = ck.metadata["classify.model_format"];
+  if (model_format != "scratchgrad-gpt" && model_format != "scratchgrad-llama")
+    throw nn::CheckpointError(fmt::format("{}: metadata 'classify.model_format' is '{}', expected scratchgrad-gpt or "
+                                          "scratchgrad-llama",
+                                          path, one_line(model_format.substr(0, 40))));
+  nn::NamedTensors head;
+  std::erase_if(ck.tensors, [&](const auto& entry) {
+    if (!entry.first.starts_with("classify.head.")) return false;
+    head.emplace_back(entry.first.substr(std::string("classify.head.").size()), entry.second);
+    return true;
+  });
+  ck.metadata["format"] = model_format;
+  LoadedModel m = load_model(path, std::move(ck), tokenizer_file);
+  std::shared_ptr<nn::LanguageModel> backbone;
+  if (m.gpt) backbone = std::move(m.gpt);
+  else backbone = std::move(m.llama);
+  check_finite_parameters(head, path);
+  try {
+    nn::SkipInitGuard from_the_file;
+    c.model = std::make_shared<Classifier>(backbone, classes);
+    c.model->head->load_state_dict(head);
+  } catch (const std::invalid_argument& e) {
+    throw nn::CheckpointError(fmt::format("{}: the classifier's head: {}", path, e.what()));
+  }
+  c.model->eval();
+  c.tokenizer = m.tokenizer;
+  c.vocab = m.vocab;
+  return c;
+}
+
+// --------------------------------------------------------------------------------- training
+
+// A run's progress: every --eval-every steps, the batch's loss, and accuracy and loss on (up to five
+// batches of) the training and validation parts, as the book's evaluate_model reports them.
+std::string progress_line(int64_t step, double loss, const Score& train, const Score* val, double seconds) {
+  std::string line = fmt::format("step {:>4} | loss {:.3f} | train acc {:.3f} loss {:.3f}", step, loss, train.accuracy,
+                                 train.loss);
+  if (val) line += fmt::format(" | val acc {:.3f} loss {:.3f}", val->accuracy, val->loss);
+  return line + fmt::format(" | {} elapsed", format_duration(seconds));
+}
+
+std::string part_line(const char* name, const Score& s) {
+  if (s.count == 0) return fmt::format("{:<10} no examples", name);
+  return fmt::format("{:<10} accuracy {:.3f} loss {:.4f} ({} examples)", name, s.accuracy, s.loss, s.count);
+}
+
+}  // namespace
+
+int train_classifier(TrainOptions o, std::ostream& out) {
+  use_kernels(o.kernels);
+  Ranks ranks;
+  if (ranks.size() > 1)
+    throw UsageErrorOnEveryRank("--task classify trains on one process: run it without mpirun");
+  const Device device = checked_device(o.device);
+  check_distinct_files({{"--data", o.data_file}, {"--save", o.save}, {"--init", o.init}});
+  if (!o.save.empty()) o.save = checkpoint_target("--save", o.save), nn::check_writable(o.save);
+  std::string note;
+  o.threads = usable_threads(o.threads, note);
+  if (!note.empty()) out << note << "\n";
+  set_num_threads(o.threads);
+  use_numerics_for("gpt", o.numerics);
+
+  const finetune::ClassificationData data = read_data(o.data_file);
+  const std::vector<int64_t> labels = finetune::label_indices(data, data.labels, o.data_file);
+  finetune::Split split;
+  try {
+    split = finetune::split_examples(data.examples.size(), finetune::parse_split(o.split), o.seed);
+  } catch (const finetune::FinetuneError& e) {
+    throw UsageError(std::string("--split ") + e.what());
+  }
+  require(!split.train.empty(), fmt::format("--split {} leaves no training examples of the {} in {}", o.split,
+                                            data.examples.size(), o.data_file));
+  if (o.given.count("--epochs")) {
+    require(o.epochs >= 1, fmt::format("--epochs must be at least 1, got {}", o.epochs));
+    o.steps = (o.epochs * int64_t(split.train.size()) + o.batch - 1) / std::max<int64_t>(o.batch, 1);
+    if (!o.given.count("--warmup")) o.warmup = o.steps / 10;
+    if (!o.given.count("--eval-every")) o.eval_every = std::max<int64_t>(o.steps / 10, 1);
+  }
+  require(o.max_length >= 0, fmt::format("--max-length must be at least 1 (or 0: the model's context), got {}", o.max_length));
+  check_train_options(o);
+
+  Backbone b = o.init.empty() ? new_backbone(o, data, split) : load_backbone(o);
+  nn::LanguageModel& model = *b.model;
+  set_dropout(model, o.dropout);
+  const TextTokenizer tok(b.tokenizer, b.vocab);
+  const int64_t vocab = b.tokenizer.is_char() ? b.vocab.size() : b.tokenizer.bpe->vocab_size();
+  check_same_vocabulary(model, o.init.empty() ? "the new model" : o.init, vocab, b.tokenizer.kind);
+  const std::vector<ClassifyExample> examples = encode_examples(data, labels, tok, o.data_file);
+  const int64_t context = model.context_length();
+  int64_t cut = o.max_length == 0 ? context : std::min(o.max_length, context);
+  if (o.max_length > context)
+    out << fmt::format("--max-length {} is longer than the model's context: texts are cut at {} tokens\n", o.max_length, context);
+
+  manual_seed(o.seed);  // the head's initial values
+  Classifier classifier(b.model, int64_t(data.labels.size()));
+  choose_what_trains(classifier, o);
+  classifier.to(device);
+  int64_t trained = 0;
+  std::vector<Tensor> trained_tensors;  // (after to(): the tensors the optimizer updates)
+  for (const auto& [name, p] : finetune::trainable_parameters(classifier)) trained += p.numel(), trained_tensors.push_back(p);
+  // the weights, the trained ones' gradients and Adam moments, and a batch's activations (about 24 numbers
+  // a position, a block and a unit of width, as a GPT block keeps them for backward)
+  check_fits_in_memory(4.0 * double(classifier.num_parameters()) + 12.0 * double(trained) +
+                           4.0 * 24.0 * double(o.batch) * double(cut) * double(finetune::block_count(model)) *
+                               double(finetune::hidden_width(model)),
+                       fmt::format("a classifier of {} at --batch {} and {} tokens a text",
+                                   o.init.empty() ? "a new model" : o.init, o.batch, cut));
+  optim::AdamW opt = classifier_optimizer(classifier, o);
+  optim::LambdaLR schedule(opt, optim::warmup_cosine(o.warmup, o.steps, 0.1));
+
+  const Batching batching{.padding_id = padding_id(tok), .cut = cut, .batch = o.batch, .device = device};
+  out << fmt::format("classifying {} texts of {} into {} classes ({}): {} to train, {} to validate, {} to test\n",
+                     data.examples.size(), o.data_file, data.labels.size(), fmt::join(data.labels, ", "),
+                     split.train.size(), split.validation.size(), split.test.size());
+  const std::string what_trains = o.lora_rank > 0 ? fmt::format("LoRA rank {} adapters and the head", o.lora_rank)
+                                  : o.train_blocks == "all" ? std::string("every parameter")
+                                                            : fmt::format("the last {} blocks, the final norm and the head",
+                                                                          o.train_blocks);
+  out << fmt::format("{} ({}), {} blocks, width {}: {} of {} parameters train ({}); {} steps of batch {}, lr {}, texts "
+                     "cut at {} tokens, on {}\n",
+                     o.init.empty() ? fmt::format("a new {}", o.model == "llama" ? "Llama" : "GPT") : o.init,
+                     b.tokenizer.kind == "char" ? "characters" : b.tokenizer.kind + " tokens",
+                     finetune::block_count(model), finetune::hidden_width(model), trained, classifier.num_parameters(),
+                     what_trains, o.steps, o.batch, o.lr, cut, device.str());
+
+  // Five batches of each part for the progress lines (the book's eval_iter = 5), the whole parts at the end.
+  const size_t shown = size_t(5 * o.batch);
+  const std::span<const size_t> train_shown(split.train.data(), std::min(shown, split.train.size()));
+  const std::span<const size_t> val_shown(split.validation.data(), std::min(shown, split.validation.size()));
+  finetune::SeededRandom random(o.seed);
+  std::vector<size_t> order = split.train;
+  size_t next = order.size();  // the order is shuffled at the start of every pass
+  const auto start = std::chrono::steady_clock::now();
+  classifier.train();
+  for (int64_t step = 0; step < o.steps; ++step) {
+    std::vector<size_t> batch_indices;
+    while (int64_t(batch_indices.size()) < o.batch) {
+      if (next == order.size()) random.shuffle(order), next = 0;
+      batch_indices.push_back(order[next++]);
+    }
+    const finetune::ClassifyBatch batch = finetune::collate_classify(examples, batch_indices, batching.padding_id, cut);
+    classifier.zero_grad();
+    const Tensor logits = classifier(batch.input_tensor().to(device), batch.last_tensor().to(device));
+    CallSite label("loss = cross_entropy(logits, labels)");
+    const Tensor loss = cross_entropy(logits, batch.label_tensor().to(device));
+    loss.backward();
+    const double loss_value = loss.item();
+    if (!std::isfinite(loss_value))
+      throw UsageError(fmt::format("step {}: the loss is {}: the run diverged, so it stops here ({} was not written); "
+                                   "try a smaller --lr than {}",
+                                   step, loss_value, o.save.empty() ? "nothing" : o.save, o.lr));
+    optim::ClipCoefficient clip;
+    if (o.clip > 0) clip = optim::clip_coefficient(trained_tensors, o.clip);
+    opt.step(clip.coefficient);
+    schedule.step();
+    if (step % o.eval_every == 0 || step == o.steps - 1) {
+      classifier.eval();
+      const Score train_score = score(classifier, examples, train_shown, batching);
+      const Score val_score = score(classifier, examples, val_shown, batching);
+      classifier.train();
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      out << progress_line(step, loss_value, train_score, val_shown.empty() ? nullptr : &val_score, seconds) << "\n"
+          << std::flush;
+    }
+  }
+  classifier.eval();
+  const Score train_score = score(classifier, examples, split.train, batching);
+  const Score val_score = score(classifier, examples, split.validation, batching);
+  const Score test_score = score(classifier, examples, split.test, batching);
+  out << part_line("train", train_score) << "\n" << part_line("validation", val_score) << "\n"
+      << part_line("test", test_score) << "\n";
+  if (!o.save.empty()) {
+    if (o.lora_rank > 0) nn::merge_lora(model);  // the checkpoint is a plain model: the adapters added in
+    classifier.to(Device::cpu());
+    std::map<std::string, std::string> scores;
+    for (const auto& [name, s] : {std::pair{"train", &train_score}, {"validation", &val_score}, {"test", &test_score}})
+      if (s->count > 0) scores[fmt::format("classify.accuracy.{}", name)] = fmt::format("{:.4f}", s->accuracy);
+    save_classifier(o.save, classifier, b, data.labels, o, cut, scores);
+    out << "saved " << o.save << "\n";
+  }
+  return 0;
+}
+
+// ------------------------------------------------------------------------------ classify, eval
+
+namespace {
+
+// The texts to classify: --prompt, or each line of --text FILE (an empty line is refused: the output has a
+// line for each line of the file).
+std::vector<std::string> texts_to_classify(const ClassifyOptions& o) {
+  require(o.prompt.has_value() != !o.text_file.empty(),
+          "classify: give the text, --prompt \"...\" or --text FILE (one text a line)");
+  if (o.prompt) {
+    require(!o.prompt->empty(), "classify: --prompt is empty");
+    return {*o.prompt};
+  }
+  const std::string text = read_text_file(o.text_file);
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (line.ends_with('\r')) line.pop_back();
+    require(!line.empty(), fmt::format("{} line {}: empty (each line is one text to classify)", o.text_file,
+                                       lines.size() + 1));
+    lines.push_back(std::move(line));
+    start = end + 1;
+  }
+  require(!lines.empty(), fmt::format("{}: no text to classify", o.text_file));
+  return lines;
+}
+
+}  // namespace
+
+int run_classify(const ClassifyOptions& o, std::ostream& out) {
+  std::string note;
+  set_num_threads(usable_threads(o.threads, note));
+  if (!note.empty()) out << note << "\n";
+  use_numerics_for("gpt", o.numerics);
+  const std::vector<std::string> texts = texts_to_classify(o);
+  const LoadedClassifier c = load_classifier(o.checkpoint, o.tokenizer_file);
+  const TextTokenizer tok(c.tokenizer, c.vocab);
+  std::vector<ClassifyExample> examples;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string where = o.prompt ? std::string("--prompt") : fmt::format("{} line {}", o.text_file, i + 1);
+    try {
+      examples.push_back({tok.encode(texts[i]), 0});
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("{}: {}", where, e.what()));
+    }
+    require(!examples.back().ids.empty(), fmt::format("{}: the text has no tokens", where));
+  }
+  NoGradGuard no_grad;
+  const int64_t per_batch = 8;
+  for (size_t first = 0; first < examples.size(); first += per_batch) {
+    std::vector<size_t> part(std::min(size_t(per_batch), examples.size() - first));
+    std::iota(part.begin(), part.end(), first);
+    const finetune::ClassifyBatch batch = finetune::collate_classify(examples, part, padding_id(tok), c.cut);
+    const std::vector<float> p = softmax((*c.model)(batch.input_tensor(), batch.last_tensor()), 1).to_vector<float>();
+    const size_t classes = c.labels.size();
+    for (int64_t r = 0; r < batch.rows; ++r) {
+      std::vector<size_t> ranked(classes);
+      std::iota(ranked.begin(), ranked.end(), size_t(0));
+      const float* row = p.data() + size_t(r) * classes;
+      std::stable_sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) { return row[a] > row[b]; });
+      std::string line;
+      for (size_t k : ranked) line += fmt::format("{}{} {:.4f}", line.empty() ? "" : "  ", one_line(c.labels[k]), row[k]);
+      out << line << "\n";
+    }
+  }
+  return 0;
+}
+
+int eval_classifier(const EvalOptions& o, std::ostream& out) {
+  for (const char* flag : {"--text", "--ids-file", "--stride", "--heads"})
+    require(!o.given.count(flag), fmt::format("{} is for eval --task text; eval --task classify reads --data FILE", flag));
+  require(!o.data_file.empty(), "eval --task classify needs --data FILE (labelled texts, as train --task classify reads them)");
+  std::string note;
+  set_num_threads(usable_threads(o.threads, note));
+  if (!note.empty()) out << note << "\n";
+  use_numerics_for("gpt", o.numerics);
+  const LoadedClassifier c = load_classifier(o.checkpoint, o.tokenizer_file);
+  const finetune::ClassificationData data = read_data(o.data_file);
+  std::vector<int64_t> labels;
+  try {
+    labels = finetune::label_indices(data, c.labels, o.data_file);
+  } catch (const finetune::FinetuneError& e) {
+    throw UsageError(e.what());
+  }
+  const TextTokenizer tok(c.tokenizer, c.vocab);
+  const std::vector<ClassifyExample> examples = encode_examples(data, labels, tok, o.data_file);
+  std::vector<size_t> all(examples.size());
+  std::iota(all.begin(), all.end(), size_t(0));
+  const Score s = score(*c.model, examples, all, Batching{.padding_id = padding_id(tok), .cut = c.cut, .batch = 8,
+                                                           .device = Device::cpu()});
+  const size_t classes = c.labels.size();
+  std::vector<std::vector<int64_t>> confusion(classes, std::vector<int64_t>(classes, 0));  // [true][predicted]
+  for (size_t i = 0; i < examples.size(); ++i) ++confusion[size_t(labels[i])][size_t(s.predicted[i])];
+  out << fmt::format("examples {}\nmean loss {:.4f} nats\naccuracy {:.3f}\n", s.count, s.loss, s.accuracy);
+  size_t width = 5;  // "label"
+  for (const std::string& label : c.labels) width = std::max(width, one_line(label).size());
+  out << fmt::format("{:<{}}  precision  recall  examples\n", "label", width);
+  for (size_t k = 0; k < classes; ++k) {
+    int64_t predicted = 0, actual = 0;
+    for (size_t j = 0; j < classes; ++j) predicted += confusion[j][k], actual += confusion[k][j];
+    // a class never predicted has no precision, one never present no recall: "-", not a made-up 0 or 1
+    const std::string precision = predicted ? fmt::format("{:.3f}", double(confusion[k][k]) / double(predicted)) : "-";
+    const std::string recall = actual ? fmt::format("{:.3f}", double(confusion[k][k]) / double(actual)) : "-";
+    out << fmt::format("{:<{}}  {:>9}  {:>6}  {:>8}\n", one_line(c.labels[k]), width, precision, recall, actual);
+  }
+  out << "confusion matrix (a row for each true label, a column for each predicted one):\n";
+  size_t cell = 6;
+  for (const std::string& label : c.labels) cell = std::max(cell, one_line(label).size());
+  std::string header = fmt::format("{:<{}}", "", width);
+  for (const std::string& label : c.labels) header += fmt::format("  {:>{}}", one_line(label), cell);
+  out << header << "\n";
+  for (size_t k = 0; k < classes; ++k) {
+    std::string row = fmt::format("{:<{}}", one_line(c.labels[k]), width);
+    for (size_t j = 0; j < classes; ++j) row += fmt::format("  {:>{}}", confusion[k][j], cell);
+    out << row << "\n";
+  }
+  return 0;
+}
+
+}  // namespace cli
