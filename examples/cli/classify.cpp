@@ -462,7 +462,7 @@ int train_classifier(TrainOptions o, std::ostream& out) {
   try {
     split = finetune::split_examples(data.examples.size(), finetune::parse_split(o.split), o.seed);
   } catch (const finetune::FinetuneError& e) {
-    throw UsageError(std::string("--split ") + e.what());
+    throw UsageError(std::string("--") + e.what());  // "--split \"0.5,0.5\": ..."
   }
   require(!split.train.empty(), fmt::format("--split {} leaves no training examples of the {} in {}", o.split,
                                             data.examples.size(), o.data_file));
