@@ -305,6 +305,11 @@ TEST(ClassifyCli, TrainsAnEasyTaskFromScratchThenClassifiesAndEvaluates) {
   for (std::string row; std::getline(rows, row);) first_labels.push_back(row.substr(0, row.find(' ')));
   EXPECT_EQ(first_labels, (std::vector<std::string>{"low", "high", "low"})) << many.out;
 
+  const Shell info = scratchgrad("info --checkpoint " + ckpt);
+  ASSERT_EQ(info.status, 0) << info.err;
+  EXPECT_NE(info.out.find("classifier: 2 classes (low, high)"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("trained: from - on "), std::string::npos) << info.out;
+
   const Shell eval = scratchgrad("eval --task classify --checkpoint " + ckpt + " --data " + held_out);
   ASSERT_EQ(eval.status, 0) << eval.err;
   EXPECT_GE(number_after(eval.out, "accuracy", "accuracy "), 0.9) << eval.out;

@@ -648,6 +648,41 @@ int run_classify(const ClassifyOptions& o, std::ostream& out) {
   return 0;
 }
 
+namespace {
+
+// "all", "2" or "lora rank 8", as a run records --train-blocks, in words.
+std::string what_trained(const std::string& recorded) {
+  if (recorded == "all") return "every parameter";
+  if (recorded.starts_with("lora")) return recorded + " adapters and the head";
+  return fmt::format("the last {} blocks, the final norm and the head", recorded);
+}
+
+}  // namespace
+
+int describe_classifier(const std::string& path, std::ostream& out) {
+  const LoadedClassifier c = load_classifier(path, "");
+  const nn::Checkpoint ck = nn::load_safetensors(path);  // (its metadata: load_classifier keeps none)
+  auto said = [&](const std::string& key) {
+    const auto it = ck.metadata.find(key);
+    return it == ck.metadata.end() || it->second.empty() ? std::string("-") : one_line(it->second);
+  };
+  std::vector<std::string> labels;
+  for (const std::string& label : c.labels) labels.push_back(one_line(label));
+  const nn::LanguageModel& model = *c.model->backbone;
+  out << fmt::format("classifier: {} classes ({}), texts cut at {} tokens\n", labels.size(), fmt::join(labels, ", "), c.cut);
+  out << fmt::format("model: {}, {} blocks, width {}, {} parameters with the head\n",
+                     dynamic_cast<const nn::LlamaModel*>(&model) ? "Llama" : "GPT", finetune::block_count(model),
+                     finetune::hidden_width(model), c.model->num_parameters());
+  out << fmt::format("tokenizer: {}\n", c.tokenizer.is_char() ? fmt::format("char, {} characters", c.vocab.size())
+                                                               : c.tokenizer.kind);
+  out << fmt::format("trained: from {} on {}, {} trained, split {}, {} steps\n", said("run.init"), said("run.data"),
+                     what_trained(said("run.train_blocks")),
+                     said("run.split"), said("steps"));
+  out << fmt::format("accuracy: train {}, validation {}, test {}\n", said("classify.accuracy.train"),
+                     said("classify.accuracy.validation"), said("classify.accuracy.test"));
+  return 0;
+}
+
 int eval_classifier(const EvalOptions& o, std::ostream& out) {
   for (const char* flag : {"--text", "--ids-file", "--stride", "--heads"})
     require(!o.given.count(flag), fmt::format("{} is for eval --task text; eval --task classify reads --data FILE", flag));

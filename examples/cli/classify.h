@@ -44,6 +44,9 @@ int train_classifier(TrainOptions options, std::ostream& out);
 // scratchgrad classify: each label with its probability, most likely first, one line a text.
 int run_classify(const ClassifyOptions& options, std::ostream& out);
 
+// info on a classifier's checkpoint: its labels, model, what trained and its accuracies.
+int describe_classifier(const std::string& path, std::ostream& out);
+
 // eval --task classify --data FILE: accuracy, mean loss, per-class precision and recall, the confusion
 // matrix (run_eval calls it).
 int eval_classifier(const EvalOptions& options, std::ostream& out);
