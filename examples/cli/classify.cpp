@@ -419,6 +419,7 @@ LoadedClassifier load_classifier(const std::string& path, const std::string& tok
     throw nn::CheckpointError(fmt::format("{}: the classifier's head: {}", path, e.what()));
   }
   c.model->eval();
+  c.cut = std::min(c.cut, backbone->context_length());  // (a crafted cut past the context reads no further)
   c.tokenizer = m.tokenizer;
   c.vocab = m.vocab;
   return c;
@@ -457,6 +458,9 @@ int train_classifier(TrainOptions o, std::ostream& out) {
   use_numerics_for("gpt", o.numerics);
 
   const finetune::ClassificationData data = read_data(o.data_file);
+  require(data.labels.size() >= 2, fmt::format("{}: every example has the label '{}': a classifier needs at least two "
+                                               "labels",
+                                               o.data_file, one_line(data.labels.front())));
   const std::vector<int64_t> labels = finetune::label_indices(data, data.labels, o.data_file);
   finetune::Split split;
   try {
@@ -479,11 +483,18 @@ int train_classifier(TrainOptions o, std::ostream& out) {
   nn::LanguageModel& model = *b.model;
   set_dropout(model, o.dropout);
   const TextTokenizer tok(b.tokenizer, b.vocab);
+  // every id the tokenizer makes must have a row in the model's embedding (a Hugging Face model's may have
+  // more rows than its tokenizer has tokens)
   const int64_t vocab = b.tokenizer.is_char() ? b.vocab.size() : b.tokenizer.bpe->vocab_size();
-  check_same_vocabulary(model, o.init.empty() ? "the new model" : o.init, vocab, b.tokenizer.kind);
+  require(vocab <= model.vocab_size(),
+          fmt::format("{} has a vocabulary of {} tokens and its {} tokenizer {}: the model has no row for the tokenizer's "
+                      "last ids",
+                      o.init, model.vocab_size(), b.tokenizer.kind, vocab));
   const std::vector<ClassifyExample> examples = encode_examples(data, labels, tok, o.data_file);
   const int64_t context = model.context_length();
-  int64_t cut = o.max_length == 0 ? context : std::min(o.max_length, context);
+  const int64_t cut = o.max_length == 0 ? context : std::min(o.max_length, context);
+  int64_t longest = 1;  // the longest text a batch can hold, for the memory check
+  for (const ClassifyExample& e : examples) longest = std::max(longest, std::min(int64_t(e.ids.size()), cut));
   if (o.max_length > context)
     out << fmt::format("--max-length {} is longer than the model's context: texts are cut at {} tokens\n", o.max_length, context);
 
@@ -494,13 +505,14 @@ int train_classifier(TrainOptions o, std::ostream& out) {
   int64_t trained = 0;
   std::vector<Tensor> trained_tensors;  // (after to(): the tensors the optimizer updates)
   for (const auto& [name, p] : finetune::trainable_parameters(classifier)) trained += p.numel(), trained_tensors.push_back(p);
-  // the weights, the trained ones' gradients and Adam moments, and a batch's activations (about 24 numbers
-  // a position, a block and a unit of width, as a GPT block keeps them for backward)
+  // the weights, the trained ones' gradients and Adam moments, and a batch of the longest texts' activations
+  // (about 24 numbers a position, a block and a unit of width, and the attention scores, as a block keeps
+  // them for backward)
+  const double positions = double(o.batch) * double(longest) * double(finetune::block_count(model));
   check_fits_in_memory(4.0 * double(classifier.num_parameters()) + 12.0 * double(trained) +
-                           4.0 * 24.0 * double(o.batch) * double(cut) * double(finetune::block_count(model)) *
-                               double(finetune::hidden_width(model)),
+                           4.0 * positions * (24.0 * double(finetune::hidden_width(model)) + 4.0 * double(longest)),
                        fmt::format("a classifier of {} at --batch {} and {} tokens a text",
-                                   o.init.empty() ? "a new model" : o.init, o.batch, cut));
+                                   o.init.empty() ? "a new model" : o.init, o.batch, longest));
   optim::AdamW opt = classifier_optimizer(classifier, o);
   optim::LambdaLR schedule(opt, optim::warmup_cosine(o.warmup, o.steps, 0.1));
 
