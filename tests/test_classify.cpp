@@ -367,6 +367,10 @@ TEST(ClassifyCli, RefusesBadDataAndFlagsThatDoNotApply) {
   expect_refused(scratchgrad("train --task classify --data " + data + gpt + " --train-blocks 5"), "--train-blocks must be");
   expect_refused(scratchgrad("train --task classify --data " + data + gpt + " --split 0.5,0.5"), "three fractions");
   expect_refused(scratchgrad("train --task classify --data " + data + gpt + " --epochs 2"), "--steps or --epochs");
+  expect_refused(scratchgrad("train --task classify --data " + data + gpt + " --split 0,0.5,0.5"), "no training examples");
+  const fs::path one_label = scratch("one_label.csv");
+  std::ofstream(one_label) << "text,label\nabc,low\ncba,low\n";
+  expect_refused(scratchgrad("train --task classify --data " + one_label.string() + gpt), "at least two labels");
   expect_refused(scratchgrad("train --task classify --data " + data + gpt + " --sample 5"), "--sample is for --task text");
 
   // a classifier's checkpoint: the labels it knows, the commands that read it
