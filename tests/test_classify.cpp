@@ -5,6 +5,8 @@
 // end to end on a generated data set, with their refusals (one line, exit status 2).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -18,6 +20,8 @@
 #include "nn/finetune/classifier.h"
 #include "nn/gpt.h"
 #include "nn/llama.h"
+#include "nn/safetensors.h"
+#include "nn/tokenizer/tokenizer.h"
 #include "optim/optim.h"
 #include "test_helpers.h"
 #include "test_process.h"
@@ -348,6 +352,68 @@ TEST(ClassifyCli, EpochsCountPassesOverTheTrainingPartAndJsonlReadsAsCsv) {
   EXPECT_NE(r.out.find("into 2 classes (0, 1)"), std::string::npos) << r.out;
 }
 
+// A checkpoint of ours as --init: its tokenizer reads the texts; the default trains the last block.
+TEST(ClassifyCli, FineTunesACheckpointOfOursInTheLastBlockOrWithLora) {
+  const std::string data = write_letters_csv("letters_init.csv", 40, 4);
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "abcde vwxyz edcba zyxwv ";
+  const fs::path text_file = scratch("base_text.txt");
+  std::ofstream(text_file) << text;
+  const std::string base = scratch("base.safetensors").string();
+  ASSERT_EQ(scratchgrad("train " + kTinyGpt + " --layers 2 --text " + text_file.string() + " --steps 3 --warmup 1 --save " +
+                        base).status,
+            0);
+  const std::string ckpt = scratch("from_base.safetensors").string();
+  const Shell r = scratchgrad("train --task classify --data " + data + " --init " + base + " --steps 4 --save " + ckpt);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("the last 1 blocks, the final norm and the head"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 steps of batch 8, lr 5e-05"), std::string::npos) << r.out;  // the book's recipe
+  const Shell c = scratchgrad("classify --checkpoint " + ckpt + " --prompt abc");
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_EQ(testing_process::count(c.out, "\n"), 1) << c.out;
+
+  const std::string lora = scratch("from_base_lora.safetensors").string();
+  const Shell l = scratchgrad("train --task classify --data " + data + " --init " + base + " --lora-rank 2 --steps 4 --save " +
+                              lora);
+  ASSERT_EQ(l.status, 0) << l.out << l.err;
+  EXPECT_NE(l.out.find("LoRA rank 2 adapters and the head"), std::string::npos) << l.out;
+  const Shell info = scratchgrad("info --checkpoint " + lora);
+  ASSERT_EQ(info.status, 0) << info.err;
+  EXPECT_NE(info.out.find("lora rank 2 adapters and the head"), std::string::npos) << info.out;
+  EXPECT_EQ(scratchgrad("eval --task classify --checkpoint " + lora + " --data " + data).status, 0);
+}
+
+// A Hugging Face Llama folder with its tokenizer.json as --init.
+TEST(ClassifyCli, FineTunesALlamaFolder) {
+  const fs::path dir = scratch("classify_llama_folder");
+  fs::create_directories(dir);
+  const std::string tok_file =
+      std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/hf_tokenizer/tiny-smollm2.tokenizer.json";
+  fs::copy_file(tok_file, dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  const int64_t vocab = tokenizer::load_hugging_face_tokenizer(tok_file).vocab_size();
+  nn::LlamaConfig c;
+  c.vocab_size = vocab, c.hidden_size = 32, c.intermediate_size = 64, c.num_hidden_layers = 2;
+  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.max_position_embeddings = 64, c.tie_word_embeddings = true;
+  manual_seed(3);
+  nn::LlamaModel model(c);
+  nn::save_safetensors((dir / "model.safetensors").string(), model.state_dict(), {{"format", "pt"}});
+  std::ofstream(dir / "config.json") << fmt::format(R"({{"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "vocab_size": {}, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+    "hidden_act": "silu", "tie_word_embeddings": true}})", vocab);
+  const std::string data = write_letters_csv("letters_llama.csv", 30, 5);
+  const std::string ckpt = scratch("llama_classifier.safetensors").string();
+  const Shell r = scratchgrad("train --task classify --data " + data + " --init " + dir.string() +
+                              " --train-blocks 2 --steps 3 --max-length 6 --save " + ckpt);
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("2 blocks, width 32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("texts cut at 6 tokens"), std::string::npos) << r.out;
+  const Shell k = scratchgrad("classify --checkpoint " + ckpt + " --prompt zzzz");
+  ASSERT_EQ(k.status, 0) << k.err;
+  EXPECT_NE(k.out.find("high "), std::string::npos) << k.out;
+  EXPECT_NE(k.out.find("low "), std::string::npos) << k.out;
+}
+
 TEST(ClassifyCli, RefusesBadDataAndFlagsThatDoNotApply) {
   const std::string data = write_letters_csv("refusals.csv", 20, 3);
   const std::string gpt = " " + kTinyGpt + " --batch 8 --steps 2 --warmup 0";
@@ -390,6 +456,18 @@ TEST(ClassifyCli, RefusesBadDataAndFlagsThatDoNotApply) {
   std::ofstream(blank_line) << "abc\n\nxyz\n";
   expect_refused(scratchgrad("classify --checkpoint " + ckpt + " --text " + blank_line.string()), "line 2: empty");
   expect_refused(scratchgrad("classify --checkpoint " + data + " --prompt abc"), "");
+  const std::string tiny_gpt2 = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/gpt2/tiny_gpt2.safetensors";
+  const std::string gpt2_tokenizer = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/tokenizer/gpt2";
+  expect_refused(scratchgrad("train --task classify --data " + data + " --init " + tiny_gpt2 + " --steps 2"),
+                 "give --tokenizer-file");
+  expect_refused(scratchgrad("train --task classify --data " + data + " --init " + tiny_gpt2 + " --tokenizer-file " +
+                             gpt2_tokenizer + " --steps 2"),
+                 "has a vocabulary of 50 tokens");
+  expect_refused(scratchgrad("train --task classify --data " + data + " --init " + tiny_gpt2 + " --context 8"),
+                 "--context cannot be given with --init");
+  expect_refused(scratchgrad("train --task classify --data " + data + " --init " + tiny_gpt2 +
+                             " --lora-rank 2 --train-blocks 1"),
+                 "choose one");
 }
 
 }  // namespace
