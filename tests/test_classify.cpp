@@ -208,7 +208,8 @@ TEST(Classifier, LossGradientsAndOneStepEqualThePyTorchTwins) {
     expect_close(p.grad(), grad->second, 1e-4);
     ++compared;
   }
-  EXPECT_EQ(compared, 16 + 2 + 2);  // the last block's 16, the final norm's 2, the head's 2
+  // the last block's 13 (attention 5, feed-forward 4, two norms 4), the final norm's 2, the head's 2
+  EXPECT_EQ(compared, 13 + 2 + 2);
 
   // one AdamW step, with the twin's groups: the Linear weights decayed, the rest not
   auto [decay, no_decay] = nn::weight_decay_groups(classifier);
@@ -360,7 +361,7 @@ TEST(ClassifyCli, FineTunesACheckpointOfOursInTheLastBlockOrWithLora) {
   const fs::path text_file = scratch("base_text.txt");
   std::ofstream(text_file) << text;
   const std::string base = scratch("base.safetensors").string();
-  ASSERT_EQ(scratchgrad("train " + kTinyGpt + " --layers 2 --text " + text_file.string() + " --steps 3 --warmup 1 --save " +
+  ASSERT_EQ(scratchgrad("train --model gpt --preset tiny --dim 16 --heads 2 --layers 2 --context 16 --text " + text_file.string() + " --steps 3 --warmup 1 --save " +
                         base).status,
             0);
   const std::string ckpt = scratch("from_base.safetensors").string();
