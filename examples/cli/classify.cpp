@@ -1,11 +1,12 @@
 // classify.cpp — train --task classify, scratchgrad classify and eval --task classify (classify.h).
 #include "classify.h"
 
+#include "classify_files.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
-#include <numeric>
 #include <ostream>
 #include <span>
 
@@ -23,7 +24,6 @@
 #include "nn/finetune/data.h"
 #include "nn/finetune/error.h"
 #include "nn/finetune/seeded.h"
-#include "nn/gpt2.h"
 #include "nn/hf_folder.h"
 #include "nn/lora.h"
 #include "nn/numbers.h"
@@ -103,90 +103,7 @@ void apply_task_options(TrainOptions& o, const std::function<bool(const char*)>&
   if (!given("--lr")) o.lr = o.lora_rank > 0 ? 1e-3 : 5e-5;
 }
 
-// ---------------------------------------------------------------------- texts in token form
-
 namespace {
-
-// What a classifier reads a text with: its characters (a char run) or a byte-level BPE.
-class TextTokenizer : public finetune::TemplateTokenizer {
- public:
-  TextTokenizer(const RunTokenizer& tokenizer, const Vocabulary& vocab) : tokenizer_(tokenizer), vocab_(vocab) {}
-  std::vector<int64_t> encode(std::string_view text) const override {
-    if (tokenizer_.is_char()) return vocab_.encode(decode_utf8(std::string(text)));
-    const std::vector<int32_t> ids = tokenizer_.bpe->encode_ordinary(text);
-    return {ids.begin(), ids.end()};
-  }
-  std::optional<int64_t> special_id(std::string_view text) const override {
-    if (tokenizer_.is_char()) return std::nullopt;
-    if (const std::optional<int32_t> id = tokenizer_.bpe->token_id(text)) return *id;
-    return std::nullopt;
-  }
-
- private:
-  const RunTokenizer& tokenizer_;
-  const Vocabulary& vocab_;
-};
-
-// The padding id: GPT-2's <|endoftext|> (50256, as the book pads), else 0. In a causal model the padding
-// after a text never reaches the last real token's state, so the choice changes no result.
-int64_t padding_id(const TextTokenizer& tokenizer) { return tokenizer.special_id("<|endoftext|>").value_or(0); }
-
-finetune::ClassificationData read_data(const std::string& path) {
-  try {
-    return finetune::read_classification_data(path);
-  } catch (const finetune::FinetuneError& e) {
-    throw UsageError(e.what());
-  }
-}
-
-// Each text as ids, with its class: a character the model lacks is refused with the text's place.
-std::vector<ClassifyExample> encode_examples(const finetune::ClassificationData& data, const std::vector<int64_t>& labels,
-                                             const TextTokenizer& tokenizer, const std::string& path) {
-  std::vector<ClassifyExample> out;
-  out.reserve(data.examples.size());
-  for (size_t i = 0; i < data.examples.size(); ++i) {
-    const finetune::TextExample& example = data.examples[i];
-    try {
-      out.push_back({tokenizer.encode(example.text), labels[i]});
-    } catch (const UsageError& e) {
-      throw UsageError(fmt::format("{} {}: field \"text\": {}", path, example.place, e.what()));
-    }
-    if (out.back().ids.empty()) throw UsageError(fmt::format("{} {}: field \"text\" has no tokens", path, example.place));
-  }
-  return out;
-}
-
-// How texts become batches: padded with `padding_id` to the longest of the batch, cut at `cut` tokens.
-struct Batching {
-  int64_t padding_id = 0, cut = 0, batch = 8;
-  Device device;
-};
-
-struct Score {
-  double loss = 0, accuracy = 0;
-  int64_t count = 0;
-  std::vector<int64_t> predicted;  // each example's class, in the order given
-};
-
-// Mean loss and accuracy over `which`, in batches, with no graph recorded (the caller sets eval mode).
-Score score(const Classifier& model, const std::vector<ClassifyExample>& examples, std::span<const size_t> which,
-            const Batching& b) {
-  NoGradGuard no_grad;
-  Score s;
-  int64_t right = 0;
-  for (size_t first = 0; first < which.size(); first += size_t(b.batch)) {
-    const std::span<const size_t> part = which.subspan(first, std::min(size_t(b.batch), which.size() - first));
-    const finetune::ClassifyBatch batch = finetune::collate_classify(examples, part, b.padding_id, b.cut);
-    const Tensor logits = model(batch.input_tensor().to(b.device), batch.last_tensor().to(b.device));
-    s.loss += cross_entropy(logits, batch.label_tensor().to(b.device)).item() * double(batch.rows);
-    const std::vector<int64_t> predicted = argmax(logits, 1).cpu().to_vector<int64_t>();
-    for (int64_t r = 0; r < batch.rows; ++r) right += predicted[size_t(r)] == batch.labels[size_t(r)];
-    s.predicted.insert(s.predicted.end(), predicted.begin(), predicted.end());
-  }
-  s.count = int64_t(which.size());
-  if (s.count > 0) s.loss /= double(s.count), s.accuracy = double(right) / double(s.count);
-  return s;
-}
 
 // ------------------------------------------------------------------------------ the model to train
 
@@ -352,8 +269,6 @@ optim::AdamW classifier_optimizer(const Classifier& classifier, const TrainOptio
 
 // ------------------------------------------------------------------------------ the checkpoint
 
-constexpr const char* kClassifierFormat = "scratchgrad-classifier";
-
 void save_classifier(const std::string& path, const Classifier& classifier, const Backbone& b,
                      const std::vector<std::string>& labels, const TrainOptions& o, int64_t cut,
                      const std::map<std::string, std::string>& scores) {
@@ -383,64 +298,6 @@ void save_classifier(const std::string& path, const Classifier& classifier, cons
   nn::save_safetensors(path, tensors, m);
 }
 
-struct LoadedClassifier {
-  std::shared_ptr<Classifier> model;
-  RunTokenizer tokenizer;
-  Vocabulary vocab{std::u32string()};
-  std::vector<std::string> labels;
-  int64_t cut = 0;  // the most tokens of a text it reads
-};
-
-LoadedClassifier load_classifier(const std::string& path, const std::string& tokenizer_file) {
-  nn::Checkpoint ck = nn::load_safetensors(path);
-  const auto format = ck.metadata.find("format");
-  if (format == ck.metadata.end() || format->second != kClassifierFormat)
-    throw UsageError(fmt::format("{}: not a classifier (train --task classify --save writes one)", path));
-  LoadedClassifier c;
-  const int64_t classes = metadata_int(ck, path, "classify.labels");
-  if (classes < 2 || uint64_t(classes) > finetune::kMaxClasses)
-    throw nn::CheckpointError(fmt::format("{}: metadata 'classify.labels' is {}, expected 2 to {} classes", path, classes,
-                                          finetune::kMaxClasses));
-  for (int64_t i = 0; i < classes; ++i) {
-    const auto label = ck.metadata.find(fmt::format("classify.label.{}", i));
-    if (label == ck.metadata.end() || label->second.empty())
-      throw nn::CheckpointError(fmt::format("{}: metadata has no 'classify.label.{}'", path, i));
-    if (std::find(c.labels.begin(), c.labels.end(), label->second) != c.labels.end())
-      throw nn::CheckpointError(fmt::format("{}: metadata lists the label '{}' twice", path, one_line(label->second)));
-    c.labels.push_back(label->second);
-  }
-  c.cut = metadata_int(ck, path, "classify.max_length");
-  const std::string model_format = ck.metadata["classify.model_format"];
-  if (model_format != "scratchgrad-gpt" && model_format != "scratchgrad-llama")
-    throw nn::CheckpointError(fmt::format("{}: metadata 'classify.model_format' is '{}', expected scratchgrad-gpt or "
-                                          "scratchgrad-llama",
-                                          path, one_line(model_format.substr(0, 40))));
-  nn::NamedTensors head;
-  std::erase_if(ck.tensors, [&](const auto& entry) {
-    if (!entry.first.starts_with("classify.head.")) return false;
-    head.emplace_back(entry.first.substr(std::string("classify.head.").size()), entry.second);
-    return true;
-  });
-  ck.metadata["format"] = model_format;
-  LoadedModel m = load_model(path, std::move(ck), tokenizer_file);
-  std::shared_ptr<nn::LanguageModel> backbone;
-  if (m.gpt) backbone = std::move(m.gpt);
-  else backbone = std::move(m.llama);
-  check_finite_parameters(head, path);
-  try {
-    nn::SkipInitGuard from_the_file;
-    c.model = std::make_shared<Classifier>(backbone, classes);
-    c.model->head->load_state_dict(head);
-  } catch (const std::invalid_argument& e) {
-    throw nn::CheckpointError(fmt::format("{}: the classifier's head: {}", path, e.what()));
-  }
-  c.model->eval();
-  c.cut = std::min(c.cut, backbone->context_length());  // (a crafted cut past the context reads no further)
-  c.tokenizer = m.tokenizer;
-  c.vocab = m.vocab;
-  return c;
-}
-
 // --------------------------------------------------------------------------------- training
 
 // A run's progress: every --eval-every steps, the batch's loss, and accuracy and loss on (up to five
@@ -457,97 +314,87 @@ std::string part_line(const char* name, const Score& s) {
   return fmt::format("{:<10} accuracy {:.3f} loss {:.4f} ({} examples)", name, s.accuracy, s.loss, s.count);
 }
 
-}  // namespace
-
-int train_classifier(TrainOptions o, std::ostream& out) {
-  use_kernels(o.kernels);
-  Ranks ranks;
-  if (ranks.size() > 1)
-    throw UsageErrorOnEveryRank("--task classify trains on one process: run it without mpirun");
-  const Device device = checked_device(o.device);
-  check_distinct_files({{"--data", o.data_file}, {"--save", o.save}, {"--init", o.init}});
-  if (!o.save.empty()) o.save = checkpoint_target("--save", o.save), nn::check_writable(o.save);
-  std::string note;
-  o.threads = usable_threads(o.threads, note);
-  if (!note.empty()) out << note << "\n";
-  set_num_threads(o.threads);
-  use_numerics_for("gpt", o.numerics);
-
-  const finetune::ClassificationData data = read_data(o.data_file);
-  require(data.labels.size() >= 2, fmt::format("{}: every example has the label '{}': a classifier needs at least two "
-                                               "labels",
-                                               o.data_file, one_line(data.labels.front())));
-  const std::vector<int64_t> labels = finetune::label_indices(data, data.labels, o.data_file);
+// The data of a run: the texts and labels of --data, split (--split, --seed) into its three parts.
+struct RunData {
+  finetune::ClassificationData data;
+  std::vector<int64_t> labels;  // each example's class
   finetune::Split split;
+};
+
+// Reads and splits --data; with --epochs, sets the steps (and the warm-up and reports left to their
+// defaults) from the training part's size.
+RunData read_run_data(TrainOptions& o) {
+  RunData d{read_data(o.data_file), {}, {}};
+  require(d.data.labels.size() >= 2, fmt::format("{}: every example has the label '{}': a classifier needs at least "
+                                                 "two labels",
+                                                 o.data_file, one_line(d.data.labels.front())));
+  d.labels = finetune::label_indices(d.data, d.data.labels, o.data_file);
   try {
-    split = finetune::split_examples(data.examples.size(), finetune::parse_split(o.split), o.seed);
+    d.split = finetune::split_examples(d.data.examples.size(), finetune::parse_split(o.split), o.seed);
   } catch (const finetune::FinetuneError& e) {
     throw UsageError(std::string("--") + e.what());  // "--split \"0.5,0.5\": ..."
   }
-  require(!split.train.empty(), fmt::format("--split {} leaves no training examples of the {} in {}", o.split,
-                                            data.examples.size(), o.data_file));
+  require(!d.split.train.empty(), fmt::format("--split {} leaves no training examples of the {} in {}", o.split,
+                                              d.data.examples.size(), o.data_file));
   if (o.given.count("--epochs")) {
     require(o.epochs >= 1 && o.epochs <= int64_t(1) << 40,
             fmt::format("--epochs must be from 1 to 2^40, got {}", o.epochs));
-    o.steps = (o.epochs * int64_t(split.train.size()) + o.batch - 1) / std::max<int64_t>(o.batch, 1);
+    o.steps = (o.epochs * int64_t(d.split.train.size()) + o.batch - 1) / o.batch;
     if (!o.given.count("--warmup")) o.warmup = o.steps / 10;
     if (!o.given.count("--eval-every")) o.eval_every = std::max<int64_t>(o.steps / 10, 1);
   }
-  require(o.max_length >= 0, fmt::format("--max-length must be at least 1 (or 0: the model's context), got {}", o.max_length));
-  check_train_options(o);
+  return d;
+}
 
-  Backbone b = o.init.empty() ? new_backbone(o, data, split) : load_backbone(o);
-  nn::LanguageModel& model = *b.model;
-  set_dropout(model, o.dropout);
-  const TextTokenizer tok(b.tokenizer, b.vocab);
-  // every id the tokenizer makes must have a row in the model's embedding (a Hugging Face model's may have
-  // more rows than its tokenizer has tokens)
+// The model's embedding must have a row for every id the tokenizer makes (a Hugging Face model may have
+// more rows than its tokenizer has tokens).
+void check_vocabulary_fits(const Backbone& b, const TrainOptions& o) {
   const int64_t vocab = b.tokenizer.is_char() ? b.vocab.size() : b.tokenizer.bpe->vocab_size();
-  require(vocab <= model.vocab_size(),
+  require(vocab <= b.model->vocab_size(),
           fmt::format("{} has a vocabulary of {} tokens and its {} tokenizer {}: the model has no row for the tokenizer's "
                       "last ids",
-                      o.init, model.vocab_size(), b.tokenizer.kind, vocab));
-  const std::vector<ClassifyExample> examples = encode_examples(data, labels, tok, o.data_file);
-  const int64_t context = model.context_length();
-  const int64_t cut = o.max_length == 0 ? context : std::min(o.max_length, context);
-  int64_t longest = 1;  // the longest text a batch can hold, for the memory check
-  for (const ClassifyExample& e : examples) longest = std::max(longest, std::min(int64_t(e.ids.size()), cut));
-  if (o.max_length > context)
-    out << fmt::format("--max-length {} is longer than the model's context: texts are cut at {} tokens\n", o.max_length, context);
+                      o.init, b.model->vocab_size(), b.tokenizer.kind, vocab));
+}
 
-  manual_seed(o.seed);  // the head's initial values
-  Classifier classifier(b.model, int64_t(data.labels.size()));
-  choose_what_trains(classifier, o);
-  classifier.to(device);
-  int64_t trained = 0;
-  std::vector<Tensor> trained_tensors;  // (after to(): the tensors the optimizer updates)
-  for (const auto& [name, p] : finetune::trainable_parameters(classifier)) trained += p.numel(), trained_tensors.push_back(p);
-  // the weights, the trained ones' gradients and Adam moments, and a batch of the longest texts' activations
-  // (about 24 numbers a position, a block and a unit of width, and the attention scores, as a block keeps
-  // them for backward)
+// The weights, the trained ones' gradients and Adam moments, and a batch of the longest texts' activations
+// (about 24 numbers a position, a block and a unit of width, and the attention scores, as a block keeps
+// them for backward) must fit the machine's memory.
+void check_classifier_fits(const Classifier& classifier, int64_t trained, int64_t longest, const TrainOptions& o) {
+  const nn::LanguageModel& model = *classifier.backbone;
   const double positions = double(o.batch) * double(longest) * double(finetune::block_count(model));
   check_fits_in_memory(4.0 * double(classifier.num_parameters()) + 12.0 * double(trained) +
                            4.0 * positions * (24.0 * double(finetune::hidden_width(model)) + 4.0 * double(longest)),
                        fmt::format("a classifier of {} at --batch {} and {} tokens a text",
                                    o.init.empty() ? "a new model" : o.init, o.batch, longest));
-  optim::AdamW opt = classifier_optimizer(classifier, o);
-  optim::LambdaLR schedule(opt, optim::warmup_cosine(o.warmup, o.steps, 0.1));
+}
 
-  const Batching batching{.padding_id = padding_id(tok), .cut = cut, .batch = o.batch, .device = device};
+// The run's first two lines: the data, and the model with what trains and the recipe.
+void describe_run(const RunData& d, const Backbone& b, const Classifier& classifier, int64_t trained, int64_t cut,
+                  const TrainOptions& o, std::ostream& out) {
   out << fmt::format("classifying {} texts of {} into {} classes ({}): {} to train, {} to validate, {} to test\n",
-                     data.examples.size(), o.data_file, data.labels.size(), fmt::join(data.labels, ", "),
-                     split.train.size(), split.validation.size(), split.test.size());
+                     d.data.examples.size(), o.data_file, d.data.labels.size(), fmt::join(d.data.labels, ", "),
+                     d.split.train.size(), d.split.validation.size(), d.split.test.size());
   const std::string what_trains = o.lora_rank > 0 ? fmt::format("LoRA rank {} adapters and the head", o.lora_rank)
                                   : o.train_blocks == "all" ? std::string("every parameter")
                                                             : fmt::format("the last {} blocks, the final norm and the head",
                                                                           o.train_blocks);
+  const nn::LanguageModel& model = *b.model;
   out << fmt::format("{} ({}), {} blocks, width {}: {} of {} parameters train ({}); {} steps of batch {}, lr {}, texts "
                      "cut at {} tokens, on {}\n",
                      o.init.empty() ? fmt::format("a new {}", o.model == "llama" ? "Llama" : "GPT") : o.init,
                      b.tokenizer.kind == "char" ? "characters" : b.tokenizer.kind + " tokens",
                      finetune::block_count(model), finetune::hidden_width(model), trained, classifier.num_parameters(),
-                     what_trains, o.steps, o.batch, o.lr, cut, device.str());
+                     what_trains, o.steps, o.batch, o.lr, cut, o.device);
+}
 
+// The optimizer steps: each a batch of the training part, in a new shuffled order every pass; a progress
+// line every --eval-every steps and at the last.
+void train_steps(Classifier& classifier, const std::vector<ClassifyExample>& examples, const finetune::Split& split,
+                 const Batching& batching, const TrainOptions& o, std::ostream& out) {
+  std::vector<Tensor> trained;  // (after to(device): the tensors the optimizer updates)
+  for (const auto& [name, p] : finetune::trainable_parameters(classifier)) trained.push_back(p);
+  optim::AdamW opt = classifier_optimizer(classifier, o);
+  optim::LambdaLR schedule(opt, optim::warmup_cosine(o.warmup, o.steps, 0.1));
   // Five batches of each part for the progress lines (the book's eval_iter = 5), the whole parts at the end.
   const size_t shown = size_t(5 * o.batch);
   const std::span<const size_t> train_shown(split.train.data(), std::min(shown, split.train.size()));
@@ -558,16 +405,16 @@ int train_classifier(TrainOptions o, std::ostream& out) {
   const auto start = std::chrono::steady_clock::now();
   classifier.train();
   for (int64_t step = 0; step < o.steps; ++step) {
-    std::vector<size_t> batch_indices;
-    while (int64_t(batch_indices.size()) < o.batch) {
+    std::vector<size_t> rows;
+    while (int64_t(rows.size()) < o.batch) {
       if (next == order.size()) random.shuffle(order), next = 0;
-      batch_indices.push_back(order[next++]);
+      rows.push_back(order[next++]);
     }
-    const finetune::ClassifyBatch batch = finetune::collate_classify(examples, batch_indices, batching.padding_id, cut);
+    const finetune::ClassifyBatch batch = finetune::collate_classify(examples, rows, batching.padding_id, batching.cut);
     classifier.zero_grad();
-    const Tensor logits = classifier(batch.input_tensor().to(device), batch.last_tensor().to(device));
+    const Tensor logits = classifier(batch.input_tensor().to(batching.device), batch.last_tensor().to(batching.device));
     CallSite label("loss = cross_entropy(logits, labels)");
-    const Tensor loss = cross_entropy(logits, batch.label_tensor().to(device));
+    const Tensor loss = cross_entropy(logits, batch.label_tensor().to(batching.device));
     loss.backward();
     const double loss_value = loss.item();
     if (!std::isfinite(loss_value))
@@ -575,191 +422,74 @@ int train_classifier(TrainOptions o, std::ostream& out) {
                                    "try a smaller --lr than {}",
                                    step, loss_value, o.save.empty() ? "nothing" : o.save, o.lr));
     optim::ClipCoefficient clip;
-    if (o.clip > 0) clip = optim::clip_coefficient(trained_tensors, o.clip);
+    if (o.clip > 0) clip = optim::clip_coefficient(trained, o.clip);
     opt.step(clip.coefficient);
     schedule.step();
-    if (step % o.eval_every == 0 || step == o.steps - 1) {
-      classifier.eval();
-      const Score train_score = score(classifier, examples, train_shown, batching);
-      const Score val_score = score(classifier, examples, val_shown, batching);
-      classifier.train();
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      out << progress_line(step, loss_value, train_score, val_shown.empty() ? nullptr : &val_score, seconds) << "\n"
-          << std::flush;
-    }
+    if (step % o.eval_every != 0 && step != o.steps - 1) continue;
+    classifier.eval();
+    const Score train_score = score(classifier, examples, train_shown, batching);
+    const Score val_score = score(classifier, examples, val_shown, batching);
+    classifier.train();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out << progress_line(step, loss_value, train_score, val_shown.empty() ? nullptr : &val_score, seconds) << "\n"
+        << std::flush;
   }
   classifier.eval();
-  const Score train_score = score(classifier, examples, split.train, batching);
-  const Score val_score = score(classifier, examples, split.validation, batching);
-  const Score test_score = score(classifier, examples, split.test, batching);
-  out << part_line("train", train_score) << "\n" << part_line("validation", val_score) << "\n"
-      << part_line("test", test_score) << "\n";
-  if (!o.save.empty()) {
-    if (o.lora_rank > 0) nn::merge_lora(model);  // the checkpoint is a plain model: the adapters added in
-    classifier.to(Device::cpu());
-    std::map<std::string, std::string> scores;
-    for (const auto& [name, s] : {std::pair{"train", &train_score}, {"validation", &val_score}, {"test", &test_score}})
-      if (s->count > 0) scores[fmt::format("classify.accuracy.{}", name)] = fmt::format("{:.4f}", s->accuracy);
-    save_classifier(o.save, classifier, b, data.labels, o, cut, scores);
-    out << "saved " << o.save << "\n";
-  }
-  return 0;
-}
-
-// ------------------------------------------------------------------------------ classify, eval
-
-namespace {
-
-// The texts to classify: --prompt, or each line of --text FILE (an empty line is refused: the output has a
-// line for each line of the file).
-std::vector<std::string> texts_to_classify(const ClassifyOptions& o) {
-  require(o.prompt.has_value() != !o.text_file.empty(),
-          "classify: give the text, --prompt \"...\" or --text FILE (one text a line)");
-  if (o.prompt) {
-    require(!o.prompt->empty(), "classify: --prompt is empty");
-    return {*o.prompt};
-  }
-  const std::string text = read_text_file(o.text_file);
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(start, end - start);
-    if (line.ends_with('\r')) line.pop_back();
-    require(!line.empty(), fmt::format("{} line {}: empty (each line is one text to classify)", o.text_file,
-                                       lines.size() + 1));
-    lines.push_back(std::move(line));
-    start = end + 1;
-  }
-  require(!lines.empty(), fmt::format("{}: no text to classify", o.text_file));
-  return lines;
 }
 
 }  // namespace
 
-int run_classify(const ClassifyOptions& o, std::ostream& out) {
+int train_classifier(TrainOptions o, std::ostream& out) {
+  use_kernels(o.kernels);
+  Ranks ranks;
+  if (ranks.size() > 1) throw UsageErrorOnEveryRank("--task classify trains on one process: run it without mpirun");
+  const Device device = checked_device(o.device);
+  check_distinct_files({{"--data", o.data_file}, {"--save", o.save}, {"--init", o.init}});
+  if (!o.save.empty()) o.save = checkpoint_target("--save", o.save), nn::check_writable(o.save);
   std::string note;
-  set_num_threads(usable_threads(o.threads, note));
+  o.threads = usable_threads(o.threads, note);
   if (!note.empty()) out << note << "\n";
+  set_num_threads(o.threads);
   use_numerics_for("gpt", o.numerics);
-  const std::vector<std::string> texts = texts_to_classify(o);
-  const LoadedClassifier c = load_classifier(o.checkpoint, o.tokenizer_file);
-  const TextTokenizer tok(c.tokenizer, c.vocab);
-  std::vector<ClassifyExample> examples;
-  for (size_t i = 0; i < texts.size(); ++i) {
-    const std::string where = o.prompt ? std::string("--prompt") : fmt::format("{} line {}", o.text_file, i + 1);
-    try {
-      examples.push_back({tok.encode(texts[i]), 0});
-    } catch (const UsageError& e) {
-      throw UsageError(fmt::format("{}: {}", where, e.what()));
-    }
-    require(!examples.back().ids.empty(), fmt::format("{}: the text has no tokens", where));
-  }
-  NoGradGuard no_grad;
-  const int64_t per_batch = 8;
-  for (size_t first = 0; first < examples.size(); first += per_batch) {
-    std::vector<size_t> part(std::min(size_t(per_batch), examples.size() - first));
-    std::iota(part.begin(), part.end(), first);
-    const finetune::ClassifyBatch batch = finetune::collate_classify(examples, part, padding_id(tok), c.cut);
-    const std::vector<float> p = softmax((*c.model)(batch.input_tensor(), batch.last_tensor()), 1).to_vector<float>();
-    const size_t classes = c.labels.size();
-    for (int64_t r = 0; r < batch.rows; ++r) {
-      std::vector<size_t> ranked(classes);
-      std::iota(ranked.begin(), ranked.end(), size_t(0));
-      const float* row = p.data() + size_t(r) * classes;
-      std::stable_sort(ranked.begin(), ranked.end(), [&](size_t a, size_t b) { return row[a] > row[b]; });
-      std::string line;
-      for (size_t k : ranked) line += fmt::format("{}{} {:.4f}", line.empty() ? "" : "  ", one_line(c.labels[k]), row[k]);
-      out << line << "\n";
-    }
-  }
-  return 0;
-}
+  require(o.max_length >= 0, fmt::format("--max-length must be at least 1 (or 0: the model's context), got {}", o.max_length));
+  const RunData d = read_run_data(o);
+  check_train_options(o);
 
-namespace {
+  Backbone b = o.init.empty() ? new_backbone(o, d.data, d.split) : load_backbone(o);
+  set_dropout(*b.model, o.dropout);
+  check_vocabulary_fits(b, o);
+  const TextTokenizer tok(b.tokenizer, b.vocab);
+  const std::vector<ClassifyExample> examples = encode_examples(d.data, d.labels, tok, o.data_file);
+  const int64_t context = b.model->context_length();
+  const int64_t cut = o.max_length == 0 ? context : std::min(o.max_length, context);
+  if (o.max_length > context)
+    out << fmt::format("--max-length {} is longer than the model's context: texts are cut at {} tokens\n", o.max_length, context);
+  int64_t longest = 1;  // the longest text a batch can hold
+  for (const ClassifyExample& e : examples) longest = std::max(longest, std::min(int64_t(e.ids.size()), cut));
 
-// "all", "2" or "lora rank 8", as a run records --train-blocks, in words.
-std::string what_trained(const std::string& recorded) {
-  if (recorded == "all") return "every parameter";
-  if (recorded.starts_with("lora")) return recorded + " adapters and the head";
-  return fmt::format("the last {} blocks, the final norm and the head", recorded);
-}
+  manual_seed(o.seed);  // the head's initial values
+  Classifier classifier(b.model, int64_t(d.data.labels.size()));
+  choose_what_trains(classifier, o);
+  classifier.to(device);
+  int64_t trained = 0;
+  for (const auto& [name, p] : finetune::trainable_parameters(classifier)) trained += p.numel();
+  check_classifier_fits(classifier, trained, longest, o);
+  describe_run(d, b, classifier, trained, cut, o, out);
+  const Batching batching{.padding_id = padding_id(tok), .cut = cut, .batch = o.batch, .device = device};
+  train_steps(classifier, examples, d.split, batching, o, out);
 
-}  // namespace
-
-int describe_classifier(const std::string& path, std::ostream& out) {
-  const LoadedClassifier c = load_classifier(path, "");
-  const nn::Checkpoint ck = nn::load_safetensors(path);  // (its metadata: load_classifier keeps none)
-  auto said = [&](const std::string& key) {
-    const auto it = ck.metadata.find(key);
-    return it == ck.metadata.end() || it->second.empty() ? std::string("-") : one_line(it->second);
-  };
-  std::vector<std::string> labels;
-  for (const std::string& label : c.labels) labels.push_back(one_line(label));
-  const nn::LanguageModel& model = *c.model->backbone;
-  out << fmt::format("classifier: {} classes ({}), texts cut at {} tokens\n", labels.size(), fmt::join(labels, ", "), c.cut);
-  out << fmt::format("model: {}, {} blocks, width {}, {} parameters with the head\n",
-                     dynamic_cast<const nn::LlamaModel*>(&model) ? "Llama" : "GPT", finetune::block_count(model),
-                     finetune::hidden_width(model), c.model->num_parameters());
-  out << fmt::format("tokenizer: {}\n", c.tokenizer.is_char() ? fmt::format("char, {} characters", c.vocab.size())
-                                                               : c.tokenizer.kind);
-  out << fmt::format("trained: from {} on {}, {} trained, split {}, {} steps\n", said("run.init"), said("run.data"),
-                     what_trained(said("run.train_blocks")),
-                     said("run.split"), said("steps"));
-  out << fmt::format("accuracy: train {}, validation {}, test {}\n", said("classify.accuracy.train"),
-                     said("classify.accuracy.validation"), said("classify.accuracy.test"));
-  return 0;
-}
-
-int eval_classifier(const EvalOptions& o, std::ostream& out) {
-  for (const char* flag : {"--text", "--ids-file", "--stride", "--heads"})
-    require(!o.given.count(flag), fmt::format("{} is for eval --task text; eval --task classify reads --data FILE", flag));
-  require(!o.data_file.empty(), "eval --task classify needs --data FILE (labelled texts, as train --task classify reads them)");
-  std::string note;
-  set_num_threads(usable_threads(o.threads, note));
-  if (!note.empty()) out << note << "\n";
-  use_numerics_for("gpt", o.numerics);
-  const LoadedClassifier c = load_classifier(o.checkpoint, o.tokenizer_file);
-  const finetune::ClassificationData data = read_data(o.data_file);
-  std::vector<int64_t> labels;
-  try {
-    labels = finetune::label_indices(data, c.labels, o.data_file);
-  } catch (const finetune::FinetuneError& e) {
-    throw UsageError(e.what());
+  std::map<std::string, std::string> accuracies;  // for the checkpoint (info shows them)
+  for (const auto& [name, part] : {std::pair{"train", &d.split.train}, {"validation", &d.split.validation},
+                                   {"test", &d.split.test}}) {
+    const Score s = score(classifier, examples, *part, batching);
+    out << part_line(name, s) << "\n";
+    if (s.count > 0) accuracies[fmt::format("classify.accuracy.{}", name)] = fmt::format("{:.4f}", s.accuracy);
   }
-  const TextTokenizer tok(c.tokenizer, c.vocab);
-  const std::vector<ClassifyExample> examples = encode_examples(data, labels, tok, o.data_file);
-  std::vector<size_t> all(examples.size());
-  std::iota(all.begin(), all.end(), size_t(0));
-  const Score s = score(*c.model, examples, all, Batching{.padding_id = padding_id(tok), .cut = c.cut, .batch = 8,
-                                                           .device = Device::cpu()});
-  const size_t classes = c.labels.size();
-  std::vector<std::vector<int64_t>> confusion(classes, std::vector<int64_t>(classes, 0));  // [true][predicted]
-  for (size_t i = 0; i < examples.size(); ++i) ++confusion[size_t(labels[i])][size_t(s.predicted[i])];
-  out << fmt::format("examples {}\nmean loss {:.4f} nats\naccuracy {:.3f}\n", s.count, s.loss, s.accuracy);
-  size_t width = 5;  // "label"
-  for (const std::string& label : c.labels) width = std::max(width, one_line(label).size());
-  out << fmt::format("{:<{}}  precision  recall  examples\n", "label", width);
-  for (size_t k = 0; k < classes; ++k) {
-    int64_t predicted = 0, actual = 0;
-    for (size_t j = 0; j < classes; ++j) predicted += confusion[j][k], actual += confusion[k][j];
-    // a class never predicted has no precision, one never present no recall: "-", not a made-up 0 or 1
-    const std::string precision = predicted ? fmt::format("{:.3f}", double(confusion[k][k]) / double(predicted)) : "-";
-    const std::string recall = actual ? fmt::format("{:.3f}", double(confusion[k][k]) / double(actual)) : "-";
-    out << fmt::format("{:<{}}  {:>9}  {:>6}  {:>8}\n", one_line(c.labels[k]), width, precision, recall, actual);
-  }
-  out << "confusion matrix (a row for each true label, a column for each predicted one):\n";
-  size_t cell = 6;
-  for (const std::string& label : c.labels) cell = std::max(cell, one_line(label).size());
-  std::string header = fmt::format("{:<{}}", "", width);
-  for (const std::string& label : c.labels) header += fmt::format("  {:>{}}", one_line(label), cell);
-  out << header << "\n";
-  for (size_t k = 0; k < classes; ++k) {
-    std::string row = fmt::format("{:<{}}", one_line(c.labels[k]), width);
-    for (size_t j = 0; j < classes; ++j) row += fmt::format("  {:>{}}", confusion[k][j], cell);
-    out << row << "\n";
-  }
+  if (o.save.empty()) return 0;
+  if (o.lora_rank > 0) nn::merge_lora(*b.model);  // the checkpoint is a plain model: the adapters added in
+  classifier.to(Device::cpu());
+  save_classifier(o.save, classifier, b, d.data.labels, o, cut, accuracies);
+  out << "saved " << o.save << "\n";
   return 0;
 }
 
