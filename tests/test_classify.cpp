@@ -457,14 +457,19 @@ TEST(ClassifyCli, RefusesBadDataAndFlagsThatDoNotApply) {
   std::ofstream(blank_line) << "abc\n\nxyz\n";
   expect_refused(scratchgrad("classify --checkpoint " + ckpt + " --text " + blank_line.string()), "line 2: empty");
   expect_refused(scratchgrad("classify --checkpoint " + data + " --prompt abc"), "");
-  const std::string tiny_gpt2 = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/gpt2/tiny_gpt2.safetensors";
-  const std::string gpt2_tokenizer = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/tokenizer/gpt2";
+  // (run in the source folder, with the fixtures' paths from there: the catalog shows no machine's folders)
+  const auto scratchgrad = [](const std::string& args) {
+    return testing_process::shell("cd " + std::string(SCRATCHGRAD_SOURCE_DIR) + " && " + SCRATCHGRAD_BIN_DIR +
+                                  "/scratchgrad " + args);
+  };
+  const std::string tiny_gpt2 = "tests/reference/fixtures/gpt2/tiny_gpt2.safetensors";
+  const std::string gpt2_tokenizer = "tests/tokenizer/gpt2";
   expect_refused(scratchgrad("train --task classify --data " + data + " --init " + tiny_gpt2 + " --steps 2"),
                  "give --tokenizer-file");
   expect_refused(scratchgrad("train --task classify --data " + data + " --init " + tiny_gpt2 + " --tokenizer-file " +
                              gpt2_tokenizer + " --steps 2"),
                  "has a vocabulary of 50 tokens");
-  const std::string qwen3 = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/hf/qwen3";
+  const std::string qwen3 = "tests/reference/fixtures/hf/qwen3";
   expect_refused(scratchgrad("train --task classify --data " + data + " --init " + qwen3 + " --save " +
                              scratch("qwen3_classifier.safetensors").string()),
                  "cannot be saved yet: our checkpoints do not record its q/k norms");
