@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "autograd/inspect/gradcheck.h"
 #include "nn/finetune/classifier.h"
 #include "nn/gpt.h"
 #include "nn/llama.h"
@@ -65,6 +66,18 @@ TEST(Classifier, LastTokenStatesAreEachRowsOwnPosition) {
   std::vector<float> want(24, 0.0f);
   for (int k = 0; k < 3; ++k) want[size_t(3 + k)] = float(1 + k), want[size_t(21 + k)] = float(4 + k);
   EXPECT_EQ(hidden.grad().to_vector<float>(), want);
+}
+
+// A composition of reshape and the embedding gather, checked as an op would be: float64 against finite
+// differences, on contiguous and non-contiguous states, a position picked twice in one batch included.
+TEST(Classifier, LastTokenStatesPassAFloat64Gradcheck) {
+  const Tensor last = from_vector(std::vector<int64_t>{2, 0, 2}, {3});
+  const auto f = [&](const std::vector<Tensor>& in) { return finetune::last_token_states(in[0], last); };
+  for (const Tensor& hidden : {testing_helpers::leaf({3, 4, 5}, 11), testing_helpers::transposed_leaf({3, 4, 5}, 12),
+                               testing_helpers::sliced_leaf({3, 4, 5}, 13)}) {
+    const auto result = inspect::gradcheck(f, {hidden});
+    EXPECT_TRUE(result.ok) << result.message;
+  }
 }
 
 TEST(Classifier, LastTokenStatesRefusePositionsOutsideTheRow) {
