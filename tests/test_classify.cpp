@@ -147,18 +147,27 @@ TEST(Classifier, FrozenParametersReceiveNoGradientLlama) {
   expect_only_the_last_blocks_train(tiny_llama(), 1, {"head.", "model.model.norm.", "model.model.layers.1."});
 }
 
+// "all": every parameter on the classifier's path trains; the next-token head is not on it, and is frozen
+// (a GPT whose head is its embedding, as GPT-2's is, trains that matrix as the embedding).
 TEST(Classifier, AllTrainsEveryParameterButTheUnusedNextTokenHead) {
-  manual_seed(6);
-  Classifier classifier(tiny_gpt(), 2);
-  finetune::freeze_for_classification(classifier, -1);
-  const Tensor logits = classifier(ids_of({{1, 2, 3}}), from_vector(std::vector<int64_t>{2}, {1}));
-  cross_entropy(logits, from_vector(std::vector<int64_t>{1}, {1})).backward();
-  for (const auto& [name, p] : classifier.named_parameters()) {
-    EXPECT_TRUE(p.requires_grad()) << name;
-    // the vocabulary head is not on the classifier's path: nothing reaches it
-    if (name == "model.out_head.weight") EXPECT_FALSE(p.grad().defined());
-    else EXPECT_TRUE(p.grad().defined()) << name;
+  for (const bool tied : {false, true}) {
+    manual_seed(6);
+    std::shared_ptr<nn::GPTModel> gpt = tiny_gpt();
+    if (tied) gpt->tie_weights();
+    Classifier classifier(gpt, 2);
+    finetune::freeze_for_classification(classifier, -1);
+    const Tensor logits = classifier(ids_of({{1, 2, 3}}), from_vector(std::vector<int64_t>{2}, {1}));
+    cross_entropy(logits, from_vector(std::vector<int64_t>{1}, {1})).backward();
+    for (const auto& [name, p] : classifier.named_parameters()) {
+      const bool head = name == "model.out_head.weight";
+      EXPECT_EQ(p.requires_grad(), !head) << name << (tied ? " (tied)" : "");
+      EXPECT_EQ(p.grad().defined(), !head) << name << (tied ? " (tied)" : "");
+    }
   }
+  manual_seed(6);
+  Classifier llama(tiny_llama(), 2);
+  finetune::freeze_for_classification(llama, -1);
+  for (const auto& [name, p] : llama.named_parameters()) EXPECT_TRUE(p.requires_grad()) << name;  // tied: no lm_head
 }
 
 TEST(Classifier, MoreBlocksThanTheModelHasAreRefused) {

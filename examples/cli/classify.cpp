@@ -375,7 +375,7 @@ void describe_run(const RunData& d, const Backbone& b, const Classifier& classif
                      d.data.examples.size(), o.data_file, d.data.labels.size(), fmt::join(d.data.labels, ", "),
                      d.split.train.size(), d.split.validation.size(), d.split.test.size());
   const std::string what_trains = o.lora_rank > 0 ? fmt::format("LoRA rank {} adapters and the head", o.lora_rank)
-                                  : o.train_blocks == "all" ? std::string("every parameter")
+                                  : o.train_blocks == "all" ? std::string("every parameter the classifier uses")
                                                             : fmt::format("the last {} blocks, the final norm and the head",
                                                                           o.train_blocks);
   const nn::LanguageModel& model = *b.model;

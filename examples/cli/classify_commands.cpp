@@ -93,7 +93,7 @@ namespace {
 
 // "all", "2" or "lora rank 8", as a run records --train-blocks, in words.
 std::string what_trained(const std::string& recorded) {
-  if (recorded == "all") return "every parameter";
+  if (recorded == "all") return "every parameter the classifier uses";
   if (recorded.starts_with("lora")) return recorded + " adapters and the head";
   return fmt::format("the last {} blocks, the final norm and the head", recorded);
 }

@@ -85,7 +85,16 @@ void freeze_for_classification(Classifier& classifier, int64_t train_blocks) {
     throw std::invalid_argument("freeze_for_classification: " + std::to_string(train_blocks) + " blocks to train, the "
                                 "model has " + std::to_string(blocks));
   for (Tensor& p : classifier.parameters()) p.requires_grad_(train_blocks < 0);
-  if (train_blocks < 0) return;
+  if (train_blocks < 0) {
+    // everything on the classifier's path: the next-token head is not on it (unless it is the embedding)
+    if (const auto* gpt = dynamic_cast<const nn::GPTModel*>(&model)) {
+      if (&gpt->out_head->weight.impl() != &gpt->tok_emb->weight.impl())
+        for (Tensor p : gpt->out_head->parameters()) p.requires_grad_(false);
+    } else if (const auto& llama = dynamic_cast<const nn::LlamaModel&>(model); llama.lm_head) {
+      for (Tensor p : llama.lm_head->parameters()) p.requires_grad_(false);
+    }
+    return;
+  }
   std::vector<const nn::Module*> trained{classifier.head.get()};
   if (const auto* gpt = dynamic_cast<const nn::GPTModel*>(&model)) {
     trained.push_back(gpt->final_norm.get());

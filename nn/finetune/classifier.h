@@ -49,8 +49,8 @@ class Classifier : public nn::Module {
 };
 
 // Freezes every parameter of the backbone except those of its last `train_blocks` blocks and its final
-// norm; the head trains. train_blocks < 0: everything trains. std::invalid_argument when train_blocks is
-// more than the model has.
+// norm; the head trains. train_blocks < 0: everything on the classifier's path trains (all but an untied
+// next-token head). std::invalid_argument when train_blocks is more than the model has.
 void freeze_for_classification(Classifier& classifier, int64_t train_blocks);
 
 // The parameters that train (requires_grad), in named_parameters() order.
