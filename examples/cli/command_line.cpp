@@ -135,6 +135,17 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   train_cmd->add_flag("!--no-overlap", train.overlap, "mpirun: start the gradient allreduces only after backward");
   train_cmd->add_flag("--allow-other-text", train.allow_other_text,
                       "--resume: continue on a text other than the run's own (same characters)");
+  train_cmd->add_option("--task", train.task, "text (learn the next token of --text) or classify (a label for each "
+                        "text of --data: docs/finetuning.md)")->capture_default_str();
+  train_cmd->add_option("--data", train.data_file, "--task classify: labelled texts, CSV or TSV (a header row naming "
+                        "label and text) or JSONL ({\"text\": ..., \"label\": ...})");
+  train_cmd->add_option("--train-blocks", train.train_blocks, "--task classify: the last N blocks train, with the final "
+                        "norm and the new head (all: every parameter)")->capture_default_str();
+  train_cmd->add_option("--split", train.split, "--task classify: the training, validation and test fractions of --data")
+      ->capture_default_str();
+  train_cmd->add_option("--epochs", train.epochs, "--task classify: passes over the training part (instead of --steps)");
+  train_cmd->add_option("--max-length", train.max_length, "--task classify: cut each text to N tokens (default and "
+                        "most: the model's context)");
 
   GenerateOptions& gen = c.generate;
   std::string prompt;
@@ -212,6 +223,21 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   eval_cmd->add_option("--threads", ev.threads, "CPU threads")->capture_default_str();
   eval_cmd->add_option("--numerics", ev.numerics, "exact or fast (default as for train)");
 
+  eval_cmd->add_option("--task", ev.task, "text (loss on --text) or classify (accuracy on --data)")->capture_default_str();
+  eval_cmd->add_option("--data", ev.data_file, "--task classify: labelled texts, as train --task classify reads them");
+
+  ClassifyOptions& cls = c.classify;
+  std::string classify_prompt;
+  CLI::App* classify_cmd = app.add_subcommand("classify", "each label of a classifier (train --task classify) with its "
+                                                          "probability, for a text or each line of a file");
+  classify_cmd->add_option("--checkpoint", cls.checkpoint, "a checkpoint of train --task classify")->required();
+  CLI::Option* classify_prompt_opt = classify_cmd->add_option("--prompt", classify_prompt, "the text to classify");
+  classify_cmd->add_option("--text", cls.text_file, "or a file of texts, one a line");
+  classify_cmd->add_option("--tokenizer-file", cls.tokenizer_file,
+                           "a classifier of GPT-2's tokens moved from where it was trained: GPT-2's tokenizer now");
+  classify_cmd->add_option("--threads", cls.threads, "CPU threads")->capture_default_str();
+  classify_cmd->add_option("--numerics", cls.numerics, "exact or fast (default: fast)");
+
   MergeOptions& mg = c.merge;
   CLI::App* merge_cmd = app.add_subcommand("merge", "add LoRA adapters into their GPT-2 base and write the merged model");
   merge_cmd->add_option("--lora", mg.lora, "adapters file (nn::save_lora)")->required();
@@ -234,13 +260,14 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
            {train_cmd,
             {"--layers", "--warmup", "--accumulate", "--save-every", "--steps", "--batch", "--context", "--dim", "--heads",
              "--threads", "--eval-every", "--sample", "--reduce-shards", "--check-every", "--lora-rank", "--vocab-size",
-             "--kv-heads", "--ffn-dim"},
+             "--kv-heads", "--ffn-dim", "--epochs", "--max-length"},
             {"--lr", "--dropout", "--weight-decay", "--clip", "--lora-alpha"},
             {"--seed"}},
            {gen_cmd, {"--tokens", "--top-k", "--stop-id", "--threads", "--heads"}, {"--temperature", "--top-p"}, {"--seed"}},
            {bpe_cmd, {"--vocab-size", "--explain-count"}, {}, {}},
            {eval_cmd, {"--stride", "--heads", "--threads"}, {}, {}},
            {merge_cmd, {"--heads"}, {}, {}},
+           {classify_cmd, {"--threads"}, {}, {}},
        }) {
     for (const char* flag : numbers.whole) numbers.command->get_option(flag)->check(whole_number);
     for (const char* flag : numbers.finite) numbers.command->get_option(flag)->check(finite_number);
@@ -278,6 +305,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
       throw UsageError("--allow-other-text is for --resume");
     }
     if (train.resume.empty()) apply_finetune_options(train, given);
+    apply_task_options(train, given);  // after the fine-tune's defaults: a classifier's replace them
     // (--preset on the workshop's model is refused with the other flags it cannot take: train_flag_scopes)
     if (train.resume.empty() && train.init.empty() && train.model == "gpt")
       apply_gpt_preset(train, preset.empty() ? "small" : preset, given);
@@ -299,6 +327,10 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
     ev.given = flags_given(*eval_cmd);
   } else if (*merge_cmd) {
     c.kind = Command::Kind::merge;
+  } else if (*classify_cmd) {
+    c.kind = Command::Kind::classify;
+    cls.given = flags_given(*classify_cmd);
+    if (*classify_prompt_opt) cls.prompt = classify_prompt;
   } else {
     c.kind = Command::Kind::info;
   }
@@ -315,6 +347,7 @@ int run_command(const Command& c, std::ostream& out) {
     case Command::Kind::bpe: return run_bpe(c.bpe, out);
     case Command::Kind::eval: return run_eval(c.eval, out);
     case Command::Kind::merge: return run_merge(c.merge, out);
+    case Command::Kind::classify: return run_classify(c.classify, out);
     case Command::Kind::done: break;
   }
   return c.status;
