@@ -18,6 +18,7 @@
 #include "autograd/autograd.h"
 #include "nn/gpt.h"
 #include "nn/gpt2.h"
+#include "nn/hf_folder.h"
 #include "nn/llama.h"
 #include "nn/tokenizer/hf_json.h"
 #include "nn/tokenizer/tokenizer.h"
@@ -309,6 +310,50 @@ fs::path llama_folder_with_tokenizer() {
     "num_key_value_heads": 2, "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
     "hidden_act": "silu", "tie_word_embeddings": true}})", vocab);
   return dir;
+}
+
+// A folder of `architecture` written from a tiny model of config `c` (its vocabulary that of the tiny
+// SmolLM2-layout tokenizer.json, which it carries).
+fs::path folder_of(const std::string& name, nn::LlamaConfig c, const std::string& architecture) {
+  const fs::path dir = testing_process::scratch(name);
+  const std::string tok_file = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/hf_tokenizer/tiny-smollm2.tokenizer.json";
+  c.vocab_size = tokenizer::load_tokenizer_json(tok_file).vocab_size();
+  c.hidden_size = 32, c.intermediate_size = 64, c.num_hidden_layers = 2, c.num_attention_heads = 4;
+  c.num_key_value_heads = 2, c.max_position_embeddings = 64, c.rope_theta = 10000.0;
+  autograd::manual_seed(5);
+  nn::save_llama_folder(nn::LlamaModel(c), dir.string(), architecture, {});
+  fs::copy_file(tok_file, dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  return dir;
+}
+
+// What Qwen2 (q/k/v biases), Qwen3 (q/k norms, its own head_dim) and Llama 3.2 (rope_scaling) add to a Llama
+// is kept in our checkpoint of a fine-tuned folder: with a learning rate too small to move a float32 weight,
+// the checkpoint scores a text to the same digits as the folder it came from.
+TEST(LlamaCli, AFineTunedFolderIsSavedWithItsWholeConfig) {
+  nn::LlamaConfig qwen2, qwen3, llama32;
+  qwen2.attention_bias = true;
+  qwen3.qk_norm = true, qwen3.head_dim = 16;  // not hidden_size / heads (8)
+  llama32.rope_scaling = nn::RopeScaling{.factor = 8, .original_max_position_embeddings = 16};
+  const std::vector<std::pair<fs::path, std::string>> folders = {
+      {folder_of("qwen2_folder", qwen2, "Qwen2ForCausalLM"), "q/k/v biases"},
+      {folder_of("qwen3_folder", qwen3, "Qwen3ForCausalLM"), "q/k norms"},
+      {folder_of("llama32_scaled_folder", llama32, "LlamaForCausalLM"), "rope_scaling llama3 factor 8"}};
+  for (const auto& [dir, feature] : folders) {
+    SCOPED_TRACE(dir.string());
+    const fs::path saved = testing_process::scratch(dir.filename().string() + ".safetensors");
+    CliRun r = scratchgrad("train --init " + dir.string() + " --text " + llama_text() + " --steps 1 --context 16 --lr 1e-30 "
+                           "--save " + saved.string());
+    ASSERT_EQ(r.status, 0) << r.err;
+    CliRun info = scratchgrad("info --checkpoint " + saved.string());
+    ASSERT_EQ(info.status, 0) << info.err;
+    EXPECT_NE(info.out.find(feature), std::string::npos) << info.out;
+    CliRun from_folder = scratchgrad("eval --checkpoint " + dir.string() + " --text " + llama_text());
+    CliRun from_checkpoint = scratchgrad("eval --checkpoint " + saved.string() + " --text " + llama_text());
+    ASSERT_EQ(from_folder.status, 0) << from_folder.err;
+    ASSERT_EQ(from_checkpoint.status, 0) << from_checkpoint.err;
+    const auto loss_line = [](const std::string& out) { return out.substr(out.find("mean loss")); };
+    EXPECT_EQ(loss_line(from_checkpoint.out), loss_line(from_folder.out));
+  }
 }
 
 TEST(LlamaCli, AFolderIsFineTunedInFullAndWithLoraAndMerged) {

@@ -121,21 +121,6 @@ void check_tokenizer_fits(const TrainOptions& o, const std::string& kind, const 
                       o.init, why, kind));
 }
 
-// Our Llama checkpoints record the shape of Llama 2 and 3.0, SmolLM2 and Mistral (model_files.h's
-// llama_metadata): a classifier of another Llama-family model could be trained but not read back, so its
-// --save is refused before the run.
-void refuse_unsaveable(const nn::LlamaConfig& c, const std::string& path) {
-  std::vector<std::string> unrecorded;
-  if (c.attention_bias) unrecorded.push_back("q/k/v biases (attention_bias)");
-  if (c.qk_norm) unrecorded.push_back("q/k norms");
-  if (c.rope_scaling) unrecorded.push_back("rope_scaling");
-  if (c.head_dim > 0 && c.head_dim * c.num_attention_heads != c.hidden_size) unrecorded.push_back("its own head_dim");
-  if (unrecorded.empty()) return;
-  throw UsageError(fmt::format("--save: a classifier of {} cannot be saved yet: our checkpoints do not record its {} "
-                               "(train without --save to see its accuracy)",
-                               path, fmt::join(unrecorded, ", ")));
-}
-
 RunTokenizer gpt2_tokenizer_from(const std::string& file) {
   RunTokenizer t;
   t.kind = "gpt2";
@@ -151,7 +136,6 @@ Backbone load_backbone(const TrainOptions& o) {
   Backbone b;
   if (nn::is_hf_folder(o.init)) {
     FolderModel folder = open_folder(o.init, "train --init", o.init_heads > 0);
-    if (!o.save.empty() && !folder.folder.is_gpt2()) refuse_unsaveable(folder.folder.llama, o.init);
     check_tokenizer_fits(o, "gpt2", "the folder's model reads its tokenizer.json's tokens");
     const std::string file = o.tokenizer_file.empty() ? folder_tokenizer_file(o.init) : o.tokenizer_file;
     require(!file.empty(), fmt::format("--init {}: the folder has no tokenizer.json to read --data with: give "

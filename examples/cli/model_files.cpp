@@ -63,7 +63,7 @@ std::map<std::string, std::string> gpt_metadata(const nn::GPTConfig& c, const Vo
 
 std::map<std::string, std::string> llama_metadata(const nn::LlamaConfig& c, const Vocabulary& vocab,
                                                   const std::u32string& sample_prompt, int64_t steps) {
-  return {{"format", "scratchgrad-llama"},
+  std::map<std::string, std::string> m = {{"format", "scratchgrad-llama"},
           {"vocab", encode_utf8(vocab.chars())},
           {"vocab_size", std::to_string(c.vocab_size)},
           {"hidden_size", std::to_string(c.hidden_size)},
@@ -77,6 +77,18 @@ std::map<std::string, std::string> llama_metadata(const nn::LlamaConfig& c, cons
           {"tie_word_embeddings", c.tie_word_embeddings ? "1" : "0"},
           {"steps", std::to_string(steps)},
           {"sample_prompt", encode_utf8(sample_prompt)}};
+  // What Qwen2, Qwen3 and Llama 3.1/3.2 add (a fine-tuned folder of theirs keeps it); absent, the defaults.
+  if (c.head_dim > 0) m["head_dim"] = std::to_string(c.head_dim);
+  if (c.attention_bias) m["attention_bias"] = "1";
+  if (c.qk_norm) m["qk_norm"] = "1";
+  if (const auto& r = c.rope_scaling) {
+    m["rope_scaling.rope_type"] = r->type;
+    m["rope_scaling.factor"] = fmt::format("{:.17g}", r->factor);
+    m["rope_scaling.low_freq_factor"] = fmt::format("{:.17g}", r->low_freq_factor);
+    m["rope_scaling.high_freq_factor"] = fmt::format("{:.17g}", r->high_freq_factor);
+    m["rope_scaling.original_max_position_embeddings"] = std::to_string(r->original_max_position_embeddings);
+  }
+  return m;
 }
 
 nn::NamedTensors decoder_state(const nn::LanguageModel& model) {
@@ -157,6 +169,18 @@ LoadedModel load_llama_run(const std::string& path, nn::Checkpoint&& ck, const s
   c.rms_norm_eps = metadata_number(ck, path, "rms_norm_eps");
   c.rope_theta = metadata_number(ck, path, "rope_theta");
   c.tie_word_embeddings = ck.metadata["tie_word_embeddings"] == "1";
+  if (ck.metadata.count("head_dim")) c.head_dim = metadata_int(ck, path, "head_dim");
+  c.attention_bias = ck.metadata["attention_bias"] == "1";
+  c.qk_norm = ck.metadata["qk_norm"] == "1";
+  if (ck.metadata.count("rope_scaling.rope_type")) {
+    nn::RopeScaling r;
+    r.type = ck.metadata["rope_scaling.rope_type"];
+    r.factor = metadata_number(ck, path, "rope_scaling.factor");
+    r.low_freq_factor = metadata_number(ck, path, "rope_scaling.low_freq_factor");
+    r.high_freq_factor = metadata_number(ck, path, "rope_scaling.high_freq_factor");
+    r.original_max_position_embeddings = metadata_int(ck, path, "rope_scaling.original_max_position_embeddings");
+    c.rope_scaling = r;
+  }
   try {
     c.check();
   } catch (const std::invalid_argument& e) {
