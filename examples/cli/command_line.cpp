@@ -11,6 +11,7 @@
 #include "autograd/memory/out_of_memory.h"
 #include "finetune.h"
 #include "guards.h"
+#include "instruct.h"
 #include "nn/numbers.h"
 #include "nn/safetensors.h"
 #include "ranks.h"
@@ -135,6 +136,17 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   train_cmd->add_flag("!--no-overlap", train.overlap, "mpirun: start the gradient allreduces only after backward");
   train_cmd->add_flag("--allow-other-text", train.allow_other_text,
                       "--resume: continue on a text other than the run's own (same characters)");
+  // --task instruct (instruct.h)
+  train_cmd->add_option("--task", train.task, "instruct: instruction fine-tuning on --data's records in a chat template");
+  train_cmd->add_option("--data", train.data_file,
+                        "--task instruct: JSON or JSONL of {instruction, input, output} or {messages: [...]} records");
+  train_cmd->add_option("--template", train.chat_template,
+                        "--task instruct: alpaca, chatml or llama3 (default: the --init model's, else the one its "
+                        "tokenizer's special tokens name; a new model: chatml)");
+  train_cmd->add_flag("--train-on-prompt", train.train_on_prompt,
+                      "--task instruct: count the prompt's tokens in the loss too (default: the replies only)");
+  train_cmd->add_option("--max-length", train.max_length,
+                        "--task instruct: cut each example to this many tokens (default: the model's context)");
 
   GenerateOptions& gen = c.generate;
   std::string prompt;
@@ -211,6 +223,15 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
                                             "(default: width / 64)");
   eval_cmd->add_option("--threads", ev.threads, "CPU threads")->capture_default_str();
   eval_cmd->add_option("--numerics", ev.numerics, "exact or fast (default as for train)");
+  // --task instruct (instruct.h)
+  eval_cmd->add_option("--task", ev.task, "instruct: the mean loss over --data's counted targets (the replies)");
+  eval_cmd->add_option("--data", ev.data_file, "--task instruct: JSON or JSONL instruction records");
+  eval_cmd->add_option("--template", ev.chat_template, "--task instruct: alpaca, chatml or llama3 (default: the checkpoint's)");
+  eval_cmd->add_flag("--train-on-prompt", ev.train_on_prompt, "--task instruct: count the prompt's tokens too");
+  eval_cmd->add_option("--max-length", ev.max_length, "--task instruct: cut each example to this many tokens");
+  eval_cmd->add_option("--responses", ev.responses,
+                       "--task instruct: write each example's greedy reply beside its reference here (JSON Lines)");
+  eval_cmd->add_option("--tokens", ev.response_tokens, "--responses: a reply's most tokens")->capture_default_str();
 
   MergeOptions& mg = c.merge;
   CLI::App* merge_cmd = app.add_subcommand("merge", "add LoRA adapters into their GPT-2 base and write the merged model");
@@ -234,12 +255,12 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
            {train_cmd,
             {"--layers", "--warmup", "--accumulate", "--save-every", "--steps", "--batch", "--context", "--dim", "--heads",
              "--threads", "--eval-every", "--sample", "--reduce-shards", "--check-every", "--lora-rank", "--vocab-size",
-             "--kv-heads", "--ffn-dim"},
+             "--kv-heads", "--ffn-dim", "--max-length"},
             {"--lr", "--dropout", "--weight-decay", "--clip", "--lora-alpha"},
             {"--seed"}},
            {gen_cmd, {"--tokens", "--top-k", "--stop-id", "--threads", "--heads"}, {"--temperature", "--top-p"}, {"--seed"}},
            {bpe_cmd, {"--vocab-size", "--explain-count"}, {}, {}},
-           {eval_cmd, {"--stride", "--heads", "--threads"}, {}, {}},
+           {eval_cmd, {"--stride", "--heads", "--threads", "--max-length", "--tokens"}, {}, {}},
            {merge_cmd, {"--heads"}, {}, {}},
        }) {
     for (const char* flag : numbers.whole) numbers.command->get_option(flag)->check(whole_number);
@@ -267,6 +288,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
     train.given = flags_given(*train_cmd);
     auto given = [&](const char* flag) { return train.given.count(flag) > 0; };
     train.steps_set = given("--steps"), train.check_every_set = given("--check-every");
+    apply_instruct_options(train, given);  // --task instruct's flags and a new model's defaults (instruct.h)
     if (!train.resume.empty()) {
       check_resume_flags(given);
       for (const char* flag : {"--init", "--lora-rank", "--lora-alpha", "--lora-targets"})

@@ -10,6 +10,7 @@
 #include "nn/gpt2.h"
 #include "folders.h"
 #include "guards.h"
+#include "instruct.h"
 #include "nn/perplexity.h"
 #include "model_files.h"
 #include "token_text.h"
@@ -19,6 +20,7 @@ namespace cli {
 using namespace autograd;
 
 int run_eval(const EvalOptions& o, std::ostream& out) {
+  if (is_instruct_eval(o)) return run_eval_instruct(o, out);  // eval --task instruct (instruct.h)
   require(o.stride >= 0, fmt::format("--stride must be positive (or 0: half the context), got {}", o.stride));
   require(o.heads >= 0, fmt::format("--heads must be positive, got {}", o.heads));
   require(o.text_file.empty() != o.ids_file.empty(),

@@ -81,6 +81,12 @@ struct TrainOptions {
   int64_t lora_rank = 0;     // 0: a full fine-tune; else LoRA adapters of this rank, the rest frozen
   double lora_alpha = 16;    // the adapters' update is scaled by alpha / rank
   std::string lora_targets = "attn";  // attn, mlp or attn,mlp
+  // --task instruct (instruct.h): instruction fine-tuning on --data's records, in a chat template
+  std::string task;           // "" (next-token training on --text) or "instruct"
+  std::string data_file;      // --data: JSON or JSONL instruction records
+  std::string chat_template;  // --template: alpaca, chatml or llama3 ("": the model's or tokenizer's)
+  bool train_on_prompt = false;  // --train-on-prompt: count the prompt's tokens too
+  int64_t max_length = 0;        // --max-length: cut an example to this many tokens (0: the model's context)
   GivenFlags given;                   // what the command line gave (train_flag_scopes() checks them)
 };
 
@@ -131,6 +137,14 @@ struct EvalOptions {
   int64_t heads = 0;      // GPT-2: the head count, when the file does not say it
   int threads = 1;
   std::string numerics;
+  // --task instruct (instruct.h): the loss over an instruction data set's counted targets
+  std::string task;           // "" (a text) or "instruct"
+  std::string data_file;      // --data
+  std::string chat_template;  // --template ("": the checkpoint's)
+  bool train_on_prompt = false;
+  int64_t max_length = 0;
+  std::string responses;       // --responses FILE: each example's generated reply beside the reference (JSONL)
+  int64_t response_tokens = 256;  // --tokens: a generated reply's most tokens
   GivenFlags given;  // what the command line gave (eval_flag_scopes() checks them)
 };
 
