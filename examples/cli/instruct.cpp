@@ -335,6 +335,18 @@ class ExampleOrder {
   finetune::SeededRandom random_;
 };
 
+// The options with the model's shape and the longest example (what finetune_bytes reads its sizes from).
+TrainOptions sized_as(const nn::LanguageModel& model, TrainOptions o) {
+  o.context = o.max_length;
+  if (const auto* llama = dynamic_cast<const nn::LlamaModel*>(&model)) {
+    o.layers = llama->cfg.num_hidden_layers, o.dim = llama->cfg.hidden_size, o.heads = llama->cfg.num_attention_heads;
+  } else {
+    const nn::GPTConfig& c = dynamic_cast<const nn::GPTModel&>(model).cfg;
+    o.layers = c.n_layers, o.dim = c.emb_dim, o.heads = c.n_heads;
+  }
+  return o;
+}
+
 // A new model's or --init's: its shape on the first line, as a plain run says it.
 std::string describe(const nn::LanguageModel& model, int64_t context) {
   if (const auto* llama = dynamic_cast<const nn::LlamaModel*>(&model))
@@ -386,11 +398,7 @@ int train_instruct(const TrainOptions& given, std::ostream& out) {
                                                o.max_length, context));
   o.max_length = o.max_length ? o.max_length : context;
   const PreparedData data = prepare(records, *chat, o.data_file, o.max_length, o.train_on_prompt, model.vocab_size());
-  check_fits_in_memory(finetune_bytes(model, model.num_parameters(), [&] {
-                         TrainOptions sized = o;  // finetune_bytes reads the shape from the options
-                         sized.context = o.max_length;
-                         return sized;
-                       }()),
+  check_fits_in_memory(finetune_bytes(model, model.num_parameters(), sized_as(model, o)),
                        fmt::format("instruction fine-tuning at --max-length {} --batch {}", o.max_length, o.batch));
 
   model.to(device);
