@@ -599,8 +599,11 @@ void apply_instruct_options(TrainOptions& o, const std::function<bool(const char
     if (given("--context"))
       throw UsageError("--context does not apply to --task instruct with --init: the model's context is its file's; "
                        "--max-length cuts the examples");
-    if (given("--vocab-size"))
-      throw UsageError("--vocab-size does not apply with --init: the model reads its file's tokenizer");
+    for (const char* flag : {"--vocab-size", "--tokenizer"})
+      if (given(flag))
+        throw UsageError(fmt::format("{} does not apply to --task instruct with --init: the model reads its file's "
+                                     "tokenizer (GPT-2's files: --tokenizer-file DIR)",
+                                     flag));
     return;
   }
   if (given("--tokenizer-file") && !given("--tokenizer"))
