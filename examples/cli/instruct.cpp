@@ -508,13 +508,13 @@ void write_responses(const EvalOptions& o, const std::vector<finetune::Instructi
     const std::string text = m.tokenizer.decode(reply);
     const bool same = finetune::is_exact_answer({"", "", reference}, text);
     exact += same;
-    nlohmann::json line{{"index", data.source_index[k] + 1},
+    nlohmann::ordered_json line{{"index", data.source_index[k] + 1},
                         {"prompt", last_user_text(c)},
                         {"reference", reference},
                         {"response", text},
                         {"exact", same}};
     if (room <= 0) line["note"] = "the prompt fills the model's context: no room for a reply";
-    lines += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    lines += line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
   }
   nn::write_file_atomically(o.responses, lines);
   const int64_t n = int64_t(data.examples.size());
