@@ -17,8 +17,8 @@ set -eu
 BUILD=${1:-build}
 OUT=${2:-$BUILD/assistant}
 THREADS=${THREADS:-2}
-STEPS=${STEPS:-1200}
-TRAIN_PER_TASK=${TRAIN_PER_TASK:-4000}
+STEPS=${STEPS:-1400}
+TRAIN_PER_TASK=${TRAIN_PER_TASK:-7000}
 HELD_OUT_PER_TASK=${HELD_OUT_PER_TASK:-100}
 SG="$BUILD/bin/scratchgrad"
 
@@ -42,7 +42,7 @@ echo "each reply beside its expected answer: $OUT/replies-*.jsonl"
 
 # The chat command (scratchgrad chat), where this build has it: a few held-out questions, one a line, each a
 # new conversation (/reset between them).
-if "$SG" chat --help >/dev/null 2>&1; then
+if "$SG" --help | grep -q '^  chat '; then
   echo "asked through scratchgrad chat:"
   for task in add count reverse; do
     head -n 3 "$OUT/questions-$task.txt" | while IFS= read -r question; do
