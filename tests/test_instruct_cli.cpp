@@ -17,6 +17,7 @@
 
 #include "autograd/autograd.h"
 #include "model_files.h"
+#include "sampling.h"
 #include "nn/finetune/data.h"
 #include "nn/finetune/template.h"
 #include "test_helpers.h"
@@ -103,6 +104,37 @@ double hand_loss(const std::string& checkpoint, const std::string& data, const s
   return total / double(counted);
 }
 
+// The longest record of `data` in the checkpoint's tokens, rendered in `template_name`.
+int64_t longest_record(const std::string& checkpoint, const std::string& data, const std::string& template_name) {
+  cli::LoadedModel m = cli::load_model(checkpoint);
+  const finetune::BpeTemplateTokenizer tok(*m.tokenizer.bpe);
+  const auto chat = finetune::make_template(template_name, tok);
+  size_t longest = 0;
+  for (const auto& record : finetune::read_instruction_data(data))
+    longest = std::max(longest, chat->render(finetune::to_conversation(record, *chat)).ids.size());
+  return int64_t(longest);
+}
+
+// The greedy reply of the checkpoint's model to `record` up to its last reply, in ChatML: at most `tokens`
+// tokens, stopped at <|im_end|> (left out), decoded, as JSON writes it (a byte that is not UTF-8 replaced).
+std::string greedy_reply(cli::LoadedModel& m, const finetune::InstructionExample& record, int64_t tokens) {
+  autograd::NumericsGuard fast(autograd::Numerics::fast);  // the command line's, for a GPT
+  const finetune::BpeTemplateTokenizer tok(*m.tokenizer.bpe);
+  const auto chat = finetune::make_template("chatml", tok);
+  finetune::Conversation c = finetune::to_conversation(record, *chat);
+  c.pop_back();  // the reply
+  const std::vector<int64_t> prompt = chat->generation_prompt(c);
+  cli::Continuation how = cli::greedy(tokens);
+  how.stop_tokens = {chat->end_of_turn_id()};
+  autograd::Generator unused;
+  std::vector<int64_t> ids = cli::continue_text_cached(*m.decoder(), prompt, how, unused);
+  ids.erase(ids.begin(), ids.begin() + int64_t(prompt.size()));
+  EXPECT_LE(ids.size(), size_t(tokens));
+  if (!ids.empty() && ids.back() == chat->end_of_turn_id()) ids.pop_back();
+  const std::string text = m.tokenizer.decode(ids);
+  return nlohmann::json::parse(nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
 TEST(InstructCli, EvalLossIsTheHandComputedMeanOverEachTemplatesCountedTargets) {
   const std::string data = instruction_data();
   for (const std::string name : {"alpaca", "chatml", "llama3"}) {
@@ -110,31 +142,41 @@ TEST(InstructCli, EvalLossIsTheHandComputedMeanOverEachTemplatesCountedTargets) 
     const std::string checkpoint = tiny_model("tiny_" + name + ".safetensors", data, name, 2);
     cli::LoadedModel m = cli::load_model(checkpoint);
     EXPECT_EQ(m.checkpoint.metadata["template"], name);  // the chat command's default
+    // a cut that takes the last tokens of the longest record (some or all of its last reply and its end of
+    // turn) and leaves the others whole
+    const int64_t cut = longest_record(checkpoint, data, name) - 4;
     struct Case {
       std::string flags;
       bool train_on_prompt;
       int64_t max_length;
     };
-    for (const Case& c : {Case{"", false, 256}, Case{"--train-on-prompt", true, 256}, Case{"--max-length 40", false, 40},
-                          Case{"--max-length 40 --train-on-prompt", true, 40}}) {
+    const std::string cut_flag = fmt::format("--max-length {}", cut);
+    for (const Case& c : {Case{"", false, 256}, Case{"--train-on-prompt", true, 256}, Case{cut_flag, false, cut},
+                          Case{cut_flag + " --train-on-prompt", true, cut}}) {
       SCOPED_TRACE(c.flags);
       // no --template: eval takes the checkpoint's
       const CliRun r = scratchgrad(fmt::format("eval --task instruct --checkpoint {} --data {} {}", checkpoint, data, c.flags));
       ASSERT_EQ(r.status, 0) << r.out << r.err;
       EXPECT_NE(r.out.find("template " + name), std::string::npos) << r.out;
+      // (a record whose reply the cut takes whole has nothing to count: it is left out, and said to be)
+      const bool whole = c.max_length == 256 || c.train_on_prompt;
+      EXPECT_EQ(r.out.find("eval: 4 examples") != std::string::npos, whole || r.out.find("left out") == std::string::npos)
+          << r.out;
       const double want = hand_loss(checkpoint, data, name, c.train_on_prompt, c.max_length);
       EXPECT_NEAR(printed_mean_loss(r.out), want, 1e-4) << r.out;
       const size_t at = r.out.find("perplexity ");
       ASSERT_NE(at, std::string::npos);
       EXPECT_NEAR(std::stod(r.out.substr(at + 11)), std::exp(want), 1e-3 * std::exp(want));
     }
+    // the cut changes what is counted: the loss is not the whole records' loss
+    EXPECT_NE(hand_loss(checkpoint, data, name, false, cut), hand_loss(checkpoint, data, name, false, 256));
   }
 }
 
 TEST(InstructCli, MaxLengthLeavesOutRecordsWhoseReplyItCutsAway) {
   const std::string data = instruction_data();
   const std::string checkpoint = tiny_model("tiny_cut.safetensors", data, "alpaca", 1);
-  // the Alpaca header alone is over 20 tokens: no reply starts within 20 of them
+  // the Alpaca header alone is over 20 tokens (bytes): no reply starts within 20 of them
   const CliRun none = scratchgrad(fmt::format("eval --task instruct --checkpoint {} --data {} --max-length 20", checkpoint, data));
   expect_refused(none, "no record has a reply within --max-length 20");
   // the prompt counted: every record has targets within 20
@@ -158,6 +200,7 @@ TEST(InstructCli, ResponsesAreJsonLinesOfEachReplyBesideItsReference) {
   int exact = 0;
   size_t n = 0;
   cli::LoadedModel m = cli::load_model(checkpoint);
+  const auto records = finetune::read_instruction_data(data);
   for (std::string line; std::getline(lines, line); ++n) {
     ASSERT_LT(n, references.size());
     const nlohmann::json j = nlohmann::json::parse(line);
@@ -165,9 +208,7 @@ TEST(InstructCli, ResponsesAreJsonLinesOfEachReplyBesideItsReference) {
     EXPECT_EQ(j["reference"], references[n]);
     EXPECT_EQ(j["prompt"], prompts[n]);
     const std::string response = j["response"];
-    // at most --tokens tokens, and never the end-of-turn marker itself
-    EXPECT_LE(m.tokenizer.bpe->encode_ordinary(response).size(), 8u) << response;
-    EXPECT_EQ(response.find("<|im_end|>"), std::string::npos);
+    EXPECT_EQ(response, greedy_reply(m, records[n], 8));
     EXPECT_EQ(j["exact"], response == references[n]);
     exact += response == references[n];
   }
@@ -242,7 +283,7 @@ TEST(InstructCli, RefusesWhatCannotApplyWithOneLine) {
                  "unknown template \"nope\"");
   // the checkpoint's tokenizer was made for alpaca: ChatML's markers are not in it
   expect_refused(scratchgrad(fmt::format("eval --task instruct --checkpoint {} --data {} --template chatml", checkpoint, data)),
-                 "needs the special token <|im_start|>");
+                 "the chatml template needs the special token <|im_end|>");
   expect_refused(scratchgrad(fmt::format("eval --task instruct --checkpoint {} --data {} --stride 4", checkpoint, data)),
                  "--stride is for scoring a text");
   expect_refused(scratchgrad(fmt::format("eval --checkpoint {} --data {}", checkpoint, data)),
@@ -253,7 +294,7 @@ TEST(InstructCli, RefusesWhatCannotApplyWithOneLine) {
                  "--responses");
   // a character model's checkpoint has no special tokens
   const std::string chars = testing_process::scratch("chars.safetensors").string();
-  ASSERT_EQ(scratchgrad(fmt::format("train --model gpt --preset tiny --steps 1 --warmup 0 --save {}", chars)).status, 0);
+  ASSERT_EQ(scratchgrad(fmt::format("train --model gpt --preset tiny --context 8 --steps 1 --warmup 0 --save {}", chars)).status, 0);
   expect_refused(scratchgrad(fmt::format("eval --task instruct --checkpoint {} --data {}", chars, data)),
                  "a character tokenizer has no special tokens");
   expect_refused(scratchgrad(fmt::format("train --task instruct --init {} --data {} --steps 1", chars, data)),
