@@ -69,7 +69,7 @@ const std::vector<NotForInstruct>& flags_not_for_instruct() {
   return flags;
 }
 
-// Whether a message's id fits: a FinetuneError is the user's data or template at fault.
+// Runs f: a FinetuneError (the user's data or template at fault) becomes a UsageError, after `what`.
 template <typename F>
 auto as_usage_error(const std::string& what, F&& f) -> decltype(f()) {
   try {
