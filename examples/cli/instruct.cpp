@@ -32,6 +32,7 @@
 #include "nn/gpt2.h"
 #include "nn/hf_folder.h"
 #include "optim/optim.h"
+#include "ranks.h"
 #include "sampling.h"
 #include "token_text.h"
 
@@ -361,6 +362,11 @@ int train_instruct(const TrainOptions& given, std::ostream& out) {
   use_kernels(given.kernels);
   TrainOptions o = given;
   check_train_options(o);
+  Ranks ranks;  // under mpirun each rank would train the whole run and write the same --save
+  if (ranks.size() > 1)
+    throw UsageErrorOnEveryRank(fmt::format("--task instruct runs as one process; mpirun started {} (run it without "
+                                            "mpirun)",
+                                            ranks.size()));
   const Device device = checked_device(o.device);
   check_distinct_files({{"--data", o.data_file}, {"--save", o.save}, {"--init", o.init}});
   if (!o.save.empty()) {
