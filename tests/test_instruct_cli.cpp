@@ -20,6 +20,9 @@
 #include "sampling.h"
 #include "nn/finetune/data.h"
 #include "nn/finetune/template.h"
+#include "nn/gpt.h"
+#include "nn/gpt2.h"
+#include "nn/safetensors.h"
 #include "test_helpers.h"
 #include "test_process.h"
 
@@ -313,6 +316,32 @@ TEST(InstructCli, InitFromACheckpointOfOursKeepsItsTemplateAndTokenizer) {
   EXPECT_EQ(m.checkpoint.metadata["task"], "instruct");
   expect_refused(scratchgrad(fmt::format("train --task instruct --init {} --data {} --context 32 --steps 1", base, data)),
                  "--context does not apply to --task instruct with --init");
+}
+
+TEST(InstructCli, Gpt2WeightsTakeTheAlpacaTemplateAndGpt2sTokens) {
+  // a GPT-2 file of GPT-2's vocabulary (tiny otherwise), whose tokenizer has <|endoftext|> alone: the book's
+  // Alpaca prompt is the template its special tokens name
+  autograd::manual_seed(3);
+  nn::GPTModel gpt2(nn::GPTConfig{.vocab_size = 50257, .context_length = 128, .emb_dim = 8, .n_heads = 2,
+                                  .n_layers = 1, .drop_rate = 0.0, .qkv_bias = true});
+  gpt2.tie_weights();
+  const std::string file = testing_process::scratch("tiny_gpt2_vocab.safetensors").string();
+  nn::save_safetensors(file, nn::gpt2_state_dict(gpt2), nn::gpt2_metadata(gpt2));
+  const std::string tokenizer = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/tokenizer/gpt2";
+  const std::string data = instruction_data();
+  const std::string tuned = testing_process::scratch("tiny_gpt2_sft.safetensors").string();
+  const CliRun r = scratchgrad(fmt::format("train --task instruct --init {} --tokenizer-file {} --data {} --steps 2 --save {}",
+                                           file, tokenizer, data, tuned));
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("template alpaca"), std::string::npos) << r.out;
+  cli::LoadedModel m = cli::load_model(tuned);
+  EXPECT_EQ(m.checkpoint.metadata["template"], "alpaca");
+  EXPECT_EQ(m.tokenizer.kind, "gpt2");
+  const CliRun e = scratchgrad(fmt::format("eval --task instruct --checkpoint {} --data {}", tuned, data));
+  ASSERT_EQ(e.status, 0) << e.out << e.err;
+  EXPECT_NEAR(printed_mean_loss(e.out), hand_loss(tuned, data, "alpaca", false, 128), 1e-4) << e.out;
+  expect_refused(scratchgrad(fmt::format("train --task instruct --init {} --data {} --steps 2", file, data)),
+                 "give --tokenizer-file");
 }
 
 }  // namespace
