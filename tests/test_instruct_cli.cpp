@@ -252,12 +252,14 @@ TEST(InstructCli, RefusesWhatCannotApplyWithOneLine) {
   expect_refused(scratchgrad(fmt::format("train --task instruct --data {} --template vicuna {}", data, tiny)),
                  "unknown template \"vicuna\": expected alpaca, chatml or llama3");
   expect_refused(scratchgrad(fmt::format("train --task instruct {}", tiny)), "--task instruct needs --data FILE");
-  expect_refused(scratchgrad(fmt::format("train --task summarize --data {}", data)), "--task must be instruct");
+  expect_refused(scratchgrad(fmt::format("train --task summarize --data {}", data)), "--task must be text");
   expect_refused(scratchgrad(fmt::format("train --task instruct --data {} --text {} {}", data, data, tiny)),
                  "--text does not apply to --task instruct");
+  expect_refused(scratchgrad(fmt::format("train --task instruct --data {} --epochs 2 {}", data, tiny)),
+                 "--epochs is for --task classify");
   expect_refused(scratchgrad(fmt::format("train --task instruct --data {} --lora-rank 2 {}", data, tiny)),
                  "--lora-rank does not apply to --task instruct");
-  expect_refused(scratchgrad(fmt::format("train --data {} --steps 1", data)), "--data is for train --task instruct");
+  expect_refused(scratchgrad(fmt::format("train --data {} --steps 1", data)), "--data is for");
   expect_refused(scratchgrad("train --template chatml --steps 1"), "--template is for train --task instruct");
   expect_refused(scratchgrad("train --train-on-prompt --steps 1"), "--train-on-prompt is for train --task instruct");
   expect_refused(scratchgrad(fmt::format("train --task instruct --data {} --tokenizer char {}", data, tiny)),
@@ -290,7 +292,7 @@ TEST(InstructCli, RefusesWhatCannotApplyWithOneLine) {
   expect_refused(scratchgrad(fmt::format("eval --task instruct --checkpoint {} --data {} --stride 4", checkpoint, data)),
                  "--stride is for scoring a text");
   expect_refused(scratchgrad(fmt::format("eval --checkpoint {} --data {}", checkpoint, data)),
-                 "--data is for eval --task instruct");
+                 "or --task instruct (instruction records)");
   expect_refused(scratchgrad(fmt::format("eval --task instruct --checkpoint {} --data {} --tokens 5", checkpoint, data)),
                  "--tokens is for --responses FILE");
   expect_refused(scratchgrad(fmt::format("eval --task instruct --checkpoint {} --data {} --responses {}", checkpoint, data, data)),

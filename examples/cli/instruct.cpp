@@ -462,11 +462,13 @@ int train_instruct(const TrainOptions& given, std::ostream& out) {
 
 // ---------------------------------------------------------------- eval
 
+// eval's flags that only --task instruct takes (--data is classify's too).
+constexpr const char* kInstructEvalFlags[] = {"--template", "--train-on-prompt", "--max-length", "--responses", "--tokens"};
+
 // The refusals of eval's flags: those of a text without --task instruct, and --task instruct's without it.
 void check_eval_flags(const EvalOptions& o) {
   const bool instruct = o.task == "instruct";
-  require(o.task.empty() || instruct, fmt::format("--task must be instruct, got '{}'", o.task));
-  for (const char* flag : {"--data", "--template", "--train-on-prompt", "--max-length", "--responses", "--tokens"})
+  for (const char* flag : kInstructEvalFlags)
     require(instruct || !o.given.count(flag), fmt::format("{} is for eval --task instruct (with --data FILE)", flag));
   if (!instruct) return;
   for (const char* flag : {"--text", "--ids-file", "--stride"})
@@ -588,14 +590,15 @@ std::vector<std::string> template_special_tokens(const std::string& name) {
 }
 
 void apply_instruct_options(TrainOptions& o, const std::function<bool(const char*)>& given) {
-  if (o.task.empty()) {
-    for (const char* flag : {"--data", "--template", "--train-on-prompt", "--max-length"})
+  if (o.task != "instruct") {  // (--data and --max-length are classify's too: apply_task_options checks them)
+    for (const char* flag : {"--template", "--train-on-prompt"})
       if (given(flag)) throw UsageError(fmt::format("{} is for train --task instruct (with --data FILE)", flag));
     return;
   }
-  if (o.task != "instruct") throw UsageError(fmt::format("--task must be instruct, got '{}'", o.task));
   for (const NotForInstruct& f : flags_not_for_instruct())
     if (given(f.flag)) throw UsageError(fmt::format("{} does not apply to --task instruct: {}", f.flag, f.why));
+  for (const char* flag : {"--train-blocks", "--split", "--epochs"})
+    if (given(flag)) throw UsageError(fmt::format("{} is for --task classify; this run is --task instruct", flag));
   if (o.data_file.empty()) throw UsageError("--task instruct needs --data FILE (JSON or JSONL instruction records)");
   if (o.max_length < 0)
     throw UsageError(fmt::format("--max-length must be positive (or 0: the model's context), got {}", o.max_length));
@@ -631,8 +634,8 @@ int run_train_instruct(const TrainOptions& o, std::ostream& out) { return train_
 int run_eval_instruct(const EvalOptions& o, std::ostream& out) { return eval_instruct(o, out); }
 
 bool is_instruct_eval(const EvalOptions& o) {
-  if (!o.task.empty()) return true;
-  for (const char* flag : {"--data", "--template", "--train-on-prompt", "--max-length", "--responses", "--tokens"})
+  if (o.task == "instruct") return true;
+  for (const char* flag : kInstructEvalFlags)
     if (o.given.count(flag)) return true;
   return false;
 }
