@@ -22,6 +22,7 @@
 #include "nn/finetune/template.h"
 #include "nn/gpt.h"
 #include "nn/gpt2.h"
+#include "nn/llama.h"
 #include "nn/safetensors.h"
 #include "test_helpers.h"
 #include "test_process.h"
@@ -344,6 +345,43 @@ TEST(InstructCli, Gpt2WeightsTakeTheAlpacaTemplateAndGpt2sTokens) {
   EXPECT_NEAR(printed_mean_loss(e.out), hand_loss(tuned, data, "alpaca", false, 128), 1e-4) << e.out;
   expect_refused(scratchgrad(fmt::format("train --task instruct --init {} --data {} --steps 2", file, data)),
                  "give --tokenizer-file");
+}
+
+TEST(InstructCli, AHuggingFaceFolderTakesTheTemplateItsTokenizerNames) {
+  // a tiny Llama folder whose tokenizer.json is a Llama 3 tokenizer's (tests/reference/fixtures/hf_tokenizer):
+  // its header tokens name the llama3 template
+  const fs::path dir = testing_process::scratch("tiny_llama3_folder");
+  fs::create_directories(dir);
+  nn::LlamaConfig c;
+  c.vocab_size = 862, c.hidden_size = 16, c.intermediate_size = 32, c.num_hidden_layers = 1;
+  c.num_attention_heads = 2, c.num_key_value_heads = 1, c.max_position_embeddings = 256, c.rope_theta = 10000.0;
+  autograd::manual_seed(5);
+  nn::LlamaModel llama(c);
+  nn::save_safetensors((dir / "model.safetensors").string(), llama.state_dict(), {{"format", "pt"}});
+  const nlohmann::json config{{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", 862},
+                              {"hidden_size", 16}, {"intermediate_size", 32}, {"num_hidden_layers", 1},
+                              {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"max_position_embeddings", 256},
+                              {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0}, {"tie_word_embeddings", true},
+                              {"hidden_act", "silu"}, {"torch_dtype", "float32"}};
+  std::ofstream(dir / "config.json") << config.dump(2);
+  fs::copy_file(std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/hf_tokenizer/tiny-llama3.tokenizer.json",
+                dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  const std::string data = instruction_data();
+  const std::string tuned = testing_process::scratch("tiny_llama3_sft.safetensors").string();
+  const CliRun r = scratchgrad(fmt::format("train --task instruct --init {} --data {} --steps 2 --save {}", dir.string(),
+                                           data, tuned));
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("template llama3"), std::string::npos) << r.out;
+  cli::LoadedModel m = cli::load_model(tuned);
+  EXPECT_EQ(m.checkpoint.metadata["template"], "llama3");
+  ASSERT_NE(m.llama, nullptr);
+  const CliRun e = scratchgrad(fmt::format("eval --task instruct --checkpoint {} --data {}", tuned, data));
+  ASSERT_EQ(e.status, 0) << e.out << e.err;
+  EXPECT_NEAR(printed_mean_loss(e.out), hand_loss(tuned, data, "llama3", false, 256), 1e-4) << e.out;
+  // the folder itself is read by eval too, in the template its tokenizer names
+  const CliRun folder = scratchgrad(fmt::format("eval --task instruct --checkpoint {} --data {}", dir.string(), data));
+  ASSERT_EQ(folder.status, 0) << folder.out << folder.err;
+  EXPECT_NE(folder.out.find("template llama3"), std::string::npos) << folder.out;
 }
 
 }  // namespace
