@@ -1,7 +1,8 @@
 // test_instruct_cli.cpp — `train --task instruct` and `eval --task instruct` through the command line: the
 // loss eval prints equals a hand computation over the positions each template counts (with the prompt
 // counted too, and with --max-length cutting the examples), --responses' JSON Lines, the checkpoint's
-// "template", a few steps lowering the counted loss, and the refusals (one line, exit status 2).
+// "template", a few steps lowering the counted loss, --init from a checkpoint of ours, a GPT-2 file and a
+// Hugging Face folder (each taking the template its tokenizer names), and the refusals (one line, exit 2).
 #include <gtest/gtest.h>
 
 #include <algorithm>
