@@ -21,7 +21,7 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_TARGETS ?= safetensors checkpoint text cli ops tokenizer
 FUZZ_PACKAGES = $(PACKAGES) clang libclang-rt-14-dev
 
-.PHONY: all deps configure build debug debug-configure step test train bench lab lab-deps clean fuzz fuzz-deps fuzz-build exercise exercises
+.PHONY: all deps configure build debug debug-configure step test train assistant bench lab lab-deps clean fuzz fuzz-deps fuzz-build exercise exercises
 
 all: build
 
@@ -69,6 +69,16 @@ test: build
 
 train: build
 	@$(BUILD)/bin/scratchgrad train
+
+# `make assistant`: a tiny assistant trained from scratch on this CPU (docs/finetuning.md): the program writes
+# its own conversations (addition, letter counting, spelling backwards), trains a small GPT on them with
+# `train --task instruct` on THREADS threads (default 2), and answers held-out questions, with each task's
+# exact-answer accuracy. Its files go to ASSISTANT_DIR.
+ASSISTANT_DIR ?= $(BUILD)/assistant
+THREADS ?= 2
+assistant: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target scratchgrad make_conversations
+	@THREADS=$(THREADS) examples/assistant/run.sh $(BUILD) $(ASSISTANT_DIR)
 
 # The exercises (docs/exercises.md): `make exercise N=6` (or `make exercise-6`) builds your files in
 # examples/exercises/ into the checker and checks rung 6; `make exercises` checks the whole ladder. A failure's

@@ -52,11 +52,11 @@ struct TaskFlag {
 };
 const std::vector<TaskFlag>& task_flags() {
   static const std::vector<TaskFlag> flags{
-      {"--data", "classify", "the labelled texts of --task classify"},
+      {"--data", "classify", "the labelled texts of --task classify (or the records of --task instruct)"},
       {"--train-blocks", "classify", "--task classify (how many of the last blocks train)"},
       {"--split", "classify", "--task classify (the training, validation and test fractions of --data)"},
       {"--epochs", "classify", "--task classify (passes over the training split)"},
-      {"--max-length", "classify", "--task classify (the tokens of a text the classifier reads)"},
+      {"--max-length", "classify", "--task classify or instruct (the most tokens of a text or record read)"},
       {"--text", "text", "--task text (next-token training on a text); --task classify reads --data FILE"},
       {"--resume", "text", "--task text (a classification run is not resumed)"},
       {"--sample", "text", "--task text (a classifier generates no text)"},
@@ -76,10 +76,11 @@ const std::vector<TaskFlag>& task_flags() {
 }  // namespace
 
 void apply_task_options(TrainOptions& o, const std::function<bool(const char*)>& given) {
-  require(o.task == "text" || o.task == "classify",
-          fmt::format("--task must be text (next-token training on --text) or classify (a label for each text of "
-                      "--data), got '{}'",
+  require(o.task == "text" || o.task == "classify" || o.task == "instruct",
+          fmt::format("--task must be text (next-token training on --text), classify (a label for each text of "
+                      "--data) or instruct (following the instructions of --data's records), got '{}'",
                       o.task));
+  if (o.task == "instruct") return;  // instruct.h's apply_instruct_options checks its flags
   for (const TaskFlag& f : task_flags())
     if (given(f.flag) && o.task != f.task)
       throw UsageError(fmt::format("{} is for {}; this run is --task {}: leave it out", f.flag, f.is_for, o.task));

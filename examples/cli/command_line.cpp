@@ -11,6 +11,7 @@
 #include "autograd/memory/out_of_memory.h"
 #include "finetune.h"
 #include "guards.h"
+#include "instruct.h"
 #include "nn/numbers.h"
 #include "nn/safetensors.h"
 #include "ranks.h"
@@ -135,17 +136,25 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   train_cmd->add_flag("!--no-overlap", train.overlap, "mpirun: start the gradient allreduces only after backward");
   train_cmd->add_flag("--allow-other-text", train.allow_other_text,
                       "--resume: continue on a text other than the run's own (same characters)");
-  train_cmd->add_option("--task", train.task, "text (learn the next token of --text) or classify (a label for each "
-                        "text of --data: docs/finetuning.md)")->capture_default_str();
+  train_cmd->add_option("--task", train.task, "text (learn the next token of --text), classify (a label for each "
+                        "text of --data) or instruct (follow the instructions of --data's records): "
+                        "docs/finetuning.md")->capture_default_str();
   train_cmd->add_option("--data", train.data_file, "--task classify: labelled texts, CSV or TSV (a header row naming "
-                        "label and text) or JSONL ({\"text\": ..., \"label\": ...})");
+                        "label and text) or JSONL ({\"text\": ..., \"label\": ...}); --task instruct: JSON or JSONL of "
+                        "{instruction, input, output} or {messages: [...]} records");
   train_cmd->add_option("--train-blocks", train.train_blocks, "--task classify: the last N blocks train, with the final "
                         "norm and the new head (all: every parameter)")->capture_default_str();
   train_cmd->add_option("--split", train.split, "--task classify: the training, validation and test fractions of --data")
       ->capture_default_str();
   train_cmd->add_option("--epochs", train.epochs, "--task classify: passes over the training part (instead of --steps)");
-  train_cmd->add_option("--max-length", train.max_length, "--task classify: cut each text to N tokens (default and "
-                        "most: the model's context)");
+  train_cmd->add_option("--max-length", train.max_length, "--task classify, instruct: cut each text or record to N "
+                        "tokens (default and most: the model's context)");
+  // --task instruct (instruct.h)
+  train_cmd->add_option("--template", train.chat_template,
+                        "--task instruct: alpaca, chatml or llama3 (default: the --init model's, else the one its "
+                        "tokenizer's special tokens name; a new model: chatml)");
+  train_cmd->add_flag("--train-on-prompt", train.train_on_prompt,
+                      "--task instruct: count the prompt's tokens in the loss too (default: the replies only)");
 
   GenerateOptions& gen = c.generate;
   std::string prompt;
@@ -222,9 +231,18 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
                                             "(default: width / 64)");
   eval_cmd->add_option("--threads", ev.threads, "CPU threads")->capture_default_str();
   eval_cmd->add_option("--numerics", ev.numerics, "exact or fast (default as for train)");
+  // --task instruct (instruct.h)
+  eval_cmd->add_option("--template", ev.chat_template, "--task instruct: alpaca, chatml or llama3 (default: the checkpoint's)");
+  eval_cmd->add_flag("--train-on-prompt", ev.train_on_prompt, "--task instruct: count the prompt's tokens too");
+  eval_cmd->add_option("--max-length", ev.max_length, "--task instruct: cut each example to this many tokens");
+  eval_cmd->add_option("--responses", ev.responses,
+                       "--task instruct: write each example's greedy reply beside its reference here (JSON Lines)");
+  eval_cmd->add_option("--tokens", ev.response_tokens, "--responses: a reply's most tokens")->capture_default_str();
 
-  eval_cmd->add_option("--task", ev.task, "text (loss on --text) or classify (accuracy on --data)")->capture_default_str();
-  eval_cmd->add_option("--data", ev.data_file, "--task classify: labelled texts, as train --task classify reads them");
+  eval_cmd->add_option("--task", ev.task, "text (loss on --text), classify (accuracy on --data) or instruct (the mean "
+                       "loss over --data's replies)")->capture_default_str();
+  eval_cmd->add_option("--data", ev.data_file, "--task classify: labelled texts, as train --task classify reads them; "
+                       "--task instruct: JSON or JSONL instruction records");
 
   ClassifyOptions& cls = c.classify;
   std::string classify_prompt;
@@ -265,7 +283,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
             {"--seed"}},
            {gen_cmd, {"--tokens", "--top-k", "--stop-id", "--threads", "--heads"}, {"--temperature", "--top-p"}, {"--seed"}},
            {bpe_cmd, {"--vocab-size", "--explain-count"}, {}, {}},
-           {eval_cmd, {"--stride", "--heads", "--threads"}, {}, {}},
+           {eval_cmd, {"--stride", "--heads", "--threads", "--max-length", "--tokens"}, {}, {}},
            {merge_cmd, {"--heads"}, {}, {}},
            {classify_cmd, {"--threads"}, {}, {}},
        }) {
@@ -294,6 +312,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
     train.given = flags_given(*train_cmd);
     auto given = [&](const char* flag) { return train.given.count(flag) > 0; };
     train.steps_set = given("--steps"), train.check_every_set = given("--check-every");
+    apply_instruct_options(train, given);  // --task instruct's flags and a new model's defaults (instruct.h)
     if (!train.resume.empty()) {
       check_resume_flags(given);
       for (const char* flag : {"--init", "--lora-rank", "--lora-alpha", "--lora-targets"})

@@ -11,6 +11,7 @@
 #include "classify.h"
 #include "folders.h"
 #include "guards.h"
+#include "instruct.h"
 #include "nn/perplexity.h"
 #include "model_files.h"
 #include "token_text.h"
@@ -20,10 +21,14 @@ namespace cli {
 using namespace autograd;
 
 int run_eval(const EvalOptions& o, std::ostream& out) {
+  if (is_instruct_eval(o)) return run_eval_instruct(o, out);  // eval --task instruct (instruct.h)
   require(o.task == "text" || o.task == "classify",
-          fmt::format("--task must be text (loss on --text) or classify (accuracy on --data), got '{}'", o.task));
+          fmt::format("--task must be text (loss on --text), classify (accuracy on --data) or instruct (the loss on "
+                      "--data's replies), got '{}'",
+                      o.task));
   if (o.task == "classify") return eval_classifier(o, out);  // classify.cpp
-  require(o.data_file.empty(), "--data is for eval --task classify (labelled texts); --task text reads --text FILE");
+  require(o.data_file.empty(), "--data is for eval --task classify (labelled texts) or --task instruct (instruction "
+                               "records); --task text reads --text FILE");
   require(o.stride >= 0, fmt::format("--stride must be positive (or 0: half the context), got {}", o.stride));
   require(o.heads >= 0, fmt::format("--heads must be positive, got {}", o.heads));
   require(o.text_file.empty() != o.ids_file.empty(),

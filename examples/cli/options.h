@@ -81,15 +81,19 @@ struct TrainOptions {
   int64_t lora_rank = 0;     // 0: a full fine-tune; else LoRA adapters of this rank, the rest frozen
   double lora_alpha = 16;    // the adapters' update is scaled by alpha / rank
   std::string lora_targets = "attn";  // attn, mlp or attn,mlp
+  // --task instruct (instruct.h): instruction fine-tuning on --data's records, in a chat template
+  std::string chat_template;     // --template: alpaca, chatml or llama3 ("": the model's or tokenizer's)
+  bool train_on_prompt = false;  // --train-on-prompt: count the prompt's tokens too
   GivenFlags given;                   // what the command line gave (train_flag_scopes() checks them)
-  // --task: what the run learns. "text": the next token of --text; "classify": a label for each text of
+  // --task: what the run learns. "text": the next token of --text; "instruct": to follow the instructions of
+  // --data's records (instruct.h); "classify": a label for each text of
   // --data (classify.h)
   std::string task = "text";
-  std::string data_file;           // classify: the labelled texts (CSV, TSV or JSONL)
+  std::string data_file;           // classify: the labelled texts (CSV, TSV or JSONL); instruct: the records
   std::string train_blocks = "1";  // classify: the last N blocks train (with the final norm and the head), or all
   std::string split = "0.7,0.1,0.2";  // classify: the training, validation and test fractions of --data
   int64_t epochs = 0;              // classify: passes over the training part (instead of --steps)
-  int64_t max_length = 0;          // classify: the most tokens of a text read (0: the model's context)
+  int64_t max_length = 0;          // classify, instruct: the most tokens of a text read (0: the model's context)
 };
 
 // A GPT preset sized for a laptop: "tiny" (2 blocks, D 48, H 4, T 32, B 16, 1000 steps) or "small" (3 blocks,
@@ -139,9 +143,17 @@ struct EvalOptions {
   int64_t heads = 0;      // GPT-2: the head count, when the file does not say it
   int threads = 1;
   std::string numerics;
+  // --task instruct (instruct.h): the loss over an instruction data set's counted targets
+  std::string chat_template;  // --template ("": the checkpoint's)
+  bool train_on_prompt = false;
+  int64_t max_length = 0;
+  std::string responses;       // --responses FILE: each example's generated reply beside the reference (JSONL)
+  int64_t response_tokens = 256;  // --tokens: a generated reply's most tokens
   GivenFlags given;  // what the command line gave (eval_flag_scopes() checks them)
-  std::string task = "text";  // text: loss and perplexity on --text; classify: accuracy on --data (classify.h)
-  std::string data_file;      // classify: labelled texts
+  // text: loss and perplexity on --text; classify: accuracy on --data (classify.h); instruct: the loss on
+  // --data's replies (instruct.h)
+  std::string task = "text";
+  std::string data_file;      // classify: labelled texts; instruct: instruction records
 };
 
 struct MergeOptions {

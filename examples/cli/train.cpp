@@ -30,6 +30,7 @@
 #include "finetune.h"
 #include "folders.h"
 #include "guards.h"
+#include "instruct.h"
 #include "model_files.h"
 #include "ranks.h"
 #include "run_state.h"
@@ -637,6 +638,7 @@ RunModel finetune_model(TrainOptions& o) {
 
 int run_train(const TrainOptions& given, std::ostream& given_out) {
   if (given.task == "classify") return train_classifier(given, given_out);  // classify.cpp
+  if (given.task == "instruct") return run_train_instruct(given, given_out);  // instruct.h
   use_kernels(given.kernels);  // first: any tensor made before would read SCRATCHGRAD_KERNELS on its own
   TrainOptions o = given.resume.empty() ? given : resumed_options(given);
   check_train_options(o);
