@@ -221,6 +221,8 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
                         "the base model (default: the one the adapters name); it must be the file they were trained on");
   merge_cmd->add_option("--heads", mg.heads, "attention heads, if the base file does not say (default: width / 64)");
 
+  CLI::App* chat_cmd = add_chat_command(app, c.chat);
+
   // Every number on the command line is read whole (nn/numbers.h): "2x" is not 2, a whole number past int64
   // is not clamped, 1e400 is not infinity. Each command's ranges are checked where it runs.
   const CLI::Validator whole_number([](std::string& text) { return whole_number_problem(text); }, "", "int64");
@@ -241,6 +243,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
            {bpe_cmd, {"--vocab-size", "--explain-count"}, {}, {}},
            {eval_cmd, {"--stride", "--heads", "--threads"}, {}, {}},
            {merge_cmd, {"--heads"}, {}, {}},
+           {chat_cmd, {"--tokens", "--top-k", "--threads", "--heads"}, {"--temperature", "--top-p"}, {"--seed"}},
        }) {
     for (const char* flag : numbers.whole) numbers.command->get_option(flag)->check(whole_number);
     for (const char* flag : numbers.finite) numbers.command->get_option(flag)->check(finite_number);
@@ -299,6 +302,9 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
     ev.given = flags_given(*eval_cmd);
   } else if (*merge_cmd) {
     c.kind = Command::Kind::merge;
+  } else if (*chat_cmd) {
+    c.kind = Command::Kind::chat;
+    c.chat.given = flags_given(*chat_cmd);
   } else {
     c.kind = Command::Kind::info;
   }
@@ -315,6 +321,7 @@ int run_command(const Command& c, std::ostream& out) {
     case Command::Kind::bpe: return run_bpe(c.bpe, out);
     case Command::Kind::eval: return run_eval(c.eval, out);
     case Command::Kind::merge: return run_merge(c.merge, out);
+    case Command::Kind::chat: return run_chat(c.chat, out);
     case Command::Kind::done: break;
   }
   return c.status;

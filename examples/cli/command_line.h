@@ -6,13 +6,14 @@
 #include <string>
 #include <string_view>
 
-#include "tokenize.h"
+#include "chat.h"
 #include "commands.h"
+#include "tokenize.h"
 
 namespace cli {
 
 struct Command {
-  enum class Kind { train, generate, info, tokenize, bpe, eval, merge, done } kind = Kind::done;
+  enum class Kind { train, generate, info, tokenize, bpe, eval, merge, chat, done } kind = Kind::done;
   int status = 0;  // Kind::done: the exit status (--help printed: 0; a parse error printed: 2)
   TrainOptions train;
   GenerateOptions generate;
@@ -21,6 +22,7 @@ struct Command {
   BpeOptions bpe;
   EvalOptions eval;
   MergeOptions merge;
+  ChatOptions chat;
 };
 
 // Parses argv, and fills in the GPT preset for `train --model gpt` (which can throw UsageError). --help
