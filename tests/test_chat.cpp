@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -58,11 +59,10 @@ class CountingModel : public nn::LanguageModel {
 };
 
 // A tiny random GPT over the byte tokenizer's ids (the bytes, then its specials at 1000, 1001, ...).
-nn::GPTModel tiny_gpt(int64_t context) {
+std::unique_ptr<nn::GPTModel> tiny_gpt(int64_t context) {
   autograd::manual_seed(5);
-  nn::GPTModel model(nn::GPTConfig{.vocab_size = 1003, .context_length = context, .emb_dim = 16, .n_heads = 2,
-                                   .n_layers = 2, .drop_rate = 0.0, .qkv_bias = true});
-  return model;
+  return std::make_unique<nn::GPTModel>(nn::GPTConfig{.vocab_size = 1003, .context_length = context, .emb_dim = 16,
+                                                      .n_heads = 2, .n_layers = 2, .drop_rate = 0.0, .qkv_bias = true});
 }
 
 // The last position's logits of the whole of `ids`, read at once without a cache.
@@ -103,8 +103,8 @@ std::vector<std::string> converse_and_check(ChatSession& session, const nn::Lang
 }
 
 TEST(ChatSession, EachReplysLogitsEqualARecomputeOfTheWholeConversation) {
-  const nn::GPTModel gpt = tiny_gpt(256);
-  const CountingModel model(gpt);
+  const auto gpt = tiny_gpt(256);
+  const CountingModel model(*gpt);
   const sft_testing::ByteTokenizer tok = sft_testing::smollm2_like();
   const auto chat = finetune::make_template("chatml", tok);
   ChatSession session(model, *chat, "Be brief.");
@@ -127,7 +127,8 @@ TEST(ChatSession, EachReplysLogitsEqualARecomputeOfTheWholeConversation) {
 }
 
 TEST(ChatSession, AFullContextDropsTheOldestTurnsAndReadsTheRestAgain) {
-  const nn::GPTModel model = tiny_gpt(96);
+  const auto gpt = tiny_gpt(96);
+  const nn::GPTModel& model = *gpt;
   const sft_testing::ByteTokenizer tok = sft_testing::llama3_like();
   const auto chat = finetune::make_template("llama3", tok);
   ChatSession session(model, *chat);
@@ -148,10 +149,10 @@ TEST(ChatSession, AFullContextDropsTheOldestTurnsAndReadsTheRestAgain) {
 }
 
 TEST(ChatSession, ResetKeepsTheOpeningAndSystemReplacesIt) {
-  const nn::GPTModel model = tiny_gpt(256);
+  const auto model = tiny_gpt(256);
   const sft_testing::ByteTokenizer tok = sft_testing::smollm2_like();
   const auto chat = finetune::make_template("chatml", tok);
-  ChatSession session(model, *chat);
+  ChatSession session(*model, *chat);
   autograd::Generator gen(0);
   const ReplyOptions greedy{.max_tokens = 5, .sampling = {.temperature = 0.0}};
   const std::vector<int64_t> first = session.reply("Hi!", greedy, gen);

@@ -45,7 +45,7 @@ void ChatSession::set_system(const std::string& system) {
 
 void ChatSession::drop_oldest_turns(int64_t room) {
   const int64_t kept = int64_t(opening_.size() + current_.size());
-  room = std::clamp<int64_t>(room, 0, context() - kept);  // what can be kept free at best
+  room = std::max<int64_t>(0, std::min(room, context() - kept));  // what can be kept free at best
   size_t dropped = 0;
   while (!turns_.empty() && int64_t(tokens().size()) + room > context()) {
     turns_.erase(turns_.begin());
@@ -97,7 +97,7 @@ std::vector<int64_t> ChatSession::reply(const std::string& user_text, const Repl
     current_.push_back(token);
     if (on_token) on_token(token, logits);
     if (token == chat_.end_of_turn_id() || n + 1 == options.max_tokens) break;
-    if (int64_t(tokens().size()) > context() && turns_.empty()) {
+    if (int64_t(opening_.size() + current_.size()) > context()) {  // no earlier turn left to drop would do
       if (notice_) notice_("the context of " + std::to_string(context()) + " tokens is full: the reply stops here");
       break;
     }
