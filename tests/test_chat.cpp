@@ -391,6 +391,16 @@ TEST(ChatCli, Refusals) {
   expect_refused(chat_with(folder + " --heads 2", "Hi\n"), "--heads");
   expect_refused(chat_with(folder + " --tokens 0", "Hi\n"), "--tokens (a reply's most tokens) must be at least 1");
   expect_refused(chat_with(folder + " --top-p 0", "Hi\n"), "--top-p must be in (0, 1]");
+  // a tokenizer.json that is not the model's: the twin's smollm2 folder has 64 ids
+  const fs::path small = testing_process::scratch("chat_small_vocab");
+  fs::create_directories(small);
+  for (const char* file : {"config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                           "model.safetensors.index.json"})
+    fs::copy_file(kSource + "/tests/reference/fixtures/hf/smollm2/" + file, small / file,
+                  fs::copy_options::overwrite_existing);
+  fs::copy_file(kSource + "/tests/reference/fixtures/hf_tokenizer/tiny-qwen3.tokenizer.json", small / "tokenizer.json",
+                fs::copy_options::overwrite_existing);
+  expect_refused(chat_with("--checkpoint " + small.string(), "Hi\n"), "is outside the model's vocabulary of 64");
 
   // train's checkpoints: a character model has no markers; a BPE learned here has no end-of-text token
   const std::string mini = testing_process::scratch("chat_mini.safetensors").string();

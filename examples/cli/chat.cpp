@@ -163,6 +163,20 @@ LineKind kind_of(const std::string& line) {
   return LineKind::message;
 }
 
+// The template's own tokens (its markers and fixed text, an empty turn's worth) must be ids the model has
+// rows for: a tokenizer that is not the model's is refused before the first message, not at it.
+void check_template_fits_model(const finetune::ChatTemplate& chat, const GenerationModel& m, const std::string& path) {
+  finetune::Pieces pieces = chat.opening("");
+  for (const finetune::Pieces& more : {chat.user_turn(""), chat.assistant_header(), chat.after_reply()})
+    pieces.insert(pieces.end(), more.begin(), more.end());
+  std::vector<int64_t> ids = chat.tokenize(pieces).ids;
+  ids.push_back(chat.end_of_turn_id());
+  for (const int64_t id : ids)
+    require(id < m.vocab(), fmt::format("chat: {}: the {} template's token {} ({}) is outside the model's vocabulary "
+                                        "of {}: the tokenizer is not the model's",
+                                        path, chat.name(), id, one_line(m.token_text(id)), m.vocab()));
+}
+
 }  // namespace
 
 int run_chat(const ChatOptions& o, std::istream& in, std::ostream& out, std::ostream& err, bool interactive) {
@@ -182,6 +196,7 @@ int run_chat(const ChatOptions& o, std::istream& in, std::ostream& out, std::ost
                       m.model.vocab(), m.model.text_vocab(), m.model.text_vocab()));
   const finetune::BpeTemplateTokenizer tokenizer(*m.model.bpe);
   const std::unique_ptr<finetune::ChatTemplate> chat = choose_template(o, m, tokenizer);
+  check_template_fits_model(*chat, m.model, o.checkpoint);
 
   finetune::ChatSession session(*m.model.lm, *chat);
   session.on_context_full([&](const std::string& line) { err << "chat: " << line << "\n" << std::flush; });
