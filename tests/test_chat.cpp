@@ -58,10 +58,10 @@ class CountingModel : public nn::LanguageModel {
   const nn::LanguageModel& inner_;
 };
 
-// A tiny random GPT over the byte tokenizer's ids (the bytes, then its specials at 1000, 1001, ...).
+// A tiny random GPT over the byte tokenizer's ids (the bytes, then its specials at 1000 to 1004).
 std::unique_ptr<nn::GPTModel> tiny_gpt(int64_t context) {
   autograd::manual_seed(5);
-  return std::make_unique<nn::GPTModel>(nn::GPTConfig{.vocab_size = 1003, .context_length = context, .emb_dim = 16,
+  return std::make_unique<nn::GPTModel>(nn::GPTConfig{.vocab_size = 1005, .context_length = context, .emb_dim = 16,
                                                       .n_heads = 2, .n_layers = 2, .drop_rate = 0.0, .qkv_bias = true});
 }
 
