@@ -1,6 +1,7 @@
 // test_chat.cpp — chatting with a model (nn/finetune/chat_session.h and `scratchgrad chat`): each reply's
 // logits equal a recompute of the whole conversation while the cache reads each token once, the reply stops
-// at the template's end of turn or its limit, a full context drops the oldest turns, /reset and /system,
+// at the template's end of turn or its limit, the ids a chat reads are those render() gives training (alpaca,
+// chatml, llama3, with and without a system prompt), a full context drops the oldest turns, /reset and /system,
 // and the command line: its scripted replies equal generate's greedy continuation of the rendered
 // conversation (chatml, llama3 and alpaca chosen from the tokenizer), and its refusals.
 #include <gtest/gtest.h>
@@ -173,26 +174,64 @@ TEST(ChatSession, ResetKeepsTheOpeningAndSystemReplacesIt) {
 }
 
 // A model whose every answer is "ok" then the end-of-turn id, chosen by the last token it read: '\n' (the end
-// of chatml's assistant header) gives 'o', 'o' gives 'k', 'k' gives <|im_end|> (1002).
+// of every template's assistant header) gives 'o', 'o' gives 'k', 'k' gives `end_of_turn`.
 class OkModel : public nn::LanguageModel {
  public:
+  explicit OkModel(int64_t end_of_turn) : end_of_turn_(end_of_turn) {}
   Tensor forward(const Tensor&) const override { throw std::logic_error("OkModel: cached only"); }
   nn::KVCache make_kv_cache(int64_t, int64_t) const override { return {}; }
   Tensor forward_cached(const Tensor& ids, nn::KVCache& cache) const override {
     cache.length += ids.size(1);
     const int64_t last = ids.to_vector<int64_t>().back();
     std::vector<float> logits(size_t(vocab_size()), 0.0f);
-    logits[size_t(last == '\n' ? 'o' : last == 'o' ? 'k' : last == 'k' ? 1002 : 'x')] = 10.0f;
+    logits[size_t(last == '\n' ? 'o' : last == 'o' ? 'k' : last == 'k' ? end_of_turn_ : 'x')] = 10.0f;
     return autograd::from_vector(logits, {1, vocab_size()});
   }
-  int64_t context_length() const override { return 80; }
-  int64_t vocab_size() const override { return 1003; }
+  int64_t context_length() const override { return 400; }
+  int64_t vocab_size() const override { return 1005; }
+
+ private:
+  int64_t end_of_turn_;
 };
 
+// What a chat read is what training renders: the conversation's ids, turn after turn, are render()'s.
+TEST(ChatSession, TheConversationReadIsTheOneTheTemplateRenders) {
+  const std::vector<std::pair<std::string, sft_testing::ByteTokenizer>> cases{
+      {"alpaca", sft_testing::gpt2_like()}, {"chatml", sft_testing::smollm2_like()}, {"llama3", sft_testing::llama3_like()}};
+  for (const auto& [name, tok] : cases) {
+    SCOPED_TRACE(name);
+    const auto chat = finetune::make_template(name, tok);
+    const OkModel model(chat->end_of_turn_id());
+    for (const std::string system : {"", "Be brief."}) {
+      ChatSession session(model, *chat, system);
+      autograd::Generator gen(0);
+      const ReplyOptions greedy{.max_tokens = 10, .sampling = {.temperature = 0.0}};
+      session.reply("Hi!", greedy, gen);
+      session.reply("Colour of the sky?", greedy, gen);
+      finetune::Conversation c{{"user", "Hi!"}, {"assistant", "ok"}, {"user", "Colour of the sky?"}, {"assistant", "ok"}};
+      if (!system.empty()) c.insert(c.begin(), {"system", system});
+      EXPECT_EQ(tok.spell(session.tokens()), tok.spell(chat->render(c).ids));
+      EXPECT_EQ(session.tokens(), chat->render(c).ids);
+    }
+  }
+  // The Alpaca conversation: the header once, then each turn's Instruction and Response sections.
+  const sft_testing::ByteTokenizer tok = sft_testing::gpt2_like();
+  const auto alpaca = finetune::make_template("alpaca", tok);
+  const OkModel model(alpaca->end_of_turn_id());
+  ChatSession session(model, *alpaca);
+  autograd::Generator gen(0);
+  session.reply("Name a colour.", {.max_tokens = 10, .sampling = {.temperature = 0.0}}, gen);
+  session.reply("Another.", {.max_tokens = 10, .sampling = {.temperature = 0.0}}, gen);
+  EXPECT_EQ(tok.spell(session.tokens()),
+            "Below is an instruction that describes a task. Write a response that appropriately completes the "
+            "request.\n\n### Instruction:\nName a colour.\n\n### Response:\nok<|endoftext|>"
+            "\n\n### Instruction:\nAnother.\n\n### Response:\nok<|endoftext|>");
+}
+
 TEST(ChatSession, TheReplyStopsAtTheEndOfTurnOrItsLimit) {
-  const OkModel model;
   const sft_testing::ByteTokenizer tok = sft_testing::smollm2_like();
   const auto chat = finetune::make_template("chatml", tok);
+  const OkModel model(chat->end_of_turn_id());
   ChatSession session(model, *chat);
   autograd::Generator gen(0);
   EXPECT_EQ(tok.spell(session.reply("hi", {.max_tokens = 10, .sampling = {.temperature = 0.0}}, gen)), "ok<|im_end|>");
@@ -203,7 +242,7 @@ TEST(ChatSession, TheReplyStopsAtTheEndOfTurnOrItsLimit) {
             "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\no<|im_end|>\n");
   // a message that cannot fit with the opening is refused, the session unchanged
   const std::vector<int64_t> before = session.tokens();
-  EXPECT_THROW(session.reply(std::string(80, 'a'), {.max_tokens = 5}, gen), finetune::FinetuneError);
+  EXPECT_THROW(session.reply(std::string(400, 'a'), {.max_tokens = 5}, gen), finetune::FinetuneError);
   EXPECT_EQ(session.tokens(), before);
 }
 
