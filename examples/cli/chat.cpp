@@ -38,8 +38,8 @@ CLI::App* add_chat_command(CLI::App& app, ChatOptions& o) {
                    "the model: a checkpoint of train, GPT-2's or llm.c's file, or a Hugging Face folder")
       ->required();
   chat->add_option("--template", o.template_name,
-                   "alpaca, chatml or llama3 (default: the checkpoint's; a folder's or GPT-2's: from its tokenizer's "
-                   "special tokens)");
+                   "alpaca, chatml or llama3 (default: the one the checkpoint records, else the one its tokenizer's "
+                   "special tokens name: <|im_start|> chatml, <|start_header_id|> llama3, else alpaca)");
   chat->add_option("--tokens", o.tokens, "a reply's most tokens")->capture_default_str();
   chat->add_option("--temperature", o.temperature, "0 = greedy, else sample softmax(logits / t)")->capture_default_str();
   chat->add_option("--top-k", o.top_k, "sample only among the k likeliest (0 = all)")->capture_default_str();
