@@ -19,6 +19,7 @@
 #include <fmt/ranges.h>
 
 #include "autograd/autograd.h"
+#include "chat.h"
 #include "nn/finetune/chat_session.h"
 #include "nn/finetune/error.h"
 #include "nn/finetune/template.h"
@@ -406,6 +407,30 @@ TEST(ChatCli, ResetStartsOverAndSystemSetsTheSystemPrompt) {
   const std::vector<int64_t> turn = chat->tokenize(next).ids;
   prompt.insert(prompt.end(), turn.begin(), turn.end());
   EXPECT_EQ(lines[2], reply_line(tok, generated("--checkpoint " + dir.string(), prompt, 6, eot), eot));
+}
+
+// At a terminal: a greeting, a prompt before each line, the reply's text as it is (no escapes), an empty line
+// skipped. run_chat is called in the test's process, the terminal being its `interactive` argument.
+TEST(ChatCli, AtATerminalEachReplyFollowsAPromptAsPlainText) {
+  const fs::path dir = llama_folder("tiny-smollm2");
+  cli::ChatOptions options;
+  options.checkpoint = dir.string();
+  options.tokens = 6;
+  std::istringstream script("Hi there\n"), typed("Hi there\n\n/reset\nHi there\n");
+  std::ostringstream scripted, shown, err;
+  ASSERT_EQ(cli::run_chat(options, script, scripted, err, /*interactive=*/false), 0);
+  ASSERT_EQ(cli::run_chat(options, typed, shown, err, /*interactive=*/true), 0);
+  std::string reply;  // the scripted line, its escapes undone
+  const std::string line = scripted.str().substr(0, scripted.str().size() - 1);
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\\' && i + 1 < line.size()) reply += line[++i] == 'n' ? '\n' : line[i];
+    else reply += line[i];
+  }
+  const std::string greeting = "chat with " + dir.string() + " (chatml template, context 256)";
+  EXPECT_EQ(shown.str().rfind(greeting, 0), 0u) << shown.str();
+  const std::string turn = "> " + reply + "\n";
+  EXPECT_EQ(testing_process::count(shown.str(), turn), 2) << shown.str();
+  EXPECT_EQ(testing_process::count(shown.str(), "> "), 5) << shown.str();  // four lines, then the end
 }
 
 TEST(ChatCli, AFullContextIsSaidOnStderrAndTheChatGoesOn) {
