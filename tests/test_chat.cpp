@@ -449,11 +449,17 @@ TEST(ChatCli, Refusals) {
   expect_refused(chat_with(folder + " --template vicuna", "Hi\n"), "unknown template \"vicuna\"");
   expect_refused(chat_with(folder + " --template llama3", "Hi\n"),
                  "the llama3 template needs the special token <|eot_id|>");
-  expect_refused(chat_with("--checkpoint " + gpt2_file() + " --tokenizer-file " + kGpt2Tokenizer + " --template chatml",
+  // (GPT-2's tokenizer copied into the scratch folder, so that the refusals' catalog reads the same anywhere)
+  const fs::path gpt2_tokenizer = testing_process::scratch("chat_gpt2_tokenizer");
+  fs::create_directories(gpt2_tokenizer);
+  for (const char* file : {"encoder.json", "vocab.bpe"})
+    fs::copy_file(kGpt2Tokenizer + "/" + file, gpt2_tokenizer / file, fs::copy_options::overwrite_existing);
+  expect_refused(chat_with("--checkpoint " + gpt2_file() + " --tokenizer-file " + gpt2_tokenizer.string() +
+                               " --template chatml",
                            "Hi\n"),
                  "the chatml template needs the special token <|im_end|>");
   expect_refused(chat_with("--checkpoint " + gpt2_file(), "Hi\n"), "give --tokenizer-file");
-  expect_refused(chat_with(folder + " --tokenizer-file " + kGpt2Tokenizer, "Hi\n"), "--tokenizer-file is for");
+  expect_refused(chat_with(folder + " --tokenizer-file x.json", "Hi\n"), "--tokenizer-file is for");
   expect_refused(chat_with(folder + " --heads 2", "Hi\n"), "--heads");
   expect_refused(chat_with(folder + " --tokens 0", "Hi\n"), "--tokens (a reply's most tokens) must be at least 1");
   expect_refused(chat_with(folder + " --top-p 0", "Hi\n"), "--top-p must be in (0, 1]");
