@@ -20,7 +20,7 @@ pytorch() {
   else echo "absent ($python cannot import torch: apt-get install python3-torch)"; fi
 }
 
-grep -m1 "model name" /proc/cpuinfo
+echo "cpu: $("$here/cpu_name.sh")"
 for threads in ${THREADS:-1 2}; do
   echo "ours:    $("$bin/bench_llama" generate --threads "$threads" --tokens "$tokens" | tail -1)"
   echo "pytorch: $(pytorch generate --threads "$threads" --tokens "$tokens")"

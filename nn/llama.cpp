@@ -125,7 +125,13 @@ LlamaMLP::LlamaMLP(const LlamaConfig& cfg) {
   down_proj = register_module("down_proj", std::make_shared<Linear>(cfg.intermediate_size, cfg.hidden_size, false));
 }
 
-Tensor LlamaMLP::forward(const Tensor& x) const { return (*down_proj)(silu((*gate_proj)(x)) * (*up_proj)(x)); }
+Tensor LlamaMLP::forward(const Tensor& x) const {
+  // One statement each: C++ leaves the order of an operator's operands open, and the order the nodes are made
+  // in is the order backward visits them (the same bits on every compiler, docs/arm.md).
+  const Tensor gate = silu((*gate_proj)(x));
+  const Tensor up = (*up_proj)(x);
+  return (*down_proj)(gate * up);
+}
 
 // ---- the block
 

@@ -346,4 +346,15 @@ TEST(HfTokenizerRefusals, TheCommandLineRefusesWithExitStatusTwo) {
   testing_helpers::record_refusal("scratchgrad tokenize --tokenizer-file cli_unigram.json", r.err);
 }
 
+// GPT-2's reader (`--tokenizer gpt2 --tokenizer-file`, a fine-tuned folder's checkpoint) takes a tokenizer.json
+// too: another family's file must encode by its own split, not GPT-2's, or the ids are not the model's.
+TEST(HfTokenizer, GptTwosReaderReadsAnotherFamilysFileByItsOwnRules) {
+  for (const char* family : {"tiny-llama3", "tiny-qwen3", "tiny-smollm2"}) {
+    SCOPED_TRACE(family);
+    const Tokenizer t = tokenizer::load_gpt2_tokenizer(tiny(family));
+    EXPECT_NE(t.pattern(), tokenizer::SplitPattern::gpt2);
+    expect_fixture(t, read_json(kFixtures / (std::string(family) + ".json")));
+  }
+}
+
 }  // namespace

@@ -19,6 +19,7 @@
 #include "nn/gpt.h"
 #include "nn/gpt2.h"
 #include "nn/llama.h"
+#include "nn/tokenizer/hf_json.h"
 #include "nn/tokenizer/tokenizer.h"
 #include "nn/safetensors.h"
 #include "test_helpers.h"
@@ -296,7 +297,7 @@ fs::path llama_folder_with_tokenizer() {
   fs::create_directories(dir);
   const std::string tok_file = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/hf_tokenizer/tiny-smollm2.tokenizer.json";
   fs::copy_file(tok_file, dir / "tokenizer.json", fs::copy_options::overwrite_existing);
-  const int64_t vocab = tokenizer::load_hugging_face_tokenizer(tok_file).vocab_size();
+  const int64_t vocab = tokenizer::load_tokenizer_json(tok_file).vocab_size();
   nn::LlamaConfig c;
   c.vocab_size = vocab, c.hidden_size = 32, c.intermediate_size = 64, c.num_hidden_layers = 2;
   c.num_attention_heads = 4, c.num_key_value_heads = 2, c.max_position_embeddings = 64, c.tie_word_embeddings = true;
@@ -371,6 +372,9 @@ TEST(LlamaCli, RefusesWhatCannotApplyNamingTheFlagOrFile) {
   expect_refused(scratchgrad(tiny_run("--steps 2 --kv-heads 3")), "--kv-heads must be at least 1 and divide --heads 4");
   expect_refused(scratchgrad(tiny_run("--steps 2 --ffn-dim 0")), "--ffn-dim must be at least 1");
   expect_refused(scratchgrad(tiny_run("--steps 2 --dim 36 --heads 4")), "must give an even head width");
+  expect_refused(scratchgrad(tiny_run("--steps 2 --dropout 0.1")), "--dropout 0.1 is for --model gpt: a Llama has no dropout layers");
+  expect_refused(scratchgrad("train --init " + llama_folder_with_tokenizer().string() + " --steps 2 --dropout 0.1 --text " + llama_text()),
+                 "--dropout 0.1 is for GPT models: a Llama-family model has no dropout layers");
   expect_refused(scratchgrad(greedy_command(folder, {1, 2}, 3, "--heads 4")), "--heads is for GPT-2's");
   expect_refused(scratchgrad(greedy_command(folder, {1, 2}, 3, "--tokenizer-file x.json")), "--tokenizer-file is for");
   expect_refused(scratchgrad("generate --checkpoint " + folder + " --prompt hello --tokens 3"),

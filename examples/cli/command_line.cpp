@@ -70,14 +70,14 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   train_cmd->add_option("--preset", preset, "gpt, llama: tiny or small (default small), sizes and recipe for a laptop");
   train_cmd->add_option("--kv-heads", train.kv_heads, "llama: key/value heads (must divide --heads; default: the preset's, else --heads)");
   train_cmd->add_option("--ffn-dim", train.ffn_dim, "llama: the SwiGLU's inner width (default: the preset's, else 8/3 of --dim)");
-  train_cmd->add_option("--layers", train.layers, "gpt: transformer blocks");
-  train_cmd->add_option("--dropout", train.dropout, "gpt: dropout on the embeddings and residual branches");
-  train_cmd->add_option("--warmup", train.warmup, "gpt: linear warm-up steps before the cosine decay")->capture_default_str();
-  train_cmd->add_option("--weight-decay", train.weight_decay, "gpt: AdamW weight decay of the Linear weights")->capture_default_str();
-  train_cmd->add_option("--clip", train.clip, "gpt: clip the gradients' global norm to this (0: none)")->capture_default_str();
-  train_cmd->add_option("--accumulate", train.accumulate, "gpt: micro-batches per step")->capture_default_str();
-  train_cmd->add_option("--save-every", train.save_every, "gpt: also write --save every N steps (atomically)");
-  train_cmd->add_option("--resume", train.resume, "gpt: continue the run saved in this checkpoint to its --steps (--steps N: to N)");
+  train_cmd->add_option("--layers", train.layers, "gpt, llama: transformer blocks");
+  train_cmd->add_option("--dropout", train.dropout, "gpt, llama: dropout on the embeddings and residual branches");
+  train_cmd->add_option("--warmup", train.warmup, "gpt, llama: linear warm-up steps before the cosine decay")->capture_default_str();
+  train_cmd->add_option("--weight-decay", train.weight_decay, "gpt, llama: AdamW weight decay of the Linear weights")->capture_default_str();
+  train_cmd->add_option("--clip", train.clip, "gpt, llama: clip the gradients' global norm to this (0: none)")->capture_default_str();
+  train_cmd->add_option("--accumulate", train.accumulate, "gpt, llama: micro-batches per step")->capture_default_str();
+  train_cmd->add_option("--save-every", train.save_every, "gpt, llama: also write --save every N steps (atomically)");
+  train_cmd->add_option("--resume", train.resume, "gpt, llama: continue the run saved in this checkpoint to its --steps (--steps N: to N)");
   train_cmd->add_option("--text", train.text_file, "UTF-8 text file to learn (default: the workshop's phrase)");
   train_cmd->add_option("--steps", train.steps, "training steps")->capture_default_str();
   train_cmd->add_option("--batch", train.batch, "windows per batch (B)")->capture_default_str();
@@ -101,16 +101,16 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
                         "tokens to generate at the end, greedily (characters for --tokenizer char)")
       ->capture_default_str();
   train_cmd->add_option("--tokenizer", train.tokenizer,
-                        "gpt: char (one id per character), bpe (a byte-level BPE learned from the training split) or "
+                        "gpt, llama: char (one id per character), bpe (a byte-level BPE learned from the training split) or "
                         "gpt2 (GPT-2's, from --tokenizer-file); the checkpoint carries it")
       ->capture_default_str();
   train_cmd->add_option("--vocab-size", train.vocab_size, "--tokenizer bpe: tokens in the vocabulary (256 bytes + merges)")
       ->capture_default_str();
   train_cmd->add_option("--tokenizer-file", train.tokenizer_file,
-                        "--tokenizer gpt2: the folder of encoder.json and vocab.bpe, or a tokenizer.json");
+                        "--tokenizer gpt2: the folder of encoder.json and vocab.bpe, or a byte-level BPE tokenizer.json (GPT-2's, Llama 3's, Qwen's, SmolLM2's)");
   train_cmd->add_option("--init", train.init,
-                        "fine-tune: start from these weights (GPT-2's model.safetensors, llm.c's .bin, or a checkpoint "
-                        "of --model gpt); their shapes set the model, so --dim, --layers, --preset are refused; "
+                        "fine-tune: start from these weights (GPT-2's model.safetensors, llm.c's .bin, a Hugging Face "
+                        "folder, or a checkpoint of --model gpt or llama); their shapes set the model, so --dim, --layers, --preset are refused; "
                         "defaults B 4, 200 steps, lr 1e-4 (1e-3 with LoRA), --context min(64, the model's), the file's "
                         "tokenizer (GPT-2: --tokenizer gpt2 with --tokenizer-file)");
   train_cmd->add_option("--lora-rank", train.lora_rank,
@@ -135,6 +135,17 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   train_cmd->add_flag("!--no-overlap", train.overlap, "mpirun: start the gradient allreduces only after backward");
   train_cmd->add_flag("--allow-other-text", train.allow_other_text,
                       "--resume: continue on a text other than the run's own (same characters)");
+  train_cmd->add_option("--task", train.task, "text (learn the next token of --text) or classify (a label for each "
+                        "text of --data: docs/finetuning.md)")->capture_default_str();
+  train_cmd->add_option("--data", train.data_file, "--task classify: labelled texts, CSV or TSV (a header row naming "
+                        "label and text) or JSONL ({\"text\": ..., \"label\": ...})");
+  train_cmd->add_option("--train-blocks", train.train_blocks, "--task classify: the last N blocks train, with the final "
+                        "norm and the new head (all: every parameter)")->capture_default_str();
+  train_cmd->add_option("--split", train.split, "--task classify: the training, validation and test fractions of --data")
+      ->capture_default_str();
+  train_cmd->add_option("--epochs", train.epochs, "--task classify: passes over the training part (instead of --steps)");
+  train_cmd->add_option("--max-length", train.max_length, "--task classify: cut each text to N tokens (default and "
+                        "most: the model's context)");
 
   GenerateOptions& gen = c.generate;
   std::string prompt;
@@ -212,6 +223,21 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   eval_cmd->add_option("--threads", ev.threads, "CPU threads")->capture_default_str();
   eval_cmd->add_option("--numerics", ev.numerics, "exact or fast (default as for train)");
 
+  eval_cmd->add_option("--task", ev.task, "text (loss on --text) or classify (accuracy on --data)")->capture_default_str();
+  eval_cmd->add_option("--data", ev.data_file, "--task classify: labelled texts, as train --task classify reads them");
+
+  ClassifyOptions& cls = c.classify;
+  std::string classify_prompt;
+  CLI::App* classify_cmd = app.add_subcommand("classify", "each label of a classifier (train --task classify) with its "
+                                                          "probability, for a text or each line of a file");
+  classify_cmd->add_option("--checkpoint", cls.checkpoint, "a checkpoint of train --task classify")->required();
+  CLI::Option* classify_prompt_opt = classify_cmd->add_option("--prompt", classify_prompt, "the text to classify");
+  classify_cmd->add_option("--text", cls.text_file, "or a file of texts, one a line");
+  classify_cmd->add_option("--tokenizer-file", cls.tokenizer_file,
+                           "a classifier of GPT-2's tokens moved from where it was trained: GPT-2's tokenizer now");
+  classify_cmd->add_option("--threads", cls.threads, "CPU threads")->capture_default_str();
+  classify_cmd->add_option("--numerics", cls.numerics, "exact or fast (default: fast)");
+
   MergeOptions& mg = c.merge;
   CLI::App* merge_cmd = app.add_subcommand("merge", "add LoRA adapters into their GPT-2 base and write the merged model");
   merge_cmd->add_option("--lora", mg.lora, "adapters file (nn::save_lora)")->required();
@@ -236,13 +262,14 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
            {train_cmd,
             {"--layers", "--warmup", "--accumulate", "--save-every", "--steps", "--batch", "--context", "--dim", "--heads",
              "--threads", "--eval-every", "--sample", "--reduce-shards", "--check-every", "--lora-rank", "--vocab-size",
-             "--kv-heads", "--ffn-dim"},
+             "--kv-heads", "--ffn-dim", "--epochs", "--max-length"},
             {"--lr", "--dropout", "--weight-decay", "--clip", "--lora-alpha"},
             {"--seed"}},
            {gen_cmd, {"--tokens", "--top-k", "--stop-id", "--threads", "--heads"}, {"--temperature", "--top-p"}, {"--seed"}},
            {bpe_cmd, {"--vocab-size", "--explain-count"}, {}, {}},
            {eval_cmd, {"--stride", "--heads", "--threads"}, {}, {}},
            {merge_cmd, {"--heads"}, {}, {}},
+           {classify_cmd, {"--threads"}, {}, {}},
            {chat_cmd, {"--tokens", "--top-k", "--threads", "--heads"}, {"--temperature", "--top-p"}, {"--seed"}},
        }) {
     for (const char* flag : numbers.whole) numbers.command->get_option(flag)->check(whole_number);
@@ -281,6 +308,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
       throw UsageError("--allow-other-text is for --resume");
     }
     if (train.resume.empty()) apply_finetune_options(train, given);
+    apply_task_options(train, given);  // after the fine-tune's defaults: a classifier's replace them
     // (--preset on the workshop's model is refused with the other flags it cannot take: train_flag_scopes)
     if (train.resume.empty() && train.init.empty() && train.model == "gpt")
       apply_gpt_preset(train, preset.empty() ? "small" : preset, given);
@@ -302,6 +330,10 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
     ev.given = flags_given(*eval_cmd);
   } else if (*merge_cmd) {
     c.kind = Command::Kind::merge;
+  } else if (*classify_cmd) {
+    c.kind = Command::Kind::classify;
+    cls.given = flags_given(*classify_cmd);
+    if (*classify_prompt_opt) cls.prompt = classify_prompt;
   } else if (*chat_cmd) {
     c.kind = Command::Kind::chat;
     c.chat.given = flags_given(*chat_cmd);
@@ -321,6 +353,7 @@ int run_command(const Command& c, std::ostream& out) {
     case Command::Kind::bpe: return run_bpe(c.bpe, out);
     case Command::Kind::eval: return run_eval(c.eval, out);
     case Command::Kind::merge: return run_merge(c.merge, out);
+    case Command::Kind::classify: return run_classify(c.classify, out);
     case Command::Kind::chat: return run_chat(c.chat, out);
     case Command::Kind::done: break;
   }

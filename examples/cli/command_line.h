@@ -7,13 +7,14 @@
 #include <string_view>
 
 #include "chat.h"
+#include "classify.h"
 #include "commands.h"
 #include "tokenize.h"
 
 namespace cli {
 
 struct Command {
-  enum class Kind { train, generate, info, tokenize, bpe, eval, merge, chat, done } kind = Kind::done;
+  enum class Kind { train, generate, info, tokenize, bpe, eval, merge, classify, chat, done } kind = Kind::done;
   int status = 0;  // Kind::done: the exit status (--help printed: 0; a parse error printed: 2)
   TrainOptions train;
   GenerateOptions generate;
@@ -22,6 +23,7 @@ struct Command {
   BpeOptions bpe;
   EvalOptions eval;
   MergeOptions merge;
+  ClassifyOptions classify;
   ChatOptions chat;
 };
 

@@ -8,6 +8,7 @@
 
 #include "autograd/autograd.h"
 #include "nn/gpt2.h"
+#include "classify.h"
 #include "folders.h"
 #include "guards.h"
 #include "nn/perplexity.h"
@@ -19,6 +20,10 @@ namespace cli {
 using namespace autograd;
 
 int run_eval(const EvalOptions& o, std::ostream& out) {
+  require(o.task == "text" || o.task == "classify",
+          fmt::format("--task must be text (loss on --text) or classify (accuracy on --data), got '{}'", o.task));
+  if (o.task == "classify") return eval_classifier(o, out);  // classify.cpp
+  require(o.data_file.empty(), "--data is for eval --task classify (labelled texts); --task text reads --text FILE");
   require(o.stride >= 0, fmt::format("--stride must be positive (or 0: half the context), got {}", o.stride));
   require(o.heads >= 0, fmt::format("--heads must be positive, got {}", o.heads));
   require(o.text_file.empty() != o.ids_file.empty(),

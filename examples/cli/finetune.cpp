@@ -68,7 +68,10 @@ void check_heads_agree(int64_t given, const nn::GPTModel& model, const std::stri
 }
 
 void set_dropout(nn::LanguageModel& model, double p) {
-  if (auto* gpt = dynamic_cast<nn::GPTModel*>(&model)) gpt->cfg.drop_rate = p;
+  auto* gpt = dynamic_cast<nn::GPTModel*>(&model);
+  require(gpt || p == 0, fmt::format("--dropout {} is for GPT models: a Llama-family model has no dropout layers "
+                                     "(Llama, Qwen and SmolLM2 are trained without them): leave it out", p));
+  if (gpt) gpt->cfg.drop_rate = p;
   std::function<void(nn::Module&)> visit = [&](nn::Module& m) {
     if (auto* dropout = dynamic_cast<nn::Dropout*>(&m)) dropout->p = p;
     for (const auto& [name, child] : m.named_children()) visit(*child);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "guards.h"
+#include "nn/tokenizer/hf_json.h"
 
 namespace cli {
 
@@ -25,9 +26,9 @@ FolderModel open_folder(const std::string& dir, const std::string& command, bool
                                : std::unique_ptr<nn::LanguageModel>(nn::load_llama_folder(m.folder));
   if (const std::string file = folder_tokenizer_file(dir); !file.empty()) {
     try {
-      m.tokenizer = std::make_shared<const tokenizer::Tokenizer>(tokenizer::load_hugging_face_tokenizer(file));
+      m.tokenizer = std::make_shared<const tokenizer::Tokenizer>(tokenizer::load_tokenizer_json(file));
     } catch (const tokenizer::TokenizerError& e) {
-      throw UsageError(fmt::format("{}: {}: {}", command, file, e.what()));
+      throw UsageError(fmt::format("{}: {}", command, e.what()));  // what() starts with the file
     }
   }
   return m;

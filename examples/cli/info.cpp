@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "classify.h"
 #include "folders.h"
 #include "guards.h"
 #include "model_files.h"
@@ -147,6 +148,10 @@ int run_info(const std::string& path, std::ostream& out) {
     out << fmt::format("checkpoint: {}\n", path);
     describe_lora(path, std::move(ck), out);
     return 0;
+  }
+  if (ck.metadata.count("format") && ck.metadata.at("format") == "scratchgrad-classifier") {
+    out << fmt::format("checkpoint: {}\n", path);
+    return describe_classifier(path, out);  // classify.cpp
   }
   LoadedModel m = load_model(path);
   out << fmt::format("checkpoint: {}\n", path);

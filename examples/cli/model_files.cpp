@@ -187,6 +187,14 @@ LoadedModel load_llama_run(const std::string& path, nn::Checkpoint&& ck, const s
 
 LoadedModel load_model(const std::string& path, const std::string& gpt2_tokenizer_file) {
   nn::Checkpoint ck = nn::load_safetensors(path);
+  if (ck.metadata.count("format") && ck.metadata["format"] == "scratchgrad-classifier")
+    throw UsageError(fmt::format("{}: a classifier (train --task classify): read it with scratchgrad classify or eval "
+                                 "--task classify",
+                                 path));
+  return load_model(path, std::move(ck), gpt2_tokenizer_file);
+}
+
+LoadedModel load_model(const std::string& path, nn::Checkpoint&& ck, const std::string& gpt2_tokenizer_file) {
   auto format = ck.metadata.find("format");
   if (format != ck.metadata.end() && format->second == "scratchgrad-lora")
     return load_lora_run(path, std::move(ck), gpt2_tokenizer_file);

@@ -66,7 +66,10 @@ struct LoadedModel {
 };
 
 // A checkpoint of `train` (either model), or of a LoRA fine-tune (its base with its adapters on).
+// A classifier's checkpoint (train --task classify) is refused: classify.cpp reads it.
 LoadedModel load_model(const std::string& path, const std::string& gpt2_tokenizer_file = "");
+// The same for a checkpoint already read (`path` names it in messages).
+LoadedModel load_model(const std::string& path, nn::Checkpoint&& checkpoint, const std::string& gpt2_tokenizer_file);
 
 // The model a LoRA file adapts, with the adapters on. `adapters` comes from nn::load_lora, which checked
 // the file and that adapters.base_path is the base they were trained on; the base is read as --init reads

@@ -32,6 +32,10 @@ void check_llama_options(const TrainOptions& o) {
             fmt::format("{} is for --model llama (a Llama block's key/value heads and SwiGLU width); this run is "
                         "--model {}: leave it out",
                         flag, o.model));
+  require(o.model != "llama" || o.dropout == 0,
+          fmt::format("--dropout {} is for --model gpt: a Llama has no dropout layers (Llama, Qwen and SmolLM2 are "
+                      "trained without them): leave it out",
+                      o.dropout));
   if (o.model != "llama" || !o.init.empty()) return;
   require(o.kv_heads >= 1 && o.heads % o.kv_heads == 0,
           fmt::format("--kv-heads must be at least 1 and divide --heads {}, got {}", o.heads, o.kv_heads));

@@ -82,6 +82,14 @@ struct TrainOptions {
   double lora_alpha = 16;    // the adapters' update is scaled by alpha / rank
   std::string lora_targets = "attn";  // attn, mlp or attn,mlp
   GivenFlags given;                   // what the command line gave (train_flag_scopes() checks them)
+  // --task: what the run learns. "text": the next token of --text; "classify": a label for each text of
+  // --data (classify.h)
+  std::string task = "text";
+  std::string data_file;           // classify: the labelled texts (CSV, TSV or JSONL)
+  std::string train_blocks = "1";  // classify: the last N blocks train (with the final norm and the head), or all
+  std::string split = "0.7,0.1,0.2";  // classify: the training, validation and test fractions of --data
+  int64_t epochs = 0;              // classify: passes over the training part (instead of --steps)
+  int64_t max_length = 0;          // classify: the most tokens of a text read (0: the model's context)
 };
 
 // A GPT preset sized for a laptop: "tiny" (2 blocks, D 48, H 4, T 32, B 16, 1000 steps) or "small" (3 blocks,
@@ -132,6 +140,8 @@ struct EvalOptions {
   int threads = 1;
   std::string numerics;
   GivenFlags given;  // what the command line gave (eval_flag_scopes() checks them)
+  std::string task = "text";  // text: loss and perplexity on --text; classify: accuracy on --data (classify.h)
+  std::string data_file;      // classify: labelled texts
 };
 
 struct MergeOptions {

@@ -25,6 +25,7 @@
 #include "nn/lora.h"
 #include "nn/safetensors.h"
 #include "optim/optim.h"
+#include "classify.h"
 #include "corpus.h"
 #include "finetune.h"
 #include "folders.h"
@@ -635,6 +636,7 @@ RunModel finetune_model(TrainOptions& o) {
 }  // namespace
 
 int run_train(const TrainOptions& given, std::ostream& given_out) {
+  if (given.task == "classify") return train_classifier(given, given_out);  // classify.cpp
   use_kernels(given.kernels);  // first: any tensor made before would read SCRATCHGRAD_KERNELS on its own
   TrainOptions o = given.resume.empty() ? given : resumed_options(given);
   check_train_options(o);

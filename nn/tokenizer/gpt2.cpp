@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "nn/tokenizer/gpt2_files.h"
+#include "nn/tokenizer/hf_json.h"
 #include "nn/tokenizer/json_file.h"
 #include "nn/tokenizer/read_file.h"
 #include "nn/tokenizer/tokenizer.h"
@@ -229,6 +230,10 @@ Tokenizer load_hugging_face_tokenizer(const std::string& tokenizer_json) {
     const std::optional<JsonField> pre = root.find("pre_tokenizer");
     if (!pre || !is_byte_level(*pre))
       throw TokenizerError(tokenizer_json + ": not a byte-level BPE like GPT-2's (its pre_tokenizer is not ByteLevel)");
+    // Llama 3's, Qwen's and SmolLM2's files are byte-level too, but split text by another pattern first (a
+    // Sequence of a Split or Digits and a ByteLevel): read with GPT-2's split they would encode differently,
+    // so they go to the reader of today's tokenizer.json files, which follows each file's own rules.
+    if ((*pre)["type"].string() != "ByteLevel") return load_tokenizer_json(tokenizer_json);
     auto vocab = vocabulary(model["vocab"]);
     std::vector<std::pair<std::string, std::string>> merges;
     model["merges"].each_element([&](const JsonField& m) { merges.push_back(hugging_face_merge(m)); });

@@ -87,6 +87,22 @@ TEST(MpiTrainer, TwoRanksTrainTheGptLikeOneProcessAndRerunBitForBit) {
   EXPECT_EQ(slurp(two), slurp(again)) << "a rerun at the same rank count must give the same bits";
 }
 
+// A Llama (RMSNorm, RoPE, SwiGLU, grouped-query attention) shards its batch the same way: the trainer's data
+// parallelism knows only parameters and gradients, whichever model they belong to.
+TEST(MpiTrainer, TwoRanksTrainALlamaLikeOneProcess) {
+  const std::string run = "--model llama --preset tiny --steps 20 --warmup 5 --batch 8 --eval-every 10 --sample 8 "
+                          "--check-every 5 --text " + corpus().string();
+  const fs::path one = scratch("llama_one.safetensors"), two = scratch("llama_two.safetensors");
+  Shell a = one_process(run + " --save " + one.string());
+  ASSERT_EQ(a.status, 0) << a.err;
+  Shell b = two_ranks(run + " --save " + two.string());
+  ASSERT_EQ(b.status, 0) << b.err << b.out;
+  EXPECT_NE(b.out.find("data parallel: 2 ranks, each 4 of the 8 windows of every batch"), std::string::npos) << b.out;
+  const double difference = max_difference(one, two);
+  std::cout << "Llama tiny, 20 steps: 2 ranks vs 1 process, largest parameter difference " << difference << "\n";
+  EXPECT_LT(difference, kTwoRanksVsOneBound);
+}
+
 TEST(MpiTrainer, TwoRanksTrainTheWorkshopModelLikeOneProcess) {
   const fs::path one = scratch("mini_one.safetensors"), two = scratch("mini_two.safetensors");
   const std::string run = "--steps 40 --text " + corpus().string() + " --check-every 10";

@@ -1,17 +1,17 @@
 #!/bin/sh
 # tests/step/check_step.sh SOURCE_DIR BIN_DIR — ctest's step.*: every node tools/gdb/step.sh lists is in the
 # first backward pass of its program (BIN_DIR's, SCRATCHGRAD_TRACE=first), and `make step` in a fresh or
-# existing debug tree (SOURCE_DIR/build-debug, as `make debug` makes it) for MmBackward0, SoftmaxBackward0
-# and MaskedFillBackward0: each must stop in a loop of autograd/reference/ with Tensor::backward frame #8
-# or nearer. An unknown node must be refused with exit 2 and the list of known ones. Exit 77 (skipped)
-# when gdb is missing and cannot be installed (not root).
+# existing debug tree (SOURCE_DIR/build-debug, as `make debug` makes it) for MmBackward0, SoftmaxBackward0,
+# MaskedFillBackward0 and RmsNormBackward0 (a Llama step): each must stop in a loop of autograd/reference/
+# with Tensor::backward frame #8 or nearer. An unknown node must be refused with exit 2 and the list of known
+# ones. Exit 77 (skipped) when gdb is missing and cannot be installed (not root).
 set -u
 src=$1 bin=$2
 cd "$src" || exit 1
 fail=0
 
 # The table of nodes: each program's first backward pass has every node listed for it.
-for program in readme_first_program mini_self_attention gpt_step; do
+for program in readme_first_program mini_self_attention gpt_step llama_step; do
   ran=$(SCRATCHGRAD_TRACE=first "$bin/$program" 2>&1 >/dev/null | sed -n 's/^\[[0-9]*\/[0-9]*\] \([A-Za-z0-9]*\) .*/\1/p' | sort -u)
   for node in $(tools/gdb/step.sh --list | sed -n "s/^$program //p"); do
     if ! printf '%s\n' "$ran" | grep -qx "$node"; then
@@ -38,7 +38,7 @@ if [ $rc -ne 2 ] || ! grep -q "nodes it knows" /tmp/step-refused.$$ || ! grep -q
 fi
 rm -f /tmp/step-refused.$$
 
-for node in MmBackward0 SoftmaxBackward0 MaskedFillBackward0; do
+for node in MmBackward0 SoftmaxBackward0 MaskedFillBackward0 RmsNormBackward0; do
   out=$(make --no-print-directory step OP=$node 2>&1)
   rc=$?
   frame0=$(printf '%s\n' "$out" | grep -m1 '^#0 ')

@@ -111,6 +111,16 @@ define backward-loop-breakpoints
   break autograd::reference::flash_attention<double>
   break autograd::reference::flash_attention_backward<float>
   break autograd::reference::flash_attention_backward<double>
+  break autograd::reference::silu<float>
+  break autograd::reference::silu<double>
+  break autograd::reference::silu_backward<float>
+  break autograd::reference::silu_backward<double>
+  break autograd::reference::rms_norm<float>
+  break autograd::reference::rms_norm<double>
+  break autograd::reference::rms_norm_backward<float>
+  break autograd::reference::rms_norm_backward<double>
+  break autograd::reference::rotary_embedding<float>
+  break autograd::reference::rotary_embedding<double>
 end
 
 # Where it stopped: the backtrace and the loop, if the loop belongs to NODE's backward function.

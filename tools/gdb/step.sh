@@ -8,18 +8,21 @@
 #   tools/gdb/step.sh BUILD_DIR NODE         builds that program in BUILD_DIR (configured) and steps
 #
 # The programs: the README's first program for its ops, the workshop's character model for attention's
-# masked_fill and softmax, one step of a small GPT for the rest (examples/).
+# masked_fill and softmax, one step of a small GPT for the rest, and one step of a small Llama for the nodes
+# it adds to a GPT's (examples/).
 set -eu
 
 readme="MmBackward0 TBackward0 SoftmaxBackward0 MulBackward0 SumBackward0"
 char_model="MaskedFillBackward0 BmmBackward0 TransposeBackward0 DivBackward0 AddmmBackward0 ViewBackward0
   EmbeddingBackward0 AddBackward0 LogSoftmaxBackward0 NllLossBackward0"
 gpt="NativeLayerNormBackward0 CausalScoresBackward TrilMatmulBackward LinearAfterGeluBackward UnsafeViewBackward0"
+llama="RmsNormBackward0 RotaryEmbeddingBackward0 SiluBackward0 ExpandBackward0 CloneBackward0 UnsqueezeBackward0"
 
 program_for() {
   for n in $readme; do [ "$n" = "$1" ] && echo readme_first_program && return 0; done
   for n in $char_model; do [ "$n" = "$1" ] && echo mini_self_attention && return 0; done
   for n in $gpt; do [ "$n" = "$1" ] && echo gpt_step && return 0; done
+  for n in $llama; do [ "$n" = "$1" ] && echo llama_step && return 0; done
   return 1
 }
 
@@ -28,11 +31,12 @@ refuse() {
   echo "  nodes it knows: the README's first program: $readme" >&2
   echo "  the workshop's character model: $(echo $char_model)" >&2
   echo "  a GPT step: $(echo $gpt)" >&2
+  echo "  a Llama step: $(echo $llama)" >&2
   exit 2
 }
 
 if [ "$1" = "--list" ]; then
-  for n in $readme $char_model $gpt; do echo "$(program_for "$n") $n"; done
+  for n in $readme $char_model $gpt $llama; do echo "$(program_for "$n") $n"; done
   exit 0
 fi
 if [ "$1" = "--program-for" ]; then
