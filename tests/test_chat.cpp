@@ -178,7 +178,7 @@ TEST(ChatSession, ResetKeepsTheOpeningAndSystemReplacesIt) {
 // of every template's assistant header) gives 'o', 'o' gives 'k', 'k' gives `end_of_turn`.
 class OkModel : public nn::LanguageModel {
  public:
-  explicit OkModel(int64_t end_of_turn) : end_of_turn_(end_of_turn) {}
+  explicit OkModel(int64_t end_of_turn, int64_t vocab = 1005) : end_of_turn_(end_of_turn), vocab_(vocab) {}
   Tensor forward(const Tensor&) const override { throw std::logic_error("OkModel: cached only"); }
   nn::KVCache make_kv_cache(int64_t, int64_t) const override { return {}; }
   Tensor forward_cached(const Tensor& ids, nn::KVCache& cache) const override {
@@ -189,10 +189,10 @@ class OkModel : public nn::LanguageModel {
     return autograd::from_vector(logits, {1, vocab_size()});
   }
   int64_t context_length() const override { return 400; }
-  int64_t vocab_size() const override { return 1005; }
+  int64_t vocab_size() const override { return vocab_; }
 
  private:
-  int64_t end_of_turn_;
+  int64_t end_of_turn_, vocab_;
 };
 
 // What a chat read is what training renders: the conversation's ids, turn after turn, are render()'s.
@@ -245,6 +245,11 @@ TEST(ChatSession, TheReplyStopsAtTheEndOfTurnOrItsLimit) {
   const std::vector<int64_t> before = session.tokens();
   EXPECT_THROW(session.reply(std::string(400, 'a'), {.max_tokens = 5}, gen), finetune::FinetuneError);
   EXPECT_EQ(session.tokens(), before);
+  // and so is one holding a token the model has no row for (<|im_start|>, 1001, past a vocabulary of 300)
+  const OkModel small(chat->end_of_turn_id(), 300);
+  ChatSession other(small, *chat);
+  EXPECT_THROW(other.reply("hi", {.max_tokens = 5}, gen), finetune::FinetuneError);
+  EXPECT_TRUE(other.tokens().empty());
 }
 
 // ---------------------------------------------------------------- the command line

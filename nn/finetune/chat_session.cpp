@@ -65,11 +65,6 @@ Tensor ChatSession::read_new_tokens(int64_t room) {
     throw FinetuneError("the conversation's " + std::to_string(all.size()) + " tokens do not fit in the context of " +
                         std::to_string(context()));
   const std::vector<int64_t> fresh(all.begin() + cache_.length, all.end());
-  for (const int64_t id : fresh)
-    if (id < 0 || id >= model_.vocab_size())
-      throw FinetuneError("the " + chat_.name() + " template's token " + std::to_string(id) +
-                          " is outside the model's vocabulary of " + std::to_string(model_.vocab_size()) +
-                          " (the tokenizer is not the model's)");
   const Tensor ids = autograd::from_vector(fresh, {1, int64_t(fresh.size())});
   return model_.forward_cached(ids, cache_)[0].cpu();
 }
@@ -86,6 +81,14 @@ std::vector<int64_t> ChatSession::reply(const std::string& user_text, const Repl
     throw FinetuneError("the message takes " + std::to_string(alone) + " tokens with the template's opening, more " +
                         "than the context of " + std::to_string(context()) + ": it was not read");
   }
+  for (const std::vector<int64_t>* ids : {&opening_, &current_})
+    for (const int64_t id : *ids)
+      if (id < 0 || id >= model_.vocab_size()) {
+        current_.clear();
+        throw FinetuneError("token " + std::to_string(id) + " of the conversation is outside the model's vocabulary of " +
+                            std::to_string(model_.vocab_size()) + " (the tokenizer is not the model's): the message "
+                            "was not read");
+      }
 
   // Where the conversation must be cut, leave room for half a context of reply at most (not a token a drop).
   const int64_t reply_room = std::min<int64_t>(options.max_tokens, context() / 2);

@@ -43,7 +43,7 @@ class ChatSession {
   // The user's message, then the reply sampled after it. `on_token` sees each new token and the logits it
   // was chosen from as it is made (the end-of-turn token too, when reached). Returns the reply's tokens,
   // the end-of-turn token included when the model chose it. FinetuneError (the session unchanged) when the
-  // opening and this message alone do not fit in the context.
+  // opening and this message alone do not fit in the context, or hold a token the model has no row for.
   std::vector<int64_t> reply(const std::string& user_text, const ReplyOptions& options, autograd::Generator& gen,
                              const nn::OnToken& on_token = {});
 
