@@ -224,8 +224,9 @@ int run_chat(const ChatOptions& o, std::istream& in, std::ostream& out, std::ost
     if (interactive && line.empty()) continue;
     Utf8Stream text;
     const auto write = [&](const std::string& bytes) { out << (interactive ? bytes : escaped(bytes)) << std::flush; };
+    std::vector<int64_t> reply;
     try {
-      session.reply(line, reply_options, gen, [&](int64_t token, const autograd::Tensor& logits) {
+      reply = session.reply(line, reply_options, gen, [&](int64_t token, const autograd::Tensor& logits) {
         for (const double value : logits.to_vector<double>())
           if (!std::isfinite(value))
             throw UsageError("chat: the model's logits are not finite numbers (NaN or infinity): its weights are "
@@ -237,6 +238,8 @@ int run_chat(const ChatOptions& o, std::istream& in, std::ostream& out, std::ost
     }
     write(text.flush());
     out << "\n" << std::flush;
+    if (interactive && int64_t(reply.size()) == o.tokens && reply.back() != chat->end_of_turn_id())
+      err << fmt::format("(chat: the reply stopped at --tokens {} before its end of turn)\n", o.tokens) << std::flush;
   }
   if (interactive) out << "\n";
   return 0;
