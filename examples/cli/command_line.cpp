@@ -265,6 +265,8 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
                         "the base model (default: the one the adapters name); it must be the file they were trained on");
   merge_cmd->add_option("--heads", mg.heads, "attention heads, if the base file does not say (default: width / 64)");
 
+  CLI::App* chat_cmd = add_chat_command(app, c.chat);
+
   // Every number on the command line is read whole (nn/numbers.h): "2x" is not 2, a whole number past int64
   // is not clamped, 1e400 is not infinity. Each command's ranges are checked where it runs.
   const CLI::Validator whole_number([](std::string& text) { return whole_number_problem(text); }, "", "int64");
@@ -286,6 +288,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
            {eval_cmd, {"--stride", "--heads", "--threads", "--max-length", "--tokens"}, {}, {}},
            {merge_cmd, {"--heads"}, {}, {}},
            {classify_cmd, {"--threads"}, {}, {}},
+           {chat_cmd, {"--tokens", "--top-k", "--threads", "--heads"}, {"--temperature", "--top-p"}, {"--seed"}},
        }) {
     for (const char* flag : numbers.whole) numbers.command->get_option(flag)->check(whole_number);
     for (const char* flag : numbers.finite) numbers.command->get_option(flag)->check(finite_number);
@@ -350,6 +353,9 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
     c.kind = Command::Kind::classify;
     cls.given = flags_given(*classify_cmd);
     if (*classify_prompt_opt) cls.prompt = classify_prompt;
+  } else if (*chat_cmd) {
+    c.kind = Command::Kind::chat;
+    c.chat.given = flags_given(*chat_cmd);
   } else {
     c.kind = Command::Kind::info;
   }
@@ -367,6 +373,7 @@ int run_command(const Command& c, std::ostream& out) {
     case Command::Kind::eval: return run_eval(c.eval, out);
     case Command::Kind::merge: return run_merge(c.merge, out);
     case Command::Kind::classify: return run_classify(c.classify, out);
+    case Command::Kind::chat: return run_chat(c.chat, out);
     case Command::Kind::done: break;
   }
   return c.status;

@@ -6,14 +6,15 @@
 #include <string>
 #include <string_view>
 
-#include "tokenize.h"
+#include "chat.h"
 #include "classify.h"
 #include "commands.h"
+#include "tokenize.h"
 
 namespace cli {
 
 struct Command {
-  enum class Kind { train, generate, info, tokenize, bpe, eval, merge, classify, done } kind = Kind::done;
+  enum class Kind { train, generate, info, tokenize, bpe, eval, merge, classify, chat, done } kind = Kind::done;
   int status = 0;  // Kind::done: the exit status (--help printed: 0; a parse error printed: 2)
   TrainOptions train;
   GenerateOptions generate;
@@ -23,6 +24,7 @@ struct Command {
   EvalOptions eval;
   MergeOptions merge;
   ClassifyOptions classify;
+  ChatOptions chat;
 };
 
 // Parses argv, and fills in the GPT preset for `train --model gpt` (which can throw UsageError). --help

@@ -95,6 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (c.kind == cli::Command::Kind::generate && c.generate.tokens > 64) return 0;
     if (c.kind == cli::Command::Kind::tokenize && c.tokenize.text_file.empty()) return 0;  // would read stdin
+    if (c.kind == cli::Command::Kind::chat) return 0;  // reads its messages from stdin
     cli::run_command(c, out);
   } catch (const cli::UsageError& e) {  // printed through cli::one_line, as run_command_line does
     fuzz::check_message(std::runtime_error(cli::one_line(e.what())), "UsageError");
