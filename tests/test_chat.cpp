@@ -417,6 +417,16 @@ TEST(ChatCli, ResetStartsOverAndSystemSetsTheSystemPrompt) {
 // At a terminal: a greeting, a prompt before each line, the reply's text as it is (no escapes), an empty line
 // skipped. run_chat is called in the test's process, the terminal being its `interactive` argument.
 TEST(ChatCli, AtATerminalEachReplyFollowsAPromptAsPlainText) {
+  // run_chat sets the process's numerics and threads as the command does: the tests after this one in the
+  // same process get back what they had (the bit-exact ones need exact numerics).
+  struct Restore {
+    autograd::Numerics numerics = autograd::numerics();
+    int threads = autograd::get_num_threads();
+    ~Restore() {
+      autograd::set_numerics(numerics);
+      autograd::set_num_threads(threads);
+    }
+  } restore;
   const fs::path dir = llama_folder("tiny-smollm2");
   cli::ChatOptions options;
   options.checkpoint = dir.string();
