@@ -38,6 +38,7 @@ const char* dtype_code(DType d) {
     case DType::Float64: return "F64";
     case DType::Int64: return "I64";
     case DType::Bool: return "BOOL";
+    case DType::BFloat16: return "BF16";
   }
   return "?";
 }
@@ -47,6 +48,7 @@ std::optional<DType> dtype_from_code(const std::string& code) {
   if (code == "F64") return DType::Float64;
   if (code == "I64") return DType::Int64;
   if (code == "BOOL") return DType::Bool;
+  if (code == "BF16") return DType::BFloat16;  // kept as bfloat16: read and written as is
   return std::nullopt;
 }
 
@@ -192,7 +194,7 @@ TensorEntry checked_entry(const std::string& path, const std::string& name, cons
     fail(path, fmt::format("tensor {} lacks dtype, shape or data_offsets", quoted_name(name)));
   auto dtype = entry["dtype"].is_string() ? dtype_from_code(entry["dtype"].get<std::string>()) : std::nullopt;
   if (!dtype)
-    fail(path, fmt::format("tensor {} has unsupported dtype {} (the dtypes read are F32, F64, I64 and BOOL)", quoted_name(name),
+    fail(path, fmt::format("tensor {} has unsupported dtype {} (the dtypes read are F32, F64, I64, BOOL and BF16)", quoted_name(name),
                            shortened_json(entry["dtype"])));
   Shape shape;
   if (!entry["shape"].is_array()) fail(path, fmt::format("tensor {} has a malformed shape", quoted_name(name)));

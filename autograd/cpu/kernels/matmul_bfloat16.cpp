@@ -1,0 +1,220 @@
+// cpu/kernels/matmul_bfloat16.cpp — products of bfloat16 matrices with float32 sums.
+//
+// Where the CPU has AVX512_BF16 (Zen 4 and 5, Intel Cooper Lake and later), one instruction does the work
+// of two float32 fused multiply-adds per lane: vdpbf16ps takes 32 bfloat16 pairs from each operand and
+// adds a₂ⱼ·b₂ⱼ + a₂ⱼ₊₁·b₂ⱼ₊₁ into float32 lane j. So the packing puts pairs of consecutive p side by side:
+//
+//   A (rows)     packed_a[i][q]    = { A[i, 2q], A[i, 2q+1] }                 one 32-bit word per pair
+//   B (panel)    packed_b[q][c]    = { B[2q, j0+c], B[2q+1, j0+c] }  c < 32   two vectors per pair
+//
+// and the micro-kernel keeps an MR x 32 tile of C in 2·MR float32 registers; for each pair q it loads the
+// panel's two vectors, broadcasts row r's word to all lanes and does acc[r] += dot(word, panel) for every
+// row: 2·MR instructions, 64·MR multiply-adds per q. An odd K is padded with a zero term, N with zero
+// columns (never stored). p is taken in blocks of kPairsPerBlock pairs so that a block of the panel
+// (32 KiB) stays in L1 while every row block passes over it; the sums live in a float32 buffer until the
+// last block.
+//
+// Every product of two bfloat16 numbers is exact in float32; the sums are float32 roundings, in an order
+// that differs from the reference loop (reference/matmul.cpp: bfloat16_matmul) only in how each pair is
+// added, so the two agree exactly wherever the sums are exact and to a few float32 roundings elsewhere
+// (tests/test_bfloat16_kernels.cpp). Elsewhere (no AVX512_BF16, or SCRATCHGRAD_NO_AVX512) both operands are
+// widened to float32 and the float32 product runs: the same products, added in its own order.
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "autograd/cpu/kernels.h"
+#include "autograd/cpu/runtime/product_tally.h"
+#include "autograd/cpu/runtime/runtime.h"
+#include "autograd/widening_backend.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SCRATCHGRAD_X86_BF16 1
+#endif
+
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace autograd::cpu {
+
+namespace {
+
+bool has_avx512_bf16() {
+#ifdef SCRATCHGRAD_X86_BF16
+  static const bool yes = avx512_kernels() && (__builtin_cpu_init(), __builtin_cpu_supports("avx512bf16")) &&
+                          std::getenv("SCRATCHGRAD_NO_AVX512_BF16") == nullptr;
+  return yes;
+#else
+  return false;
+#endif
+}
+
+// One matrix of a batch: where it starts and how to step along its rows and columns (in elements).
+template <typename T> struct Strided {
+  T* first;
+  int64_t rs, cs;
+  T& operator()(int64_t i, int64_t j) const { return first[i * rs + j * cs]; }
+};
+
+// The first element of t's matrix number n (t's batch dims in row-major order; expanded dims have stride 0).
+template <typename T> Strided<T> item(const Tensor& t, int64_t n) {
+  const int64_t dims = t.dim();
+  int64_t offset = 0;
+  for (int64_t d = dims - 3; d >= 0; --d) {
+    offset += (n % t.size(d)) * t.strides()[size_t(d)];
+    n /= t.size(d);
+  }
+  return {static_cast<T*>(t.raw_data()) + offset, t.strides()[size_t(dims - 2)], t.strides()[size_t(dims - 1)]};
+}
+
+#ifdef SCRATCHGRAD_X86_BF16
+
+constexpr int64_t kMr = 12;               // rows per micro-tile: 24 accumulators, a chain each
+constexpr int64_t kNr = 32;               // columns per panel: two vectors of 16 float32 lanes
+constexpr int64_t kPairsPerBlock = 256;   // 512 p per block: 256 pairs · 128 bytes = 32 KiB of panel
+
+uint32_t pair(bfloat16 even, bfloat16 odd) { return uint32_t(even.bits) | uint32_t(odd.bits) << 16; }
+
+// A's rows as words of two consecutive p (the last padded with a zero term when K is odd).
+std::vector<uint32_t> pack_a(Strided<const bfloat16> a, int64_t m, int64_t k) {
+  const int64_t pairs = (k + 1) / 2;
+  std::vector<uint32_t> packed(size_t(m * pairs));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t q = 0; q < pairs; ++q)
+      packed[size_t(i * pairs + q)] = pair(a(i, 2 * q), 2 * q + 1 < k ? a(i, 2 * q + 1) : bfloat16{0});
+  return packed;
+}
+
+// B's columns j0 .. j0+32 as 32 words per pair of p (zero past N and past K).
+void pack_b_panel(Strided<const bfloat16> b, int64_t n, int64_t k, int64_t j0, uint32_t* packed) {
+  const int64_t pairs = (k + 1) / 2;
+  for (int64_t q = 0; q < pairs; ++q)
+    for (int64_t c = 0; c < kNr; ++c) {
+      const int64_t j = j0 + c;
+      packed[q * kNr + c] = j >= n ? 0u : pair(b(2 * q, j), 2 * q + 1 < k ? b(2 * q + 1, j) : bfloat16{0});
+    }
+}
+
+// sums[r][0..32) (+)= Σ over pairs q in [q0, q1) of row r's words · the panel's words, for R rows.
+template <int R>
+[[gnu::target("avx512f,avx512bf16")]] void micro_kernel(const uint32_t* a, int64_t a_pairs, const uint32_t* panel,
+                                                         int64_t q0, int64_t q1, float* sums, bool first) {
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) {
+    acc[r][0] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(sums + r * kNr);
+    acc[r][1] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(sums + r * kNr + 16);
+  }
+  for (int64_t q = q0; q < q1; ++q) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(panel + q * kNr);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(panel + q * kNr + 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512bh word = (__m512bh)_mm512_set1_epi32(int(a[r * a_pairs + q]));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], word, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], word, b1);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(sums + r * kNr, acc[r][0]);
+    _mm512_storeu_ps(sums + r * kNr + 16, acc[r][1]);
+  }
+}
+
+using MicroKernel = void (*)(const uint32_t*, int64_t, const uint32_t*, int64_t, int64_t, float*, bool);
+template <size_t... R> constexpr auto kernels_by_rows(std::index_sequence<R...>) {
+  return std::array<MicroKernel, sizeof...(R)>{&micro_kernel<int(R) + 1>...};
+}
+constexpr auto kKernels = kernels_by_rows(std::make_index_sequence<kMr>());
+
+// C[:, j0 : j0+32] of one matrix: pack its panel of B, then every row block, block of pairs by block.
+void panel_product(const std::vector<uint32_t>& a, Strided<const bfloat16> b, Strided<float> c, int64_t m, int64_t n,
+                   int64_t k, int64_t j0, std::vector<uint32_t>& panel, std::vector<float>& sums) {
+  const int64_t pairs = (k + 1) / 2;
+  panel.resize(size_t(std::max<int64_t>(pairs, 1) * kNr));
+  sums.resize(size_t(m * kNr));
+  pack_b_panel(b, n, k, j0, panel.data());
+  if (pairs == 0) std::fill(sums.begin(), sums.end(), 0.0f);
+  for (int64_t q0 = 0; q0 < pairs; q0 += kPairsPerBlock) {
+    const int64_t q1 = std::min(pairs, q0 + kPairsPerBlock);
+    for (int64_t i0 = 0; i0 < m; i0 += kMr) {
+      const int64_t rows = std::min(kMr, m - i0);
+      kKernels[size_t(rows - 1)](a.data() + i0 * pairs, pairs, panel.data(), q0, q1, sums.data() + i0 * kNr, q0 == 0);
+    }
+  }
+  const int64_t width = std::min(kNr, n - j0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t col = 0; col < width; ++col) c(i, j0 + col) = sums[size_t(i * kNr + col)];
+}
+
+void avx512_bf16_product(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  const int64_t items = out.numel() / std::max<int64_t>(m * n, 1);
+  if (m == 0 || n == 0) return;
+  std::vector<std::vector<uint32_t>> packed_a(static_cast<size_t>(items));
+  for (int64_t t = 0; t < items; ++t) packed_a[size_t(t)] = pack_a(item<const bfloat16>(a, t), m, k);
+  const int64_t panels = (n + kNr - 1) / kNr, tasks = items * panels;
+  const int threads = int(std::min<int64_t>(get_num_threads(), tasks));
+  // Each task is one panel of one matrix: tasks share nothing they write, so threads split them freely.
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    std::vector<uint32_t> panel;
+    std::vector<float> sums;
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t t = task / panels, j0 = (task % panels) * kNr;
+      panel_product(packed_a[size_t(t)], item<const bfloat16>(b, t), item<float>(out, t), m, n, k, j0, panel, sums);
+    }
+  }
+}
+
+#endif  // SCRATCHGRAD_X86_BF16
+
+}  // namespace
+
+const char* bfloat16_kernel_name() { return has_avx512_bf16() ? "avx512_bf16" : "float32 (widened)"; }
+
+void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+#ifdef SCRATCHGRAD_X86_BF16
+  if (has_avx512_bf16()) {
+    ProductTimer timer(2.0 * double(out.numel()) * double(a.size(-1)));  // bench_gpt2_train's products line
+    return avx512_bf16_product(a, b, out);
+  }
+#endif
+  // The portable path: both operands widened (exact), then the float32 product.
+  batched_matmul(widen_to_float32(a), widen_to_float32(b), out);
+}
+
+#ifdef SCRATCHGRAD_X86_BF16
+// One core's bfloat16 peak for bench_ops: 24 independent chains of vdpbf16ps on zmm registers, `rounds`
+// times; 64 FLOPs (32 multiply-adds) per instruction. 0 without AVX512_BF16.
+[[gnu::target("avx512f,avx512bf16")]] static double bf16_peak_rounds_avx512(int64_t rounds) {
+  __m512 acc[24];
+  for (int i = 0; i < 24; ++i) acc[i] = _mm512_set1_ps(float(i));
+  const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3F803F80), y = (__m512bh)_mm512_set1_epi32(0x3F803F80);
+  for (int64_t r = 0; r < rounds; ++r) {
+    for (int i = 0; i < 24; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
+    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]), "+v"(acc[4]), "+v"(acc[5]),
+                     "+v"(acc[6]), "+v"(acc[7]), "+v"(acc[8]), "+v"(acc[9]), "+v"(acc[10]), "+v"(acc[11]));
+    __asm__ volatile("" : "+v"(acc[12]), "+v"(acc[13]), "+v"(acc[14]), "+v"(acc[15]), "+v"(acc[16]), "+v"(acc[17]),
+                     "+v"(acc[18]), "+v"(acc[19]), "+v"(acc[20]), "+v"(acc[21]), "+v"(acc[22]), "+v"(acc[23]));
+  }
+  float lanes[16], sink = 0;  // the chains' results used, so none is optimised away
+  for (int i = 0; i < 24; ++i) {
+    _mm512_storeu_ps(lanes, acc[i]);
+    sink += lanes[0];
+  }
+  __asm__ volatile("" : : "r"(sink));
+  return double(rounds) * 24 * 64;
+}
+#endif
+
+double bfloat16_peak_rounds(int64_t rounds) {
+#ifdef SCRATCHGRAD_X86_BF16
+  if (has_avx512_bf16()) return bf16_peak_rounds_avx512(rounds);
+#endif
+  return 0;
+}
+
+}  // namespace autograd::cpu
