@@ -1,0 +1,44 @@
+// autocast.h — mixed precision: matrix products in bfloat16 on float32 master values, as PyTorch's
+// torch.autocast("cpu", dtype=torch.bfloat16) runs them.
+//
+//   {
+//     AutocastGuard bf16(DType::BFloat16);
+//     Tensor loss = cross_entropy(model(x), y);   // products take bfloat16 operands
+//   }
+//   loss.backward();                                // and so do their gradients' products
+//
+// Inside the guard (this thread, this scope) matmul, linear and the attention products (causal_scores,
+// tril_matmul, scaled_dot_product_attention) round their float32 operands to bfloat16 (recorded
+// conversions), multiply with float32 sums, round the product to bfloat16 as PyTorch's autocast output is,
+// and hand it on widened to float32. Everything else (layer_norm, softmax, the loss, AdamW, the residual
+// adds) sees float32 tensors and stays in float32. The backward pass follows the graph the forward made:
+// a product's gradient arrives through the widening (rounded to bfloat16), its two gradient products take
+// bfloat16 operands, and each operand's gradient leaves through the rounding widened to float32 — whether
+// or not a guard is active when backward() runs. docs/precision.md says where a step rounds.
+#pragma once
+#include "autograd/tensor.h"
+
+namespace autograd {
+
+class AutocastGuard {
+ public:
+  // BFloat16 turns the products to bfloat16; Float32 turns autocast off (a scope inside one that is on).
+  explicit AutocastGuard(DType dtype);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  DType previous_;
+};
+
+// The dtype products compute in on this thread: BFloat16 inside an AutocastGuard(BFloat16), else Float32.
+DType autocast_dtype();
+
+// Whether a product of these operands runs in bfloat16 now: autocast is on and both are float32.
+bool autocast_applies(const Tensor& a, const Tensor& b);
+// x rounded to bfloat16 (a recorded conversion: the gradient comes back widened to float32); an undefined
+// tensor stays undefined.
+Tensor autocast_operand(const Tensor& x);
+
+}  // namespace autograd
