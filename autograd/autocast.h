@@ -30,9 +30,14 @@ class AutocastGuard {
 
  private:
   DType previous_;
+  bool had_guard_;  // an outer guard was active (else the process-wide setting applies again afterwards)
 };
 
-// The dtype products compute in on this thread: BFloat16 inside an AutocastGuard(BFloat16), else Float32.
+// The dtype products compute in when no guard says otherwise, for every thread: what the command line's
+// --precision bf16 sets (BFloat16, or Float32 for none). An AutocastGuard overrides it on its thread.
+void set_autocast(DType dtype);
+
+// The dtype products compute in on this thread: an AutocastGuard's, else set_autocast's (Float32 at start).
 DType autocast_dtype();
 
 // Whether a product of these operands runs in bfloat16 now: autocast is on and both are float32.

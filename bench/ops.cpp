@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "autograd/backend.h"
+#include "autograd/cpu/kernels.h"
 #include "autograd/cpu/runtime/core_peak.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
@@ -276,6 +277,36 @@ void core_peak_bench(benchmark::State& state, int bits, bool fused) {
   set_rate(state, "FLOPS", flops);
 }
 
+// The bfloat16 peak: 24 chains of vdpbf16ps (32 multiply-adds into 16 float32 lanes each), the ceiling of
+// the bfloat16 products below (cpu/kernels/matmul_bfloat16.cpp).
+void core_peak_bf16_bench(benchmark::State& state) {
+  constexpr int64_t kPeakRounds = 1 << 14;
+  if (autograd::cpu::bfloat16_peak_rounds(1) == 0) {
+    state.SkipWithError("this CPU has no AVX512_BF16");
+    return;
+  }
+  double flops = 0;
+  for (auto _ : state) flops = autograd::cpu::bfloat16_peak_rounds(kPeakRounds);
+  set_rate(state, "FLOPS", flops);
+}
+
+// The bfloat16 product kernel (bfloat16 operands, float32 sums and output) on the operands of
+// matmul_numerics_bench rounded to bfloat16: the rate to set beside the float32 kernels' at the same size.
+void matmul_bf16_bench(benchmark::State& state, int64_t m, int64_t n, int64_t k, bool a_t = false, bool b_t = false) {
+  const auto [a32, b32] = product_operands(m, n, k, a_t, b_t);
+  // a transposed operand stays a transposed view (rounded in its own layout), as in the float32 benches
+  const Tensor a_view = a_t ? a32.t().to(DType::BFloat16).t() : a32.to(DType::BFloat16);
+  const Tensor b_view = b_t ? b32.t().to(DType::BFloat16).t() : b32.to(DType::BFloat16);
+  Tensor out = empty({m, n});
+  autograd::cpu::bfloat16_matmul(a_view, b_view, out);
+  for (auto _ : state) {
+    autograd::cpu::bfloat16_matmul(a_view, b_view, out);
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(autograd::cpu::bfloat16_kernel_name());
+  set_rate(state, "FLOPS", 2.0 * double(m) * double(n) * double(k));
+}
+
 }  // namespace
 
 // seed sizes: D 24, T 8, B 16 (128 rows), V 13
@@ -395,6 +426,12 @@ BENCHMARK_CAPTURE(core_peak_bench, avx2_fma, 256, true)->UseRealTime();
 BENCHMARK_CAPTURE(core_peak_bench, avx2_mul_add, 256, false)->UseRealTime();
 BENCHMARK_CAPTURE(core_peak_bench, avx512_fma, 512, true)->UseRealTime();
 BENCHMARK_CAPTURE(core_peak_bench, avx512_mul_add, 512, false)->UseRealTime();
+BENCHMARK(core_peak_bf16_bench)->Name("core_peak_bench/avx512_bf16_dot")->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_1024x1024x1024, 1024, 1024, 1024)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_contract_forward_256x768x3072_bt, 256, 768, 3072, false, true)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_contract_input_grad_256x3072x768, 256, 3072, 768)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_contract_weight_grad_768x3072x256_at, 768, 3072, 256, true, false)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_head_forward_256x50257x768_bt, 256, 50257, 768, false, true)->UseRealTime();
 #endif
 
 BENCHMARK_MAIN();

@@ -39,6 +39,7 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
             "encoder.json and vocab.bpe), or the text as token ids with --ids-file");
     require(o.ids_file.empty() || o.tokenizer_file.empty(), "eval: --tokenizer-file reads --text; --ids-file is ids already");
     use_numerics_for("gpt", o.numerics);
+    use_precision(o.precision, o.numerics);
     gpt2 = nn::load_gpt2(o.checkpoint, o.heads);
     if (!o.text_file.empty()) {
       const std::string text = read_text_file(o.text_file);
@@ -58,6 +59,7 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
     refuse_flags_that_cannot_apply(eval_flag_scopes(), o.given, *kind_of_run(m.gpt != nullptr, m.tokenizer.kind),
                                    o.checkpoint);
     use_numerics_for(m.gpt ? "gpt" : "mini", o.numerics);
+    use_precision(o.precision, o.numerics);
     const std::string text = read_text_file(o.text_file);
     bytes = int64_t(text.size());
     ids = m.tokenizer.is_char() ? m.vocab.encode(decode_utf8(text))

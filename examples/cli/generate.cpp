@@ -149,6 +149,7 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
   const GenerationModel m = file_kind == kCharModel ? open_checkpoint(o) : open_gpt2_for_generate(o, file_kind);
   refuse_flags_that_cannot_apply(generate_flag_scopes(), o.given, m.kind, o.checkpoint);
   use_numerics_for(m.kind == kCharModel ? "mini" : "gpt", o.numerics);
+  use_precision(o.precision, o.numerics);
 
   const std::vector<int64_t> prompt = prompt_of(o, m);
   const Continuation how{.tokens = o.tokens,

@@ -591,6 +591,7 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
   if (!note.empty()) out << note << "\n";
   set_num_threads(o.threads);
   use_numerics_for(o.model, o.numerics);
+  use_precision(o.precision, o.numerics);
   RunModel run;
   if (!o.init.empty()) run = finetune_model(o);
   Corpus corpus = load_corpus(o, run.base_tokenizer);

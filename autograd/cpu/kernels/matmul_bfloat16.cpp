@@ -187,26 +187,26 @@ void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
 }
 
 #ifdef SCRATCHGRAD_X86_BF16
-// One core's bfloat16 peak for bench_ops: 24 independent chains of vdpbf16ps on zmm registers, `rounds`
-// times; 64 FLOPs (32 multiply-adds) per instruction. 0 without AVX512_BF16.
-[[gnu::target("avx512f,avx512bf16")]] static double bf16_peak_rounds_avx512(int64_t rounds) {
-  __m512 acc[24];
-  for (int i = 0; i < 24; ++i) acc[i] = _mm512_set1_ps(float(i));
-  const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3F803F80), y = (__m512bh)_mm512_set1_epi32(0x3F803F80);
-  for (int64_t r = 0; r < rounds; ++r) {
-    for (int i = 0; i < 24; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
-    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]), "+v"(acc[4]), "+v"(acc[5]),
-                     "+v"(acc[6]), "+v"(acc[7]), "+v"(acc[8]), "+v"(acc[9]), "+v"(acc[10]), "+v"(acc[11]));
-    __asm__ volatile("" : "+v"(acc[12]), "+v"(acc[13]), "+v"(acc[14]), "+v"(acc[15]), "+v"(acc[16]), "+v"(acc[17]),
-                     "+v"(acc[18]), "+v"(acc[19]), "+v"(acc[20]), "+v"(acc[21]), "+v"(acc[22]), "+v"(acc[23]));
-  }
-  float lanes[16], sink = 0;  // the chains' results used, so none is optimised away
-  for (int i = 0; i < 24; ++i) {
-    _mm512_storeu_ps(lanes, acc[i]);
-    sink += lanes[0];
-  }
-  __asm__ volatile("" : : "r"(sink));
-  return double(rounds) * 24 * 64;
+// One core's bfloat16 peak for bench_ops: 24 independent chains acc += dot(a, b) of vdpbf16ps on zmm0-23
+// (a and b in zmm30-31), `rounds` times, in assembly (as cpu/runtime/core_peak.cpp's FMA loop) so that the
+// chains stay in registers; 64 FLOPs (32 multiply-adds) per instruction. a holds bfloat16 1.0 pairs, b 2⁻²⁰
+// pairs: the chains grow by 2⁻¹⁹ a round, no overflow, no denormal.
+#define SG_BF16_CHAIN(i) "vdpbf16ps %%zmm30, %%zmm31, %%zmm" #i "\n\t"
+#define SG_BF16_CHAINS_12(op) op(0) op(1) op(2) op(3) op(4) op(5) op(6) op(7) op(8) op(9) op(10) op(11)
+#define SG_BF16_CHAINS_24(op) \
+  SG_BF16_CHAINS_12(op) op(12) op(13) op(14) op(15) op(16) op(17) op(18) op(19) op(20) op(21) op(22) op(23)
+[[gnu::target("avx512f")]] static double bf16_peak_rounds_avx512(int64_t rounds) {
+  static const uint32_t one_pair = 0x3F803F80u, small_pair = 0x35803580u;
+  const int64_t total = rounds;
+  if (rounds <= 0) return 0;
+  asm volatile("vpbroadcastd %1, %%zmm30\n\tvpbroadcastd %2, %%zmm31\n1:\n\t" SG_BF16_CHAINS_24(SG_BF16_CHAIN)
+               "dec %0\n\tjnz 1b\n\tvzeroupper"
+               : "+r"(rounds)
+               : "m"(one_pair), "m"(small_pair)
+               : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+                 "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
+                 "xmm23", "xmm30", "xmm31", "cc");
+  return double(total) * 24 * 64;
 }
 #endif
 
