@@ -152,7 +152,7 @@ void Backend::nll_loss_backward(const Tensor& grad, const Tensor& targets, int64
   scatter_rows(per_row, targets, ignore_index, grad_in);
 }
 
-// ---- the GPT's kernels: on a host copy, so every device gives the CPU's (PyTorch's) bits
+// ---- the GPT's and the Llama family's kernels: on a host copy, so every device gives the CPU's (PyTorch's) bits
 
 namespace {
 // A CPU copy of a tensor of this device (undefined stays undefined).
@@ -197,6 +197,40 @@ void Backend::gelu_backward(const Tensor& grad_y, const Tensor& x, bool tanh, co
   Tensor hx = host_output(grad_x);
   cpu::gelu_backward(on_host(grad_y), on_host(x), tanh, hx);
   copy_back(hx, grad_x);
+}
+
+void Backend::silu(const Tensor& x, const Tensor& y) {
+  Tensor hy = host_output(y);
+  cpu::silu(on_host(x), hy);
+  copy_back(hy, y);
+}
+
+void Backend::silu_backward(const Tensor& grad_y, const Tensor& x, const Tensor& grad_x) {
+  Tensor hx = host_output(grad_x);
+  cpu::silu_backward(on_host(grad_y), on_host(x), hx);
+  copy_back(hx, grad_x);
+}
+
+void Backend::rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd) {
+  Tensor hy = host_output(y), hrstd = host_output(rstd);
+  cpu::rms_norm(on_host(x), on_host(weight), eps, hy, hrstd);
+  copy_back(hy, y);
+  copy_back(hrstd, rstd);
+}
+
+void Backend::rms_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& rstd, const Tensor& weight,
+                                const Tensor& grad_x, const Tensor& grad_weight) {
+  Tensor hx = host_output(grad_x), hw = host_output(grad_weight);
+  cpu::rms_norm_backward(on_host(grad_y), on_host(x), on_host(rstd), on_host(weight), hx, hw);
+  copy_back(hx, grad_x);
+  copy_back(hw, grad_weight);
+}
+
+void Backend::rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse,
+                               const Tensor& out) {
+  Tensor hout = host_output(out);
+  cpu::rotary_embedding(on_host(x), on_host(cos), on_host(sin), inverse, hout);
+  copy_back(hout, out);
 }
 
 void Backend::var(const Tensor& x, double correction, bool take_sqrt, bool all, const Tensor& out) {

@@ -97,8 +97,8 @@ class Backend {
                                         const Tensor& lse, const Tensor& grad_out, bool causal, double scale,
                                         const Tensor& dq, const Tensor& dk, const Tensor& dv);
 
-  // The gradients of softmax, log_softmax, gelu, layer_norm, nll_loss and the flash attention are entries
-  // too (*_backward): each formula in one pass over its tensors, called by the op's backward function.
+  // The gradients of softmax, log_softmax, gelu, layer_norm, silu, rms_norm, nll_loss and the flash attention
+  // are entries too (*_backward): each formula in one pass over its tensors, called by the op's backward function.
   virtual void softmax(const Tensor& in, int64_t dim, bool log, const Tensor& out) = 0;
   // grad_in for y = softmax (log=false): y * (g - sum(g*y)); for y = log_softmax: g - exp(y) * sum(g)
   virtual void softmax_backward(const Tensor& y, const Tensor& grad_out, int64_t dim, bool log,
@@ -155,6 +155,26 @@ class Backend {
   // its threads (clip_grad_norm_'s pass over every gradient is bound by memory, and one core cannot draw
   // all of the machine's bandwidth).
   virtual void norm2_each(const std::vector<Tensor>& xs, const Tensor& out);
+
+  // The Llama family's kernels (ops/llama.cpp), in PyTorch 1.13's order of operations. A device without
+  // its own runs the CPU's on host copies (backend.cpp), as for the GPT's.
+  //
+  // y = silu(x) = x / (1 + exp(−x)) (x, y contiguous, same shape).
+  virtual void silu(const Tensor& x, const Tensor& y);
+  // grad_x = grad_y · σ(x) · (1 + x·(1 − σ(x))), σ(x) = 1 / (1 + exp(−x)) (all contiguous).
+  virtual void silu_backward(const Tensor& grad_y, const Tensor& x, const Tensor& grad_x);
+  // RMS normalisation of each row of x [M, N] (contiguous): rstd = 1/√(Σ x²/N + eps), y = weight·(x·rstd);
+  // weight ([N], contiguous) may be undefined (1). rstd ([M]) is written for the backward.
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd);
+  // Its gradients for grad_y [M, N] (contiguous); grad_x and grad_weight are each written if defined.
+  virtual void rms_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& rstd, const Tensor& weight,
+                                 const Tensor& grad_x, const Tensor& grad_weight);
+  // Rotary position embedding, Hugging Face's rotate_half pairing: x [R, T, d] (contiguous, d = 2h),
+  // cos and sin [T, h] (contiguous), out [R, T, d]. For j < h, with c = cos[t, j] and s = sin[t, j]:
+  //   out[j] = x[j]·c − x[j+h]·s,   out[j+h] = x[j+h]·c + x[j]·s.
+  // inverse: rotate by the opposite angle (s → −s), which is the rotation's gradient.
+  virtual void rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse,
+                                const Tensor& out);
 
   // One Adam/AdamW step for one parameter, fused into a single pass (see optim/adam.cpp for the math).
   // All tensors are contiguous with the parameter's shape; max_exp_avg_sq is undefined unless amsgrad.

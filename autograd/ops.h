@@ -109,6 +109,17 @@ Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor linear_after_gelu(const Tensor& h, const Tensor& weight, const Tensor& bias = Tensor(),
                          const std::string& approximate = "none");
 
+// ---- the Llama family's ops (ops/llama.cpp), rounded as PyTorch 1.13's CPU kernels and Hugging Face's modules ----
+// x·σ(x) (torch.nn.functional.silu): the gate of the SwiGLU feed-forward, down(silu(gate(x))·up(x)).
+Tensor silu(const Tensor& x);
+// Over the last dim: x · rsqrt(mean(x²) + eps) · weight (weight [D] or undefined), as Hugging Face's
+// LlamaRMSNorm computes it (in x's own float32 or float64).
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
+// Rotary position embedding in Hugging Face's rotate_half convention: x [..., T, d] (d even, h = d/2),
+// cos and sin [T, h] (x's dtype and device; no gradient; nn/rotary.h makes them). For j < h:
+//   y[j] = x[j]·cos[t, j] − x[j+h]·sin[t, j],   y[j+h] = x[j+h]·cos[t, j] + x[j]·sin[t, j]
+Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin);
+
 // ---- normalisation and statistics (ops/norm.cpp), rounded as PyTorch 1.13's CPU kernels ----
 // Normalises over the trailing dims `normalized_shape`; weight and bias (that shape) may be undefined.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),

@@ -46,7 +46,7 @@
 # and each side keeps its fastest median, which on a busy machine is the figure least disturbed by other
 # work. Peak memory is the largest seen. The last lines are, per configuration (size, threads, numerics):
 #
-# RESULT size=<name> threads=<n> numerics=<exact|fast> cpu=<lscpu's model name, spaces as _> scratchgrad_ms=<x>
+# RESULT size=<name> threads=<n> numerics=<exact|fast> cpu=<bench/cpu_name.sh --words: the model name, spaces as _> scratchgrad_ms=<x>
 #        torch_ms=<y> torch_tuned_ms=<z> libtorch_ms=<u> libtorch_tuned_ms=<v> speedup=<y/x> speedup_tuned=<z/x>
 #        speedup_libtorch=<u/x> speedup_libtorch_tuned=<v/x> scratchgrad_rss_mb=<a> torch_rss_mb=<b>
 #        torch_base_rss_mb=<c> libtorch_rss_mb=<d> libtorch_base_rss_mb=<e> scratchgrad_base_rss_mb=<f>
@@ -208,9 +208,7 @@ targets() {
 }
 
 # ---- what we run on ----
-cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)
-[[ -n $cpu ]] || cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
-cpu=$(sed 's/[[:space:]]*$//; s/[[:space:]]\+/_/g' <<<"${cpu:-unknown}")
+cpu=$("$root/bench/cpu_name.sh" --words)  # (x86's model name, or the ARM core and board)
 echo
 echo "date:    $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "cpu:     $cpu, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"

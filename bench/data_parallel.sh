@@ -32,7 +32,7 @@ run() {  # ranks threads steps size-flags extra-flags...
   timing "$out"
 }
 
-echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), $("$root/bench/cpu_name.sh"), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for size in small gpt6; do
   if [[ $size = small ]]; then flags=(--preset small); steps=${STEPS_SMALL:-30}
   else flags=(--preset small --layers 6 --dim 256 --heads 4 --context 128 --batch 32); steps=${STEPS_GPT6:-6}; fi

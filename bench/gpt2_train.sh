@@ -62,7 +62,7 @@ llmc() {
   rm -f "$log"
 }
 
-grep -m1 "model name" /proc/cpuinfo
+echo "cpu: $("$here/cpu_name.sh")"
 for threads in ${THREADS:-1 2}; do
   for mode in full lora; do
     log=$("$bin/bench_gpt2_train" --mode "$mode" --threads "$threads" --steps "$steps" --warmup "$warmup")

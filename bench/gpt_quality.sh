@@ -36,7 +36,7 @@ set +o pipefail  # head stops reading early on purpose
 find /usr/share/games/fortunes -maxdepth 1 \( -type f -o -type l \) ! -name '*.dat' ! -name '*.u8' -print0 | sort -z |
   xargs -0 cat 2>/dev/null | iconv -f utf-8 -t utf-8 -c 2>/dev/null | head -c "$bytes" > "$text"
 set -o pipefail
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//; s/ /_/g')
+cpu=$("$root/bench/cpu_name.sh" --words)
 echo "gpt_quality: $(wc -c < "$text") bytes of fortunes, $steps steps, $threads thread(s), on $cpu"
 
 rss() { sed -n 's/^MAXRSS=//p' "$1" | awk '{printf "%.0f", $1 / 1024}'; }

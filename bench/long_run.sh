@@ -15,7 +15,7 @@ build=${BUILD:-$root/build}
 [[ $build = /* ]] || build=$root/$build
 seed_steps=${SEED_STEPS:-100000} gpt_steps=${GPT_STEPS:-2000} preset=${GPT_PRESET:-small} threads=${THREADS:-1}
 [[ -x $build/bin/scratchgrad ]] || (cd "$root" && make build BUILD="$build")
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//; s/ /_/g')
+cpu=$("$root/bench/cpu_name.sh" --words)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0

@@ -62,7 +62,7 @@ time_run() {
 
 median() { tr ' ' '\n' | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $cores cores"
+echo "cpu: $("$root/bench/cpu_name.sh"), $cores cores"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); LOAD $load runnable jobs per core during each run, at nice $niceness"
 echo "OMP_WAIT_POLICY=${OMP_WAIT_POLICY-(unset)} GOMP_SPINCOUNT=${GOMP_SPINCOUNT-(unset)}"
 echo "run: scratchgrad ${run[*]} --threads 1|2"

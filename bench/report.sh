@@ -55,7 +55,7 @@ start=$SECONDS
 say() { printf '[%3d s] %s\n' $((SECONDS - start)) "$*" >&2; }
 
 # ---- what we run on, and at which commit: every table's caption names both ----
-cpu_model=$(grep -m1 'model name' /proc/cpuinfo | sed 's/^[^:]*:[[:space:]]*//')
+cpu_model=$("$root/bench/cpu_name.sh")
 cpu_family=$(grep -m1 'cpu family' /proc/cpuinfo | sed 's/^[^:]*:[[:space:]]*//')
 cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo | sed 's/^[^:]*://') "
 has_flag() { [[ $cpu_flags = *" $1 "* ]]; }

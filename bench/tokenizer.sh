@@ -10,7 +10,7 @@ build="${1:-build}"
 work="$(mktemp -d)"
 { cat /usr/share/common-licenses/* /usr/share/doc/*/copyright 2>/dev/null || true; } | head -c 1000000 | iconv -f utf-8 -t utf-8 -c > "$work/1mb.txt"
 head -c 100000 "$work/1mb.txt" | iconv -f utf-8 -t utf-8 -c > "$work/100kb.txt"
-grep -m1 "model name" /proc/cpuinfo
+echo "cpu: $("$(dirname "${BASH_SOURCE[0]}")/cpu_name.sh")"
 taskset -c 0 "$build/bin/bench_tokenizer" "$work/1mb.txt" 4096
 echo "--- 512 tokens on 100 kB: scratchgrad, then Python minbpe"
 taskset -c 0 "$build/bin/scratchgrad" bpe --text "$work/100kb.txt" --vocab-size 512 --save "$work/100kb.bpe" | grep learned

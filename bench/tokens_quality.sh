@@ -44,7 +44,7 @@ split=$((size - size / 10))
 while [[ $split -lt $size ]] && (( ($(od -An -tu1 -j "$split" -N1 "$text") & 0xC0) == 0x80 )); do split=$((split + 1)); done
 held_out=$work/held_out.txt
 tail -c +"$((split + 1))" "$text" > "$held_out"
-cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//; s/ /_/g')
+cpu=$("$root/bench/cpu_name.sh" --words)
 echo "tokens_quality: $size bytes of fortunes ($(wc -c < "$held_out") held out), $steps steps each, $threads thread(s), on $cpu"
 
 run() {  # run NAME TOKENIZER-ARGS...

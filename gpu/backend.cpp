@@ -1,6 +1,6 @@
 // gpu/backend.cpp — the CUDA device: availability, the caching allocator, host↔device copies, and the
-// Backend table that autograd reaches through Tensor::device(). Kernels live in elementwise.cu and
-// reduce.cu, the cuBLAS products in matmul.cpp.
+// Backend table that autograd reaches through Tensor::device(). Kernels live in elementwise.cu,
+// reduce.cu and llama.cu, the cuBLAS products in matmul.cpp.
 //
 // Every kernel and copy runs on the legacy default stream, so GPU work is ordered exactly as the host
 // issued it. That is what makes the caching allocator simple: a block freed by a tensor can be handed to
@@ -240,6 +240,21 @@ class CudaBackend final : public autograd::Backend {
   }
   void scatter_rows(const Tensor& grad, const Tensor& index, int64_t skip, const Tensor& grad_values) override {
     kernels::scatter_rows(grad, index, skip, grad_values);
+  }
+  void silu(const Tensor& x, const Tensor& y) override { kernels::silu(x, y); }
+  void silu_backward(const Tensor& grad_y, const Tensor& x, const Tensor& grad_x) override {
+    kernels::silu_backward(grad_y, x, grad_x);
+  }
+  void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd) override {
+    kernels::rms_norm(x, weight, eps, y, rstd);
+  }
+  void rms_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& rstd, const Tensor& weight,
+                         const Tensor& grad_x, const Tensor& grad_weight) override {
+    kernels::rms_norm_backward(grad_y, x, rstd, weight, grad_x, grad_weight);
+  }
+  void rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse,
+                        const Tensor& out) override {
+    kernels::rotary_embedding(x, cos, sin, inverse, out);
   }
   void adam_update(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                    const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) override {

@@ -125,4 +125,16 @@ template <typename T> __device__ __forceinline__ T nan_max(T a, T b) {
   return b > a ? b : a;
 }
 
+// The sum of v over the 32 lanes of a warp, in every lane (a butterfly of shuffles).
+template <typename T> __device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// exp in T's own precision (expf for float).
+template <typename T> __device__ __forceinline__ T fexp(T x) {
+  if constexpr (std::is_same_v<T, float>) return expf(x); else return exp(x);
+}
+
 }  // namespace gpu::detail

@@ -87,18 +87,10 @@ __global__ void max_dim_kernel(int64_t rows, int64_t n, int64_t stride, Indexer<
 
 // ---------------------------------------------------------------- softmax (one warp per row)
 
-template <typename T> __device__ __forceinline__ T warp_sum(T v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 template <typename T> __device__ __forceinline__ T warp_max(T v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
-}
-template <typename T> __device__ __forceinline__ T fexp(T x) {
-  if constexpr (std::is_same_v<T, float>) return expf(x); else return exp(x);
 }
 template <typename T> __device__ __forceinline__ T flog(T x) {
   if constexpr (std::is_same_v<T, float>) return logf(x); else return log(x);

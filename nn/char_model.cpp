@@ -35,7 +35,9 @@ Tensor MiniSelfAttention::forward(const Tensor& idx) const {
   const double neg_inf = -std::numeric_limits<double>::infinity();
   // Each line's label (the workshop's Python) goes with the nodes it records: traces, graphs, anomaly errors.
   CallSite line("x = tok(idx) + pos(arange(t))");
-  Tensor x = (*tok)(idx) + (*pos)(arange(t).to(idx.device()));
+  // (the two lookups one statement each: as operands of one +, their order would be the compiler's)
+  const Tensor positions = (*pos)(arange(t).to(idx.device()));
+  Tensor x = (*tok)(idx) + positions;
   if (uses_flash_attention(attention, t, D / H, x, /*weights_dropout=*/false)) return attend_flash(x);
   if (skip_masked_half && t > kSkipMaskedHalfAbove && x.device().is_cpu()) return attend_skipping_masked_half(x);
   Tensor blocked = mask.slice(0, 0, t).slice(1, 0, t) == 0.0;

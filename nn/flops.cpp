@@ -1,4 +1,4 @@
-// flops.cpp — the model FLOPs of a GPT training token (see flops.h).
+// flops.cpp — the model FLOPs of a GPT's or a Llama's training token (see flops.h).
 #include "nn/flops.h"
 
 namespace nn {
@@ -12,6 +12,18 @@ double gpt_training_flops_per_token(const GPTModel& model, int64_t T) {
   }
   const double L = double(model.cfg.n_layers), D = double(model.cfg.emb_dim);
   return flops + 12.0 * L * D * double(T);
+}
+
+double llama_training_flops_per_token(const LlamaModel& model, int64_t T) {
+  const bool tied = model.lm_head == nullptr;
+  double flops = 0;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const bool lookup = name == "model.embed_tokens.weight" && !tied;
+    if (!lookup) flops += (p.requires_grad() ? 6.0 : 4.0) * double(p.numel());
+  }
+  const LlamaConfig& c = model.cfg;
+  const double L = double(c.num_hidden_layers), width = double(c.num_attention_heads * c.head_size());
+  return flops + 12.0 * L * width * double(T);
 }
 
 }  // namespace nn

@@ -10,13 +10,20 @@
 // 12·L·D·T: attention's two products (q·kᵀ and the weights times v) over the T positions of the window,
 // 4·D·T forward and twice that backward in each of the L blocks (PaLM's 12·L·H·Q·T, as H heads of width
 // Q make D). T counts every position, as PaLM does: the causal half that is masked away counts too.
+//
+// A Llama (nn/llama.h) by the same count: N every block's projections, norms and adapters, the final norm
+// and the head's V·D (embed_tokens' matrix when tied: untied, the embedding is a lookup); its attention
+// 12·L·(heads·head_dim)·T, since every query head multiplies by the keys and values it reads, whether or
+// not it shares them with other query heads (grouped-query attention saves memory, not these FLOPs).
 #pragma once
 #include <cstdint>
 
 #include "nn/gpt.h"
+#include "nn/llama.h"
 
 namespace nn {
 
 double gpt_training_flops_per_token(const GPTModel& model, int64_t T);
+double llama_training_flops_per_token(const LlamaModel& model, int64_t T);
 
 }  // namespace nn

@@ -13,19 +13,45 @@ namespace nn {
 
 using namespace autograd;
 
-KVCache make_kv_cache(const GPTModel& model, int64_t batch, int64_t capacity) {
+void KVCache::check_step(const Tensor& ids, size_t blocks, const char* who) const {
+  if (ids.dim() != 2 || ids.size(1) < 1)
+    throw std::invalid_argument(fmt::format("{}: expected token ids [batch, tokens], got {}", who, ids.shape_str()));
+  if (keys.size() != blocks || keys.empty() || keys[0].size(0) != ids.size(0))
+    throw std::invalid_argument(fmt::format("{}: the cache was made for another model or batch (ids {})", who,
+                                            ids.shape_str()));
+  if (length + ids.size(1) > capacity())
+    throw std::invalid_argument(fmt::format("{}: {} cached positions and {} new ones exceed the context of {}", who,
+                                            length, ids.size(1), capacity()));
+}
+
+KVCache zeroed_kv_cache(size_t blocks, int64_t batch, int64_t kv_heads, int64_t capacity, int64_t head_dim,
+                        int64_t context, const Tensor& like) {
   if (batch < 1) throw std::invalid_argument(fmt::format("make_kv_cache: batch must be at least 1, got {}", batch));
-  if (capacity < 0 || capacity > model.cfg.context_length)
-    throw std::invalid_argument(fmt::format("make_kv_cache: capacity {} is outside [0, the context of {}]", capacity,
-                                            model.cfg.context_length));
+  if (capacity < 0 || capacity > context)
+    throw std::invalid_argument(
+        fmt::format("make_kv_cache: capacity {} is outside [0, the context of {}]", capacity, context));
   KVCache cache;
-  for (const auto& block : *model.trf_blocks) {
-    const MultiHeadAttention& att = *block->att;
-    const Shape shape{batch, att.num_heads, capacity > 0 ? capacity : model.cfg.context_length, att.head_dim};
-    cache.keys.push_back(zeros(shape, model.tok_emb->weight.dtype()).to(model.tok_emb->weight.device()));
-    cache.values.push_back(zeros(shape, model.tok_emb->weight.dtype()).to(model.tok_emb->weight.device()));
+  const Shape shape{batch, kv_heads, capacity > 0 ? capacity : context, head_dim};
+  for (size_t i = 0; i < blocks; ++i) {
+    cache.keys.push_back(zeros(shape, like.dtype()).to(like.device()));
+    cache.values.push_back(zeros(shape, like.dtype()).to(like.device()));
   }
   return cache;
+}
+
+KVCache make_kv_cache(const LanguageModel& model, int64_t batch, int64_t capacity) {
+  return model.make_kv_cache(batch, capacity);
+}
+
+Tensor forward_cached(const LanguageModel& model, const Tensor& ids, KVCache& cache) {
+  return model.forward_cached(ids, cache);
+}
+
+// ---- GPT's cache: every head's keys and values
+
+KVCache GPTModel::make_kv_cache(int64_t batch, int64_t capacity) const {
+  return zeroed_kv_cache(trf_blocks->size(), batch, cfg.n_heads, capacity, cfg.emb_dim / cfg.n_heads, cfg.context_length,
+                         tok_emb->weight);
 }
 
 namespace {
@@ -55,25 +81,20 @@ Tensor block_cached(const TransformerBlock& block, const Tensor& x_in, Tensor& k
 
 }  // namespace
 
-Tensor forward_cached(const GPTModel& model, const Tensor& ids, KVCache& cache) {
-  if (ids.dim() != 2 || ids.size(1) < 1)
-    throw std::invalid_argument(fmt::format("forward_cached: expected token ids [batch, tokens], got {}", ids.shape_str()));
-  if (cache.keys.size() != model.trf_blocks->size() || cache.keys[0].size(0) != ids.size(0))
-    throw std::invalid_argument(fmt::format("forward_cached: the cache was made for another model or batch (ids {})",
-                                            ids.shape_str()));
+Tensor GPTModel::forward_cached(const Tensor& ids, KVCache& cache) const {
+  cache.check_step(ids, trf_blocks->size(), "forward_cached");
   const int64_t past = cache.length, t = ids.size(1);
-  if (past + t > cache.capacity())
-    throw std::invalid_argument(fmt::format("forward_cached: {} cached positions and {} new ones exceed the context of {}",
-                                            past, t, cache.capacity()));
   NoGradGuard no_grad;
-  Tensor x = (*model.tok_emb)(ids) + (*model.pos_emb)(arange(past, past + t).to(ids.device()));
-  for (size_t i = 0; i < model.trf_blocks->size(); ++i)
-    x = block_cached((*model.trf_blocks)[i], x, cache.keys[i], cache.values[i], past);
+  Tensor x = (*tok_emb)(ids) + (*pos_emb)(arange(past, past + t).to(ids.device()));
+  for (size_t i = 0; i < trf_blocks->size(); ++i)
+    x = block_cached((*trf_blocks)[i], x, cache.keys[i], cache.values[i], past);
   cache.length = past + t;
   // Only the last position's next-token logits are needed: the head (D × vocab) runs once, not t times.
-  Tensor last = (*model.final_norm)(x.narrow(1, t - 1, 1));
-  return (*model.out_head)(last).view({ids.size(0), model.cfg.vocab_size});
+  Tensor last = (*final_norm)(x.narrow(1, t - 1, 1));
+  return (*out_head)(last).view({ids.size(0), cfg.vocab_size});
 }
+
+// ---- sampling
 
 void check_sampling_options(const SamplingOptions& o) {
   if (!std::isfinite(o.temperature) || o.temperature < 0)
@@ -132,23 +153,37 @@ namespace {
 
 // The checks both loops make: the options, the prompt's ids, and (refuse) the room in the context.
 // Producing n tokens feeds the prompt and the first n − 1 of them: that many positions must fit.
-void check_generation(const GPTModel& model, const std::vector<int64_t>& prompt, const GenerationOptions& o) {
+void check_generation(const LanguageModel& model, const std::vector<int64_t>& prompt, const GenerationOptions& o) {
   check_sampling_options(o.sampling);
   if (o.max_new_tokens < 0) throw std::invalid_argument(fmt::format("generate: negative token count {}", o.max_new_tokens));
   if (prompt.empty()) throw std::invalid_argument("generate: the prompt is empty (it needs at least one token)");
   for (size_t i = 0; i < prompt.size(); ++i)
-    if (prompt[i] < 0 || prompt[i] >= model.cfg.vocab_size)
+    if (prompt[i] < 0 || prompt[i] >= model.vocab_size())
       throw std::invalid_argument(fmt::format("generate: prompt token {} at position {} is outside the vocabulary of {}",
-                                              prompt[i], i, model.cfg.vocab_size));
-  if (o.stop_token && (*o.stop_token < 0 || *o.stop_token >= model.cfg.vocab_size))
-    throw std::invalid_argument(fmt::format("generate: stop token {} is outside the vocabulary of {}", *o.stop_token,
-                                            model.cfg.vocab_size));
+                                              prompt[i], i, model.vocab_size()));
+  std::vector<int64_t> stops = o.stop_tokens;
+  if (o.stop_token) stops.push_back(*o.stop_token);
+  for (int64_t stop : stops)
+    if (stop < 0 || stop >= model.vocab_size())
+      throw std::invalid_argument(
+          fmt::format("generate: stop token {} is outside the vocabulary of {}", stop, model.vocab_size()));
   const int64_t needed = int64_t(prompt.size()) + std::max<int64_t>(o.max_new_tokens, 1) - 1;
-  if (o.at_context_end == ContextFull::refuse && needed > model.cfg.context_length)
+  if (o.at_context_end == ContextFull::refuse && needed > model.context_length())
     throw std::invalid_argument(fmt::format(
         "generate: a prompt of {} tokens and {} new ones need {} positions, more than the context of {} "
         "(ask for fewer tokens, or slide)",
-        prompt.size(), o.max_new_tokens, needed, model.cfg.context_length));
+        prompt.size(), o.max_new_tokens, needed, model.context_length()));
+}
+
+bool is_stop_token(const GenerationOptions& o, int64_t token) {
+  return (o.stop_token && token == *o.stop_token) ||
+         std::find(o.stop_tokens.begin(), o.stop_tokens.end(), token) != o.stop_tokens.end();
+}
+
+// The device the model's weights are on (the ids go there).
+Device device_of(const LanguageModel& model) {
+  const std::vector<Tensor> weights = model.parameters();
+  return weights.empty() ? Device::cpu() : weights.front().device();
 }
 
 Tensor row_of(const std::vector<int64_t>& ids, size_t from) {
@@ -157,25 +192,25 @@ Tensor row_of(const std::vector<int64_t>& ids, size_t from) {
 
 }  // namespace
 
-std::vector<int64_t> generate(const GPTModel& model, const std::vector<int64_t>& prompt, const GenerationOptions& o,
-                              Generator& gen, const OnToken& on_token) {
+std::vector<int64_t> generate(const LanguageModel& model, const std::vector<int64_t>& prompt,
+                              const GenerationOptions& o, Generator& gen, const OnToken& on_token) {
   check_generation(model, prompt, o);
-  const int64_t context = model.cfg.context_length;
-  const Device device = model.tok_emb->weight.device();
+  const int64_t context = model.context_length();
+  const Device device = device_of(model);
   std::vector<int64_t> ids = prompt, produced;
   // Under refuse the positions fed are known (check_generation counted them): the cache holds those, not the
   // whole context (at GPT-2's 1024 that is 75 MB for a short answer). Sliding needs the whole context.
   const int64_t positions = int64_t(prompt.size()) + std::max<int64_t>(o.max_new_tokens, 1) - 1;
-  KVCache cache = make_kv_cache(model, 1, o.at_context_end == ContextFull::refuse ? positions : context);
+  KVCache cache = model.make_kv_cache(1, o.at_context_end == ContextFull::refuse ? positions : context);
   // the tokens to run next: the prompt (its last `context` under slide), then one new token per step
   Tensor pending = row_of(ids, ids.size() - size_t(std::min<int64_t>(int64_t(ids.size()), context)));
   while (int64_t(produced.size()) < o.max_new_tokens) {
-    const Tensor logits = forward_cached(model, pending.to(device), cache)[0].cpu();
+    const Tensor logits = model.forward_cached(pending.to(device), cache)[0].cpu();
     const int64_t token = sample_token(logits, o.sampling, gen);
     ids.push_back(token);
     produced.push_back(token);
     if (on_token) on_token(token, logits);
-    if (o.stop_token && token == *o.stop_token) break;
+    if (is_stop_token(o, token)) break;
     if (cache.length < context) {
       pending = row_of(ids, ids.size() - 1);
     } else {  // slide: keep the last half of the context, recomputed at their new positions
@@ -186,20 +221,20 @@ std::vector<int64_t> generate(const GPTModel& model, const std::vector<int64_t>&
   return produced;
 }
 
-std::vector<int64_t> generate_uncached(const GPTModel& model, const std::vector<int64_t>& prompt,
+std::vector<int64_t> generate_uncached(const LanguageModel& model, const std::vector<int64_t>& prompt,
                                        const GenerationOptions& o, Generator& gen, const OnToken& on_token) {
   check_generation(model, prompt, o);
   NoGradGuard no_grad;
-  const Device device = model.tok_emb->weight.device();
+  const Device device = device_of(model);
   std::vector<int64_t> ids = prompt, produced;
   while (int64_t(produced.size()) < o.max_new_tokens) {
-    const size_t start = ids.size() - size_t(std::min<int64_t>(int64_t(ids.size()), model.cfg.context_length));
+    const size_t start = ids.size() - size_t(std::min<int64_t>(int64_t(ids.size()), model.context_length()));
     const Tensor logits = model(row_of(ids, start).to(device)).select(1, -1)[0].cpu();
     const int64_t token = sample_token(logits, o.sampling, gen);
     ids.push_back(token);
     produced.push_back(token);
     if (on_token) on_token(token, logits);
-    if (o.stop_token && token == *o.stop_token) break;
+    if (is_stop_token(o, token)) break;
   }
   return produced;
 }

@@ -1,4 +1,4 @@
-// generation.h — sampling from a GPTModel with a key/value cache.
+// generation.h — sampling from a language model (GPT, Llama: nn/language_model.h) with a key/value cache.
 //
 // Without a cache, every new token runs the whole window through the model again: at position t that is
 // t positions' worth of projections and feed-forwards, of which only the last is new. The keys and values
@@ -14,23 +14,19 @@
 
 #include "autograd/random/generator.h"
 #include "nn/gpt.h"
+#include "nn/language_model.h"
 
 namespace nn {
 
-// Each block's keys and values, [batch, heads, capacity, head_dim], filled for positions [0, length).
-struct KVCache {
-  std::vector<Tensor> keys, values;
-  int64_t length = 0;
-  int64_t capacity() const { return keys.empty() ? 0 : keys[0].size(2); }
-};
+// model.make_kv_cache and model.forward_cached (nn/language_model.h), as functions.
+KVCache make_kv_cache(const LanguageModel& model, int64_t batch = 1, int64_t capacity = 0);
+Tensor forward_cached(const LanguageModel& model, const Tensor& ids, KVCache& cache);
 
-// Room for `capacity` positions (0: the model's whole context; at most the context).
-KVCache make_kv_cache(const GPTModel& model, int64_t batch = 1, int64_t capacity = 0);
-
-// Runs `ids` [batch, t] at positions cache.length .. cache.length + t − 1, appends their keys and values
-// to the cache, and returns the logits of the last of them, [batch, vocab]. No graph is recorded.
-// Throws std::invalid_argument when the cache cannot hold t more positions.
-Tensor forward_cached(const GPTModel& model, const Tensor& ids, KVCache& cache);
+// The cache a model's make_kv_cache returns: for each of `blocks` blocks, zeroed keys and values
+// [batch, kv_heads, capacity, head_dim] of `like`'s dtype and device (capacity 0: the whole `context`).
+// Throws std::invalid_argument for a batch below 1 or a capacity outside [0, context].
+KVCache zeroed_kv_cache(size_t blocks, int64_t batch, int64_t kv_heads, int64_t capacity, int64_t head_dim,
+                        int64_t context, const Tensor& like);
 
 struct SamplingOptions {
   double temperature = 1.0;  // 0: greedy (the likeliest token)
@@ -56,6 +52,7 @@ struct GenerationOptions {
   int64_t max_new_tokens = 100;
   SamplingOptions sampling;
   std::optional<int64_t> stop_token;  // stop after generating this token (e.g. GPT-2's <|endoftext|>, 50256)
+  std::vector<int64_t> stop_tokens;   // and after any of these (a model's end-of-sequence ids, one or several)
   ContextFull at_context_end = ContextFull::refuse;
 };
 
@@ -64,12 +61,12 @@ using OnToken = std::function<void(int64_t token, const Tensor& logits)>;
 
 // Continues `prompt` (at least one id, each below the vocabulary) with a prefill and one cached step per
 // token; returns the new tokens (the stop token included, when reached).
-std::vector<int64_t> generate(const GPTModel& model, const std::vector<int64_t>& prompt, const GenerationOptions& options,
+std::vector<int64_t> generate(const LanguageModel& model, const std::vector<int64_t>& prompt, const GenerationOptions& options,
                               autograd::Generator& gen, const OnToken& on_token = {});
 
 // The same without a cache: every step runs the whole window (the last `context` tokens) through
 // model.forward. The reference the cache is tested against.
-std::vector<int64_t> generate_uncached(const GPTModel& model, const std::vector<int64_t>& prompt,
+std::vector<int64_t> generate_uncached(const LanguageModel& model, const std::vector<int64_t>& prompt,
                                        const GenerationOptions& options, autograd::Generator& gen,
                                        const OnToken& on_token = {});
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "nn/attention.h"
+#include "nn/language_model.h"
 #include "nn/layers.h"
 
 namespace nn {
@@ -66,12 +67,17 @@ class TransformerBlock : public Module {
   std::string attention_line, attention_residual, ff_line, ff_residual;  // "trf_blocks.0: x = att(norm1(x))", ...
 };
 
-class GPTModel : public Module {
+class GPTModel : public LanguageModel {
  public:
   explicit GPTModel(const GPTConfig& cfg);
   // in_idx: int64 [B, T], T <= context_length → logits [B, T, vocab_size]
-  Tensor forward(const Tensor& in_idx) const;
+  Tensor forward(const Tensor& in_idx) const override;
   Tensor operator()(const Tensor& in_idx) const { return forward(in_idx); }
+  // The cache holds every head (GPT's keys and values are not shared); both in nn/generation.cpp.
+  KVCache make_kv_cache(int64_t batch = 1, int64_t capacity = 0) const override;
+  Tensor forward_cached(const Tensor& ids, KVCache& cache) const override;
+  int64_t context_length() const override { return cfg.context_length; }
+  int64_t vocab_size() const override { return cfg.vocab_size; }
   // tok_emb + pos_emb, after drop_emb: what the blocks receive
   Tensor embed(const Tensor& in_idx) const;
   // out_head.weight = tok_emb.weight (one matrix, listed once, as tok_emb.weight); out_head's own

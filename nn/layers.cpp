@@ -1,4 +1,4 @@
-// layers.cpp — Linear, Embedding, Dropout, and the initialisers they use.
+// layers.cpp — Linear, Embedding, RMSNorm, Dropout, and the initialisers they use.
 #include "nn/layers.h"
 
 #include <cmath>
@@ -72,6 +72,16 @@ void Linear::merge_lora() {
   unregister_module("lora");
   lora.reset();
 }
+
+RMSNorm::RMSNorm(int64_t dim, double eps_) : eps(eps_) {
+  if (dim < 0) throw std::invalid_argument(fmt::format("RMSNorm: negative size {}", dim));
+  if (!(eps_ >= 0) || !std::isfinite(eps_))
+    throw std::invalid_argument(fmt::format("RMSNorm: eps must be a finite number >= 0, got {}", eps_));
+  weight = ones({dim});
+  register_parameter("weight", weight);
+}
+
+Tensor RMSNorm::forward(const Tensor& x) const { return rms_norm(x, weight, eps); }
 
 LoRA::LoRA(int64_t in, int64_t out, int64_t r, double alpha_) : rank(r), alpha(alpha_) {
   if (r < 1 || in < 1 || out < 1)

@@ -1,4 +1,4 @@
-// layers.h — the building blocks: Linear, Embedding, Dropout, ModuleList, and functional forms.
+// layers.h — the building blocks: Linear, Embedding, RMSNorm, Dropout, ModuleList, and functional forms.
 // Each layer draws its initial values exactly as torch.nn does, so after manual_seed(s) a layer built
 // here holds the same numbers as the same layer built in Python.
 #pragma once
@@ -47,6 +47,17 @@ class Embedding : public Module {
   Tensor forward(const Tensor& indices) const;
   Tensor operator()(const Tensor& indices) const { return forward(indices); }
   Tensor weight;
+};
+
+// y = x · rsqrt(mean(x²) + eps) · weight over the last dim (autograd::rms_norm), as Hugging Face's
+// LlamaRMSNorm: weight [dim], registered as "weight", ones at first.
+class RMSNorm : public Module {
+ public:
+  RMSNorm(int64_t dim, double eps = 1e-6);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  Tensor weight;
+  double eps;
 };
 
 // Zeroes elements with probability p while training (scaling the rest by 1/(1−p)); identity in eval().

@@ -23,18 +23,51 @@ using namespace autograd;
 
 namespace {
 
-// The Linear layers that `targets` name, in block order.
-std::vector<Linear*> targeted_layers(const GPTModel& model, const std::vector<std::string>& targets) {
-  std::vector<Linear*> out;
-  for (const auto& block : *model.trf_blocks)
-    for (const std::string& target : targets) {
-      if (target == "attn")
-        for (Linear* l : {block->att->W_query.get(), block->att->W_key.get(), block->att->W_value.get(),
-                          block->att->out_proj.get()})
-          out.push_back(l);
-      else if (target == "mlp")
-        for (Linear* l : {block->ff->expand.get(), block->ff->contract.get()}) out.push_back(l);
-    }
+// The role of a Linear layer by the end of its path: GPT's names and Hugging Face's Llama names alike.
+// "" for a layer LoRA does not adapt (the output head).
+struct Role {
+  const char* suffix;
+  const char* role;
+};
+constexpr Role kRoles[] = {
+    {".att.W_query", "q"},       {".att.W_key", "k"},         {".att.W_value", "v"},    {".att.out_proj", "o"},
+    {".ff.layers.0", "up"},      {".ff.layers.2", "down"},  // GPT's expand and contract
+    {".self_attn.q_proj", "q"},  {".self_attn.k_proj", "k"},  {".self_attn.v_proj", "v"}, {".self_attn.o_proj", "o"},
+    {".mlp.gate_proj", "gate"},  {".mlp.up_proj", "up"},      {".mlp.down_proj", "down"},
+};
+const std::vector<std::string> kAttn = {"q", "k", "v", "o"}, kMlp = {"gate", "up", "down"};
+
+std::string role_of(const std::string& path) {
+  for (const Role& r : kRoles)
+    if (path.ends_with(r.suffix)) return r.role;
+  return "";
+}
+
+// Every Linear layer under `module` with its path ("model.layers.0.self_attn.q_proj"), in registration order.
+void collect_linears(const Module& module, const std::string& path, std::vector<std::pair<std::string, Linear*>>& out) {
+  for (const auto& [name, child] : module.named_children()) {
+    const std::string at = path.empty() ? name : path + "." + name;
+    if (auto* linear = dynamic_cast<Linear*>(child.get())) out.emplace_back(at, linear);
+    else collect_linears(*child, at, out);
+  }
+}
+
+// Whether `targets` (attn, mlp, or single roles) name the role.
+bool targeted(const std::string& role, const std::vector<std::string>& targets) {
+  for (const std::string& t : targets) {
+    const bool group = (t == "attn" && std::count(kAttn.begin(), kAttn.end(), role)) ||
+                       (t == "mlp" && std::count(kMlp.begin(), kMlp.end(), role));
+    if (group || t == role) return true;
+  }
+  return false;
+}
+
+// The Linear layers that `targets` name, with their paths, in the model's order.
+std::vector<std::pair<std::string, Linear*>> targeted_layers(const Module& model, const std::vector<std::string>& targets) {
+  std::vector<std::pair<std::string, Linear*>> all, out;
+  collect_linears(model, "", all);
+  for (const auto& entry : all)
+    if (const std::string role = role_of(entry.first); !role.empty() && targeted(role, targets)) out.push_back(entry);
   return out;
 }
 
@@ -47,19 +80,35 @@ std::vector<std::string> parse_lora_targets(const std::string& text) {
   std::vector<std::string> targets;
   std::istringstream words(text);
   for (std::string word; std::getline(words, word, ',');) {
-    if (word != "attn" && word != "mlp")
-      throw std::invalid_argument(fmt::format("lora targets: '{}' is not a target (attn, mlp, or attn,mlp)", word));
+    const bool known = word == "attn" || word == "mlp" || std::count(kAttn.begin(), kAttn.end(), word) ||
+                       std::count(kMlp.begin(), kMlp.end(), word);
+    if (!known)
+      throw std::invalid_argument(fmt::format("lora targets: '{}' is not a target (attn, mlp, or attn,mlp; or any of "
+                                              "q,k,v,o,gate,up,down)",
+                                              word));
     if (std::find(targets.begin(), targets.end(), word) == targets.end()) targets.push_back(word);
   }
   if (targets.empty()) throw std::invalid_argument("lora targets: none given (attn, mlp, or attn,mlp)");
   return targets;
 }
 
-NamedTensors add_lora(GPTModel& model, const LoraConfig& config) {
+NamedTensors add_lora(Module& model, const LoraConfig& config) {
   for (const std::string& target : config.targets) parse_lora_targets(target);  // each a known name
+  const auto layers = targeted_layers(model, config.targets);
+  if (layers.empty())
+    throw std::invalid_argument(fmt::format("lora targets: the model has no {} layers", fmt::join(config.targets, ",")));
   for (Tensor& p : model.parameters()) p.requires_grad_(false);
-  for (Linear* layer : targeted_layers(model, config.targets)) layer->add_lora(config.rank, config.alpha);
+  for (const auto& [path, layer] : layers) layer->add_lora(config.rank, config.alpha);
   return lora_parameters(model);
+}
+
+int64_t lora_rank_limit(const Module& model, const std::vector<std::string>& targets) {
+  int64_t limit = 0;
+  for (const auto& [path, layer] : targeted_layers(model, targets)) {
+    const int64_t side = std::min(layer->weight.size(0), layer->weight.size(1));
+    limit = limit == 0 ? side : std::min(limit, side);
+  }
+  return limit;
 }
 
 NamedTensors lora_parameters(const Module& model) {
@@ -69,19 +118,11 @@ NamedTensors lora_parameters(const Module& model) {
   return out;
 }
 
-LoraAdapters::LoraAdapters(const GPTModel& model) {
-  const char* attn[] = {"W_query", "W_key", "W_value", "out_proj"};
-  for (size_t i = 0; i < model.trf_blocks->size(); ++i) {
-    const TransformerBlock& block = (*model.trf_blocks)[i];
-    const Linear* layers[] = {block.att->W_query.get(), block.att->W_key.get(), block.att->W_value.get(),
-                              block.att->out_proj.get(), block.ff->expand.get(), block.ff->contract.get()};
-    for (size_t k = 0; k < 6; ++k) {
-      if (!layers[k]->lora) continue;
-      const std::string path = k < 4 ? fmt::format("trf_blocks.{}.att.{}", i, attn[k])
-                                     : fmt::format("trf_blocks.{}.ff.layers.{}", i, k == 4 ? 0 : 2);
-      register_module(path + ".lora", layers[k]->lora);
-    }
-  }
+LoraAdapters::LoraAdapters(const Module& model) {
+  std::vector<std::pair<std::string, Linear*>> layers;
+  collect_linears(model, "", layers);
+  for (const auto& [path, layer] : layers)
+    if (layer->lora) register_module(path + ".lora", layer->lora);
 }
 
 // ---- the base's fingerprint
@@ -89,6 +130,9 @@ LoraAdapters::LoraAdapters(const GPTModel& model) {
 FileFingerprint fingerprint_file(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw CheckpointError(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
+  if (S_ISDIR(st.st_mode))  // a Hugging Face folder: its weights (one file, or the index that lists the shards)
+    for (const char* weights : {"/model.safetensors", "/model.safetensors.index.json"})
+      if (struct stat file {}; ::stat((path + weights).c_str(), &file) == 0) return fingerprint_file(path + weights);
   if (!S_ISREG(st.st_mode)) throw CheckpointError(fmt::format("{}: is not a regular file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CheckpointError(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
@@ -115,7 +159,7 @@ LoraBase lora_base(const std::string& path) { return {path, fingerprint_file(pat
 
 // ---- the adapters' checkpoint
 
-void save_lora(const std::string& path, const GPTModel& model, const LoraConfig& config, const LoraBase& base,
+void save_lora(const std::string& path, const Module& model, const LoraConfig& config, const LoraBase& base,
                const std::map<std::string, std::string>& run_metadata, const NamedTensors& run_tensors) {
   NamedTensors tensors = lora_parameters(model);
   if (tensors.empty()) throw std::invalid_argument("save_lora: the model has no adapters");
@@ -219,12 +263,13 @@ LoraCheckpoint load_lora(const std::string& path, const std::string& base) {
   return load_lora(load_safetensors(path), path, base);
 }
 
-void apply_lora(GPTModel& model, const LoraCheckpoint& adapters, const std::string& path) {
-  // every adapted layer is D → D, D → 4D or 4D → D: a rank above D is no adapter of this model (and a
-  // crafted rank would otherwise size the adapters add_lora allocates below)
-  if (adapters.config.rank > model.cfg.emb_dim)
+void apply_lora(Module& model, const LoraCheckpoint& adapters, const std::string& path) {
+  // a rank above the smaller side of an adapted layer (GPT's: its width D) is no adapter of this model (and
+  // a crafted rank would otherwise size the adapters add_lora allocates below)
+  const int64_t limit = lora_rank_limit(model, adapters.config.targets);
+  if (adapters.config.rank > limit)
     throw CheckpointError(fmt::format("{}: LoRA rank {} is larger than the adapted layers of its base (width {})", path,
-                                      adapters.config.rank, model.cfg.emb_dim));
+                                      adapters.config.rank, limit));
   try {
     add_lora(model, adapters.config);
   } catch (const std::invalid_argument& e) {
@@ -247,8 +292,8 @@ void apply_lora(GPTModel& model, const LoraCheckpoint& adapters, const std::stri
     throw CheckpointError(fmt::format("{}: unexpected tensor '{}' (not an adapter of this model)", path, given.begin()->first));
 }
 
-void merge_lora(GPTModel& model) {
-  for (Linear* layer : targeted_layers(model, {"attn", "mlp"}))
+void merge_lora(Module& model) {
+  for (const auto& [path, layer] : targeted_layers(model, {"attn", "mlp"}))
     if (layer->lora) layer->merge_lora();
 }
 

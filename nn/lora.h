@@ -1,9 +1,12 @@
-// lora.h — LoRA fine-tuning of a GPTModel: adapters on chosen Linear layers, the rest frozen; a checkpoint
-// of the adapters alone that names its base file; and merging the adapters into the weights.
+// lora.h — LoRA fine-tuning of a GPT or a Llama (any model whose Linear layers are named as theirs):
+// adapters on chosen Linear layers, the rest frozen; a checkpoint of the adapters alone that names its base
+// file; and merging the adapters into the weights.
 //
-// Targets: "attn" = each block's W_query, W_key, W_value and out_proj (GPT-2's c_attn and c_proj);
-// "mlp" = each block's feed-forward expand and contract (c_fc and mlp.c_proj). The embeddings, the
-// LayerNorms and the tied head are never adapted.
+// Each adaptable layer has a role, found from the end of its path: q, k, v, o (GPT's att.W_query, W_key,
+// W_value, out_proj — GPT-2's c_attn and c_proj; a Llama's self_attn.q_proj, k_proj, v_proj, o_proj),
+// gate, up, down (a Llama's mlp.gate_proj, up_proj, down_proj; GPT's feed-forward expand is its up, its
+// contract its down — GPT-2's c_fc and mlp.c_proj). Targets: "attn" = q,k,v,o; "mlp" = gate,up,down; or
+// single roles ("q,v"). The embeddings, the norms and the output head are never adapted.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -28,7 +31,11 @@ std::vector<std::string> parse_lora_targets(const std::string& text);
 // Freezes every parameter of `model` and adds a fresh adapter to each targeted Linear. Returns the adapters'
 // parameters (the only ones that now require grad), named as in model.named_parameters():
 // "trf_blocks.0.att.W_query.lora.A", ... — what the optimizer gets.
-NamedTensors add_lora(GPTModel& model, const LoraConfig& config);
+// Throws std::invalid_argument when the model has no layer of the targets (a GPT's "gate").
+NamedTensors add_lora(Module& model, const LoraConfig& config);
+
+// The largest rank the targeted layers can take: the smallest of their sides (GPT's: its width D).
+int64_t lora_rank_limit(const Module& model, const std::vector<std::string>& targets);
 
 // The adapters' parameters of a model that has them (empty if none).
 NamedTensors lora_parameters(const Module& model);
@@ -38,7 +45,7 @@ NamedTensors lora_parameters(const Module& model);
 // when only the adapters train. It shares the model's tensors, and lives no longer than the model.
 class LoraAdapters : public Module {
  public:
-  explicit LoraAdapters(const GPTModel& model);
+  explicit LoraAdapters(const Module& model);
 };
 
 // What identifies a file: its size and a hash of its bytes (16 hex digits). The hash is FNV-1a's step,
@@ -50,7 +57,8 @@ struct FileFingerprint {
   std::string hash;
   bool operator==(const FileFingerprint&) const = default;
 };
-// The fingerprint of the regular file at `path` (read whole); CheckpointError naming it if it cannot be read.
+// The fingerprint of the regular file at `path` (read whole); of a Hugging Face folder, its model.safetensors
+// (or model.safetensors.index.json). CheckpointError naming it if it cannot be read.
 FileFingerprint fingerprint_file(const std::string& path);
 
 // The file a LoRA run's frozen weights came from: its path, and its fingerprint when they were read.
@@ -64,7 +72,7 @@ LoraBase lora_base(const std::string& path);  // `path` fingerprinted now
 // frozen weights came from), "base_bytes" and "base_hash" (its fingerprint), rank, alpha and targets. A
 // training run adds its own metadata and tensors (its optimizer's state, under names that start with
 // "optimizer."), which apply_lora leaves alone.
-void save_lora(const std::string& path, const GPTModel& model, const LoraConfig& config, const LoraBase& base,
+void save_lora(const std::string& path, const Module& model, const LoraConfig& config, const LoraBase& base,
                const std::map<std::string, std::string>& run_metadata = {}, const NamedTensors& run_tensors = {});
 
 struct LoraCheckpoint {
@@ -93,9 +101,9 @@ LoraCheckpoint load_lora(Checkpoint&& checkpoint, const std::string& path, const
 // most the model's width (the adapted layers' smaller side), every adapter of the configuration in the
 // file with its shape, and nothing else but a training run's "optimizer." tensors (CheckpointError
 // naming it).
-void apply_lora(GPTModel& model, const LoraCheckpoint& adapters, const std::string& path);
+void apply_lora(Module& model, const LoraCheckpoint& adapters, const std::string& path);
 
-// Merges every adapter into its weight (W += (α/r)·B·A) and removes it: a plain GPTModel again.
-void merge_lora(GPTModel& model);
+// Merges every adapter into its weight (W += (α/r)·B·A) and removes it: a plain model again.
+void merge_lora(Module& model);
 
 }  // namespace nn

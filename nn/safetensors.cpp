@@ -8,9 +8,11 @@
 #include <cerrno>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <string_view>
 #include <utility>
@@ -50,6 +52,36 @@ std::optional<DType> dtype_from_code(const std::string& code) {
   if (code == "BOOL") return DType::Bool;
   if (code == "BF16") return DType::BFloat16;  // kept as bfloat16: read and written as is
   return std::nullopt;
+}
+
+// ---- half-precision floats, widened to float32 as they are read
+
+// The two 16-bit formats Hugging Face stores models in. bfloat16 is the top half of a float32 (8 exponent
+// bits, 7 mantissa bits); IEEE half has 5 exponent bits and 10 mantissa bits. Both widen exactly.
+enum class HalfFloat { none, bf16, f16 };
+
+HalfFloat half_float_from_code(const std::string& code) {
+  if (code == "BF16") return HalfFloat::bf16;
+  if (code == "F16") return HalfFloat::f16;
+  return HalfFloat::none;
+}
+
+float bf16_to_float(uint16_t h) { return autograd::widen(autograd::bfloat16{h}); }  // exact: the top half
+
+float f16_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000) << 16, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  uint32_t bits;
+  if (exponent == 0x1f) {  // infinity or NaN: all exponent bits set in float32 too
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else if (exponent == 0) {  // zero or subnormal: mantissa · 2^-24, exact in float32
+    const float magnitude = std::ldexp(float(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  } else {  // normal: rebias the exponent (15 → 127) and widen the mantissa
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 [[noreturn]] void fail(const std::string& path, const std::string& problem) {
@@ -184,18 +216,25 @@ struct FileDescriptor {
 // One tensor as the header declares it, checked against the file's size before any data is read.
 struct TensorEntry {
   std::string name;
-  DType dtype;
+  DType dtype;  // in memory
   Shape shape;
   size_t begin, end;
+  std::string file_dtype;
+  HalfFloat half;  // stored as 16-bit floats, widened to float32 (dtype) as read
 };
 
-TensorEntry checked_entry(const std::string& path, const std::string& name, const json& entry, size_t data_size) {
+TensorEntry checked_entry(const std::string& path, const std::string& name, const json& entry, size_t data_size,
+                          bool widen_half_floats) {
   if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
     fail(path, fmt::format("tensor {} lacks dtype, shape or data_offsets", quoted_name(name)));
-  auto dtype = entry["dtype"].is_string() ? dtype_from_code(entry["dtype"].get<std::string>()) : std::nullopt;
+  const std::string code = entry["dtype"].is_string() ? entry["dtype"].get<std::string>() : "";
+  const HalfFloat half = widen_half_floats ? half_float_from_code(code) : HalfFloat::none;
+  auto dtype = half != HalfFloat::none ? std::optional(DType::Float32) : dtype_from_code(code);
   if (!dtype)
-    fail(path, fmt::format("tensor {} has unsupported dtype {} (the dtypes read are F32, F64, I64, BOOL and BF16)", quoted_name(name),
-                           shortened_json(entry["dtype"])));
+    fail(path, fmt::format("tensor {} has unsupported dtype {} (the dtypes read are {})", quoted_name(name),
+                           shortened_json(entry["dtype"]),
+                           widen_half_floats ? "F32, F64, I64 and BOOL, and BF16 and F16 widened to F32"
+                                             : "F32, F64, I64, BOOL and BF16"));
   Shape shape;
   if (!entry["shape"].is_array()) fail(path, fmt::format("tensor {} has a malformed shape", quoted_name(name)));
   for (const json& s : entry["shape"]) {
@@ -209,17 +248,36 @@ TensorEntry checked_entry(const std::string& path, const std::string& name, cons
   size_t begin = off[0].get<size_t>(), end = off[1].get<size_t>();
   size_t expected = 0;
   try {
-    expected = checked_nbytes(shape, *dtype, "load_safetensors");
+    expected = checked_nbytes(shape, *dtype, "load_safetensors");  // (the float32 size: the memory it will take)
   } catch (const std::invalid_argument& e) {
     fail(path, fmt::format("tensor {}: {}", quoted_name(name), e.what()));
   }
+  if (half != HalfFloat::none) expected /= 2;  // two bytes a value in the file
   if (end < begin || end - begin != expected)
     fail(path, fmt::format("tensor {} has data_offsets [{}, {}] but shape {} of {} needs {} bytes", quoted_name(name), begin, end,
-                           shape_to_string(shape), dtype_name(*dtype), expected));
+                           shape_to_string(shape), half != HalfFloat::none ? code : dtype_name(*dtype), expected));
   if (end > data_size)
     fail(path, fmt::format("tensor {} ends at byte {} but the data has only {} bytes (truncated file)", quoted_name(name), end,
                            data_size));
-  return {name, *dtype, std::move(shape), begin, end};
+  return {name, *dtype, std::move(shape), begin, end, code, half};
+}
+
+// Reads a half-float tensor's n bytes from the file into `into` (float32), a slice at a time: a buffer of
+// the slice's 16-bit values is all that is held beside the destination. Each slice's bytes go to the
+// checksum (when there is one) as they are in the file.
+void read_widened(int fd, float* into, size_t n, HalfFloat half, const std::string& path, const std::string& name,
+                  Fnv1a64* checksum) {
+  constexpr size_t kSliceValues = size_t(1) << 16;
+  std::vector<uint16_t> slice(std::min(n / 2, kSliceValues));
+  for (size_t done = 0; done < n / 2;) {
+    const size_t count = std::min(n / 2 - done, kSliceValues);
+    read_exactly(fd, reinterpret_cast<char*>(slice.data()), 2 * count, path,
+                 fmt::format("data of tensor {}", quoted_name(name)).c_str());
+    if (checksum) checksum->add(slice.data(), 2 * count);
+    for (size_t i = 0; i < count; ++i)
+      into[done + i] = half == HalfFloat::bf16 ? bf16_to_float(slice[i]) : f16_to_float(slice[i]);
+    done += count;
+  }
 }
 
 }  // namespace
@@ -271,7 +329,7 @@ void read_safetensors(const std::string& path, const TensorSink& sink) {
       }
       continue;
     }
-    entries.push_back(checked_entry(path, name, entry, data_size));
+    entries.push_back(checked_entry(path, name, entry, data_size, sink.widen_half_floats));
   }
   // in file order (json iterates keys alphabetically; the writer lays tensors out one after another)
   std::stable_sort(entries.begin(), entries.end(), [](const TensorEntry& a, const TensorEntry& b) {
@@ -288,7 +346,7 @@ void read_safetensors(const std::string& path, const TensorSink& sink) {
 
   if (sink.on_header) {
     std::vector<TensorHeader> headers;
-    for (const TensorEntry& e : entries) headers.push_back({e.name, e.dtype, e.shape});
+    for (const TensorEntry& e : entries) headers.push_back({e.name, e.dtype, e.shape, e.file_dtype});
     sink.on_header(headers, metadata);
   }
 
@@ -309,7 +367,7 @@ void read_safetensors(const std::string& path, const TensorSink& sink) {
       read_exactly(file.fd, between.data(), between.size(), path, "data between tensors");
       if (checksummed) checksum.add(between.data(), between.size());
     }
-    const TensorHeader header{e.name, e.dtype, e.shape};
+    const TensorHeader header{e.name, e.dtype, e.shape, e.file_dtype};
     Tensor t = sink.destination ? sink.destination(header) : Tensor();
     if (!t.defined()) {
       t = empty(e.shape, e.dtype);
@@ -319,8 +377,12 @@ void read_safetensors(const std::string& path, const TensorSink& sink) {
     }
     char* bytes = static_cast<char*>(t.raw_data());
     const size_t n = e.end - e.begin;
-    if (n > 0) read_exactly(file.fd, bytes, n, path, fmt::format("data of tensor {}", quoted_name(e.name)).c_str());
-    if (checksummed) checksum.add(bytes, n);
+    if (e.half != HalfFloat::none) {
+      read_widened(file.fd, reinterpret_cast<float*>(bytes), n, e.half, path, e.name, checksummed ? &checksum : nullptr);
+    } else {
+      if (n > 0) read_exactly(file.fd, bytes, n, path, fmt::format("data of tensor {}", quoted_name(e.name)).c_str());
+      if (checksummed) checksum.add(bytes, n);
+    }
     if (e.dtype == DType::Bool)  // a C++ bool holds 0 or 1; any other byte would be read as neither
       for (size_t i = 0; i < n; ++i)
         if (static_cast<unsigned char>(bytes[i]) > 1)
@@ -332,12 +394,13 @@ void read_safetensors(const std::string& path, const TensorSink& sink) {
   verify_checksum(path, header, checksummed ? &checksum : nullptr);
 }
 
-Checkpoint load_safetensors(const std::string& path) {
+Checkpoint load_safetensors(const std::string& path, bool widen_half_floats) {
   Checkpoint ck;
   read_safetensors(path, {.on_header = [&](const std::vector<TensorHeader>&,
                                            const std::map<std::string, std::string>& metadata) { ck.metadata = metadata; },
                           .destination = {},
-                          .on_tensor = [&](const TensorHeader& h, const Tensor& t) { ck.tensors.emplace_back(h.name, t); }});
+                          .on_tensor = [&](const TensorHeader& h, const Tensor& t) { ck.tensors.emplace_back(h.name, t); },
+                          .widen_half_floats = widen_half_floats});
   return ck;
 }
 

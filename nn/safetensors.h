@@ -44,7 +44,8 @@ inline constexpr size_t kMaxHeaderDepth = 64;
 // dtypes, shapes, offsets inside the file's real size, overlaps, bytes no tensor covers, truncation, and
 // the checksum when the file has one (files from other tools have none and load as they are); only then
 // the data is read. The checksum is not returned in `metadata`. Throws CheckpointError.
-Checkpoint load_safetensors(const std::string& path);
+// widen_half_floats: BF16 and F16 tensors are read as float32 (see TensorSink below) instead of refused.
+Checkpoint load_safetensors(const std::string& path, bool widen_half_floats = false);
 
 // load_safetensors in steps, for a caller that puts each tensor's data where it belongs as it is read
 // (nn/gpt2.cpp reads GPT-2's 500 MB straight into a model's parameters, never holding a second copy). The
@@ -54,15 +55,23 @@ Checkpoint load_safetensors(const std::string& path);
 //                place, or an undefined Tensor for a new one;
 //   on_tensor    the tensor once its data is read (the destination, or the new one).
 // The checksum covers every byte, so it is checked after the last on_tensor: a corrupt file throws then.
+//
+// Half-precision files (Hugging Face's BF16 and F16 models) are read only by a sink that sets
+// widen_half_floats: each value is widened to float32 as it is read (exactly: every BF16 and F16 value is a
+// float32 value), straight into the destination, so a BF16 model never exists in memory as 16-bit numbers
+// and no float32 copy of the whole file is made either. Such a tensor's header says dtype Float32 and
+// file_dtype "BF16" or "F16". Without the flag they are refused as before, naming the tensor and its dtype.
 struct TensorHeader {
   std::string name;
-  autograd::DType dtype;
+  autograd::DType dtype;  // the tensor's dtype once read
   autograd::Shape shape;
+  std::string file_dtype = {};  // the file's code for it: "F32", "F64", "I64", "BOOL", "BF16", "F16"
 };
 struct TensorSink {
   std::function<void(const std::vector<TensorHeader>&, const std::map<std::string, std::string>& metadata)> on_header;
   std::function<Tensor(const TensorHeader&)> destination;
   std::function<void(const TensorHeader&, const Tensor&)> on_tensor;
+  bool widen_half_floats = false;  // read BF16 and F16 tensors as float32 instead of refusing them
 };
 void read_safetensors(const std::string& path, const TensorSink& sink);
 

@@ -1,5 +1,6 @@
-# Runs PROGRAM and compares its stdout byte for byte with the file EXPECTED.
-execute_process(COMMAND ${PROGRAM} OUTPUT_VARIABLE actual RESULT_VARIABLE status)
+# Runs PROGRAM and compares its stdout byte for byte with the file EXPECTED. (In a cross build the test's
+# environment names the emulator to run it under: SCRATCHGRAD_EMULATOR, cmake/Emulated.cmake.)
+execute_process(COMMAND $ENV{SCRATCHGRAD_EMULATOR} ${PROGRAM} OUTPUT_VARIABLE actual RESULT_VARIABLE status)
 if(NOT status EQUAL 0)
   message(FATAL_ERROR "${PROGRAM} exited with status ${status}")
 endif()

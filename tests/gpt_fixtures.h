@@ -63,9 +63,10 @@ struct Section {
   }
 };
 
-inline std::vector<Section> read_sections(const std::string& file) {
-  std::ifstream in(kDir + file);
-  if (!in) throw std::runtime_error("cannot open fixture " + kDir + file);
+// (dir: another folder of fixtures in this format, such as fixtures/llama/)
+inline std::vector<Section> read_sections(const std::string& file, const std::string& dir = kDir) {
+  std::ifstream in(dir + file);
+  if (!in) throw std::runtime_error("cannot open fixture " + dir + file);
   std::vector<Section> sections{{"header", {}, {}}};
   for (std::string line; std::getline(in, line);) {
     if (line.empty() || line[0] == '#') continue;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "nn/nn.h"
+#include "tests/cpu_features.h"
 #include "optim/optim.h"
 #include "test_process.h"
 
@@ -147,7 +148,7 @@ TEST(Avx512Paths, WriteResultsForTheComparison) {
 
 TEST(Avx512Paths, SameBitsAsTheBaselineKernels) {
   if (std::getenv("SCRATCHGRAD_NO_AVX512")) GTEST_SKIP() << "SCRATCHGRAD_NO_AVX512 is set: nothing to compare";
-  if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (!testing_helpers::cpu_has_avx512f()) GTEST_SKIP() << "no AVX-512 on this CPU";
   const std::string here = all_results(false);
   const std::string baseline = results_of_a_second_process("SCRATCHGRAD_NO_AVX512=1", false);
   ASSERT_FALSE(baseline.empty());
@@ -157,7 +158,7 @@ TEST(Avx512Paths, SameBitsAsTheBaselineKernels) {
 TEST(Avx2Paths, SameBitsAsTheBaselineKernelsInExactNumerics) {
   if (std::getenv("SCRATCHGRAD_NO_AVX512") || std::getenv("SCRATCHGRAD_NO_AVX2"))
     GTEST_SKIP() << "SCRATCHGRAD_NO_AVX512 or SCRATCHGRAD_NO_AVX2 is set: the test sets them itself";
-  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (!testing_helpers::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 on this CPU";
   const std::string avx2 = results_of_a_second_process("SCRATCHGRAD_NO_AVX512=1", true);
   const std::string baseline = results_of_a_second_process("SCRATCHGRAD_NO_AVX2=1", true);
   ASSERT_FALSE(avx2.empty());

@@ -42,8 +42,8 @@ TEST(BackwardFunctions, ALambdaStillRecordsAndNodesCanBeCalledLikeFunctions) {
   EXPECT_TRUE(allclose(x.grad(), full({3}, 2.0, DType::Float64)));
 }
 
-// One truth: on the reference kernels, softmax's, layer_norm's and GELU's gradients are their backward
-// kernels' results, bit for bit (there is no second, tensor-op formula).
+// One truth: on the reference kernels, softmax's, layer_norm's, GELU's, SiLU's, rms_norm's and the rotary
+// embedding's gradients are their backward kernels' results, bit for bit (there is no second, tensor-op formula).
 TEST(BackwardFunctions, TheReferenceBackendRunsItsOwnBackwardKernels) {
   KernelsGuard reference(Kernels::reference);
   Backend& kernels = reference::reference_backend();
@@ -70,6 +70,30 @@ TEST(BackwardFunctions, TheReferenceBackendRunsItsOwnBackwardKernels) {
     Tensor want = empty({4, 5}, DType::Float32);
     kernels.layer_norm_backward(g, x.detach(), mean.reshape({4}), rstd.reshape({4}), Tensor(), want, Tensor(), Tensor());
     expect_same_float_bits(x.grad(), want, "layer_norm");
+  }
+  {
+    Tensor x = randish({4, 5}, 8, -2, 2, DType::Float32).requires_grad_();
+    silu(x).backward(g);
+    Tensor want = empty({4, 5}, DType::Float32);
+    kernels.silu_backward(g, x.detach(), want);
+    expect_same_float_bits(x.grad(), want, "silu");
+  }
+  {
+    Tensor x = randish({4, 5}, 9, -2, 2, DType::Float32).requires_grad_();
+    rms_norm(x, Tensor(), 1e-6).backward(g);
+    Tensor y = empty({4, 5}, DType::Float32), rstd = empty({4}, DType::Float32), want = empty({4, 5}, DType::Float32);
+    kernels.rms_norm(x.detach(), Tensor(), 1e-6, y, rstd);
+    kernels.rms_norm_backward(g, x.detach(), rstd, Tensor(), want, Tensor());
+    expect_same_float_bits(x.grad(), want, "rms_norm");
+  }
+  {
+    Tensor x = randish({4, 6}, 10, -2, 2, DType::Float32).requires_grad_();
+    const Tensor cos = randish({4, 3}, 11, -1, 1, DType::Float32), sin = randish({4, 3}, 12, -1, 1, DType::Float32);
+    const Tensor up = randish({4, 6}, 13, -1, 1, DType::Float32);
+    rotary_embedding(x, cos, sin).backward(up);
+    Tensor want = empty({1, 4, 6}, DType::Float32);
+    kernels.rotary_embedding(up.reshape({1, 4, 6}), cos, sin, /*inverse=*/true, want);
+    expect_same_float_bits(x.grad(), want.reshape({4, 6}), "rotary_embedding");
   }
 }
 

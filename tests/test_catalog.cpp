@@ -30,7 +30,8 @@ constexpr const char* kEnd = "<!-- catalog:end -->\n";
 constexpr const char* kSuites =
     "Errors.*:Overflow.*:Folders.*:Checksum.*:Cli.Refuses*:Engine.*:Optimizer.*:TensorAccess.*:TensorConstruction.*:"
     "TensorCopies.*:TensorViews.*:Module.*:MultiheadAttention.*:GptOpsErrors.*:CausalAttentionOps.*:"
-    "FlashAttentionErrors.*:LinearAfterGelu.Refuses*:Hardening.Refuses*:TokenizerHardening.*"
+    "FlashAttentionErrors.*:LinearAfterGelu.Refuses*:Hardening.Refuses*:TokenizerHardening.*:LlamaOpsErrors.*:"
+    "HfTokenizerRefusals.*:LlamaCli.Refuses*"
     // skipped under AddressSanitizer, whose allocator reserves the space without failing
     "-Overflow.AnAllocationThatFailsSaysHowMuchWasAsked:TokenizerHardening.RunningOutOfMemoryNamesTheFileBeingRead";
 

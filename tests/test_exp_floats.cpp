@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "autograd/cpu/libm/exp_floats.h"
+#include "tests/cpu_features.h"
 
 using autograd::cpu::exp_floats;
 
@@ -88,6 +89,6 @@ TEST(ExpFloats, VectorisedOnThisMachine) {
   // Not a correctness requirement (the scalar loop is exact too), but a slow fallback on the machines
   // this project is measured on would be a silent performance bug.
   // (16 lanes with AVX-512, 8 with AVX2 and FMA alone or under SCRATCHGRAD_NO_AVX512.)
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "no AVX2 and FMA here";
+  if (!testing_helpers::cpu_has_avx2() || !testing_helpers::cpu_has_fma()) GTEST_SKIP() << "no AVX2 and FMA here";
   EXPECT_TRUE(autograd::cpu::exp_floats_vectorised());
 }

@@ -19,6 +19,7 @@
 
 #include "autograd/cpu/runtime/runtime.h"
 #include "nn/nn.h"
+#include "tests/cpu_features.h"
 #include "tests/test_helpers.h"
 
 namespace {
@@ -27,13 +28,7 @@ using namespace autograd;
 using testing_helpers::leaf;
 using testing_helpers::randish;
 
-bool cpu_has_fma() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  return __builtin_cpu_supports("fma");
-#else
-  return false;
-#endif
-}
+using testing_helpers::cpu_has_fma;
 
 Tensor product_in(Numerics mode, const Tensor& a, const Tensor& b) {
   NumericsGuard guard(mode);

@@ -2,6 +2,8 @@
 // GPT, full and with LoRA; and the core's peak (core_peak.h) that MFU divides them by.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "autograd/cpu/runtime/core_peak.h"
 #include "autograd/cpu/runtime/runtime.h"
 #include "nn/flops.h"
@@ -51,22 +53,34 @@ TEST(Flops, LoraCountsFourPerFrozenParameterAndSixPerAdapterParameter) {
   EXPECT_DOUBLE_EQ(nn::gpt_training_flops_per_token(*model, 8), 4 * frozen + 6 * adapters + 12 * L * D * T);
 }
 
+// The vectors core_peak measures on this CPU: AVX-512 or AVX2 with FMA on x86, NEON on 64-bit ARM.
+static std::string expected_peak_isa() {
+#if defined(__aarch64__)
+  return "neon";
+#else
+  if (!(cpu::has_avx2() && cpu::has_fma())) return "none";
+  return cpu::avx512_kernels() ? "avx512" : "avx2";
+#endif
+}
+
 TEST(CorePeak, IsMeasuredWhereTheCpuHasFusedMultiplyAdds) {
-  const bool fma = cpu::has_avx2() && cpu::has_fma();
-  if (!fma) {
+  if (expected_peak_isa() == "none") {
     EXPECT_EQ(cpu::core_peak_flops(), 0);
     EXPECT_EQ(cpu::measure_core_peak_flops(), 0);
     EXPECT_STREQ(cpu::core_peak_isa(), "none");
     return;
   }
   EXPECT_GT(cpu::core_peak_flops(), 0);
-  EXPECT_STREQ(cpu::core_peak_isa(), cpu::avx512_kernels() ? "avx512" : "avx2");
+  EXPECT_EQ(cpu::core_peak_isa(), expected_peak_isa());
   EXPECT_EQ(cpu::core_peak_flops(), cpu::core_peak_flops()) << "measured once, then remembered";
   // measured again: the same loop, so within a factor of two of the remembered figure on a shared machine
   const double again = cpu::measure_core_peak_flops();
   EXPECT_GT(again, cpu::core_peak_flops() / 2);
   EXPECT_LT(again, cpu::core_peak_flops() * 2);
-  EXPECT_EQ(cpu::core_peak_rounds(256, true, 10), 2.0 * 8 * 12 * 10);  // FLOPs of 10 rounds of 12 AVX2 chains
+  if (expected_peak_isa() == "neon")
+    EXPECT_EQ(cpu::core_peak_rounds(128, true, 10), 2.0 * 4 * 24 * 10);  // FLOPs of 10 rounds of 24 NEON chains
+  else
+    EXPECT_EQ(cpu::core_peak_rounds(256, true, 10), 2.0 * 8 * 12 * 10);  // FLOPs of 10 rounds of 12 AVX2 chains
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // test_format.cpp — format_tensor / python_float_repr against strings PyTorch 1.13 printed.
 // Fixtures come from tests/reference/make_print_fixtures.py (format described there).
 #include <gtest/gtest.h>
-#include <xmmintrin.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/cpu/runtime/runtime.h"
 #include "autograd/print/format_rules.h"
 
 #ifndef SCRATCHGRAD_SOURCE_DIR
@@ -108,14 +108,15 @@ PrintOptions parse_options(const std::string& s) {
 }
 
 // strtod reads float.hex() output ("0x1.8p+1", "inf", "-inf", "nan") exactly.
-// The engine turns on flush-to-zero / denormals-are-zero for the whole process (see cpu/kernels/matmul.cpp), which
-// would make strtod return 0 for subnormal fixtures like 5e-324; parse them with the flags off.
+// The engine turns on flush-to-zero for the whole process (see cpu/runtime/runtime.h), which would make
+// strtod return 0 for subnormal fixtures like 5e-324; parse them with it off.
 double parse_double(const std::string& tok) {
-  const unsigned int saved_csr = _mm_getcsr();
-  _mm_setcsr(saved_csr & ~0x8040u);
   char* end = nullptr;
-  const double v = std::strtod(tok.c_str(), &end);
-  _mm_setcsr(saved_csr);
+  double v = 0;
+  {
+    autograd::cpu::KeepSubnormals exact;
+    v = std::strtod(tok.c_str(), &end);
+  }
   if (*end != '\0') throw std::runtime_error("bad float " + tok);
   return v;
 }

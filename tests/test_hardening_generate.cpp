@@ -191,7 +191,7 @@ TEST(Cli, RefusesGenerateFlagsThatCannotApplyToTheModel) {
                  "--tokenizer-file is for GPT-2's files and GPTs trained with --tokenizer gpt2");
   expect_refused(scratchgrad("generate --checkpoint " + bpe_gpt() + " --tokenizer-file " + gpt2_tokenizer()),
                  "--tokenizer-file is for GPT-2's files");
-  expect_refused(scratchgrad("generate --checkpoint " + char_model() + " --no-kv-cache"), "--no-kv-cache is for GPT models");
+  expect_refused(scratchgrad("generate --checkpoint " + char_model() + " --no-kv-cache"), "--no-kv-cache is for GPT and Llama models");
   expect_refused(scratchgrad("generate --checkpoint " + llmc_file() + " --prompt-ids 1 --heads 2"),
                  "--heads is for GPT-2's model.safetensors");
 }
@@ -204,7 +204,7 @@ TEST(Cli, RefusesEvalAndTrainFlagsThatCannotApply) {
   expect_refused(scratchgrad("train --vocab-size 300"), "--vocab-size is for --tokenizer bpe");
   expect_refused(scratchgrad("train --model gpt --preset tiny --tokenizer char --vocab-size 300"),
                  "--vocab-size is for --tokenizer bpe (the BPE's vocabulary); this run is a GPT that reads characters");
-  expect_refused(scratchgrad("train --layers 3"), "--layers is for --model gpt; this run is the workshop's character model");
+  expect_refused(scratchgrad("train --layers 3"), "--layers is for --model gpt or llama; this run is the workshop's character model");
   expect_refused(scratchgrad("train --save-every 5 --save x.safetensors"), "--save-every is for --model gpt");
 }
 

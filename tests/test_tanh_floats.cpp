@@ -1,4 +1,5 @@
-// tanh_floats must give std::tanh's bits for every float: GELU's parity with PyTorch rests on it. And the
+// tanh_floats must give tanh_float's bits for every float (float_functions.h: x86-64 glibc's tanhf, on any CPU;
+// tests/test_float_functions.cpp checks it against the library): GELU's parity with PyTorch rests on it. And the
 // exact GELU's block path (contiguous floats, tanh_floats) must give the element-by-element loops' bits.
 #include <gtest/gtest.h>
 
@@ -10,23 +11,25 @@
 #include <string>
 #include <vector>
 
+#include "autograd/cpu/libm/float_functions.h"
 #include "autograd/cpu/libm/tanh_floats.h"
+#include "tests/cpu_features.h"
 #include "tests/test_helpers.h"
 
 using autograd::cpu::tanh_floats;
 
 namespace {
 
-// The first input where tanh_floats and std::tanh disagree, as text ("" if none). NaNs only need to stay NaN.
+// The first input where tanh_floats and tanh_float disagree, as text ("" if none). NaNs only need to stay NaN.
 std::string first_mismatch(const std::vector<float>& x) {
   std::vector<float> y(x.size());
   tanh_floats(x.data(), y.data(), int64_t(x.size()));
   for (size_t i = 0; i < x.size(); ++i) {
-    const float want = std::tanh(x[i]);
+    const float want = autograd::cpu::tanh_float(x[i]);
     if (std::isnan(want) && std::isnan(y[i])) continue;
     if (std::bit_cast<uint32_t>(y[i]) != std::bit_cast<uint32_t>(want))
       return "tanh(" + std::to_string(x[i]) + ") [bits " + std::to_string(std::bit_cast<uint32_t>(x[i])) +
-             "]: got " + std::to_string(y[i]) + ", std::tanh gives " + std::to_string(want);
+             "]: got " + std::to_string(y[i]) + ", tanh_float gives " + std::to_string(want);
   }
   return "";
 }
@@ -78,17 +81,17 @@ TEST(TanhFloats, AnyLengthAndInPlace) {
     std::vector<float> x(static_cast<size_t>(n)), y(static_cast<size_t>(n) + 1, 7.0f);
     for (int64_t i = 0; i < n; ++i) x[size_t(i)] = -5.0f + 0.27f * float(i);
     tanh_floats(x.data(), y.data(), n);
-    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y[size_t(i)], std::tanh(x[size_t(i)])) << "n " << n << " i " << i;
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y[size_t(i)], autograd::cpu::tanh_float(x[size_t(i)])) << "n " << n << " i " << i;
     EXPECT_EQ(y[size_t(n)], 7.0f) << "wrote past the end, n " << n;
     std::vector<float> z = x;
     tanh_floats(z.data(), z.data(), n);
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(z[size_t(i)], y[size_t(i)]);
   }
-  // in place with lanes that go to std::tanh one by one (NaN, ±inf): computed from the input
+  // in place with lanes that go to tanh_float one by one (NaN, ±inf): computed from the input
   std::vector<float> x = {-200.0f, 1.0f, std::numeric_limits<float>::infinity(), -0.5f,
                           -std::numeric_limits<float>::infinity(), 2.0f};
   std::vector<float> want;
-  for (float v : x) want.push_back(std::tanh(v));
+  for (float v : x) want.push_back(autograd::cpu::tanh_float(v));
   tanh_floats(x.data(), x.data(), int64_t(x.size()));
   for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(std::bit_cast<uint32_t>(x[i]), std::bit_cast<uint32_t>(want[i])) << i;
 }
@@ -97,12 +100,12 @@ TEST(TanhFloats, VectorisedOnThisMachine) {
   // Not a correctness requirement (the scalar loop is exact too), but a slow fallback on the machines
   // this project is measured on would be a silent performance bug.
   // (16 lanes with AVX-512, 8 with AVX2 alone or under SCRATCHGRAD_NO_AVX512.)
-  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "no AVX2 here";
+  if (!testing_helpers::cpu_has_avx2()) GTEST_SKIP() << "no AVX2 here";
   EXPECT_TRUE(autograd::cpu::tanh_floats_vectorised());
 }
 
 // GELU's tanh form in exact numerics: contiguous floats go a block at a time through tanh_floats, other
-// layouts element by element through std::tanh; both must give the same bits, forward and backward, over
+// layouts element by element through tanh_float; both must give the same bits, forward and backward, over
 // more elements than one block (and a ragged tail), on one thread and on two.
 TEST(TanhFloats, ExactGeluBlocksMatchTheElementLoops) {
   using namespace autograd;

@@ -109,7 +109,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     if (a.size(0) != b.size(0))
       throw std::invalid_argument(fmt::format("matmul: 1-D tensors of sizes {} and {} have no dot product",
                                               a.size(0), b.size(0)));
-    return batched_product(a.unsqueeze(0), b.unsqueeze(1), "DotBackward0").reshape({});
+    const Tensor column = b.unsqueeze(1);  // (two nodes: one statement each, so their order is fixed)
+    const Tensor row = a.unsqueeze(0);
+    return batched_product(row, column, "DotBackward0").reshape({});
   }
   // Checked here, with the caller's shapes: below, vectors become matrices and a batch folds into rows.
   const int64_t k_a = a.size(-1), k_b = b.dim() == 1 ? b.size(0) : b.size(-2);
@@ -186,11 +188,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     return linear(autocast_operand(x), autocast_operand(weight), autocast_operand(bias)).to(DType::Float32);
   if (!bias.defined()) return matmul(x, weight.t());  // MmBackward0 (then UnsafeViewBackward0 for a batch)
   if (x.dim() == 2) return addmm(bias, x, weight.t());
-  // a batch of rows: flatten to one matrix, one addmm, view back (PyTorch's _flatten_3d_linear)
+  // a batch of rows: flatten to one matrix, one addmm, view back (PyTorch's _flatten_3d_linear). The two
+  // nodes are made one statement at a time, TBackward0 first: as arguments of one call, their order would be
+  // the compiler's (C++ leaves it unspecified; GCC makes them in opposite orders on x86-64 and aarch64).
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   out_shape.push_back(weight.size(0));
-  return addmm(bias, x.reshape({shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)), x.size(-1)}), weight.t())
-      .view(out_shape);
+  const Tensor weight_t = weight.t();
+  const Tensor rows = x.reshape({shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)), x.size(-1)});
+  return addmm(bias, rows, weight_t).view(out_shape);
 }
 
 // out = gelu(h)·Wᵀ + b, with x = gelu(h) as rows (X) and g as rows:

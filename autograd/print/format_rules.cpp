@@ -9,10 +9,7 @@
 #include <stdexcept>
 
 #include "autograd/compat.h"
-
-#if defined(__SSE__)
-#include <xmmintrin.h>
-#endif
+#include "autograd/cpu/runtime/runtime.h"
 
 // Text is built with fmt::format or appended to, never as "literal" + a temporary std::string: GCC 12 at -O3
 // reports a false -Wrestrict inside that operator+ (GCC bug 105329).
@@ -300,25 +297,13 @@ void check_sizes(const PrintData& data, int64_t numel) {
                                             python_tuple(data.shape), numel, have));
 }
 
-// The engine flushes denormals to zero for speed (FTZ/DAZ, see autograd/cpu/kernels/matmul.cpp). With DAZ on,
-// the CPU reads a subnormal like 5e-324 as 0 in every comparison and in std::to_chars, so printing
-// would show 0.0. Printing switches the flags off for its own duration.
-class ExactSubnormals {
- public:
-#if defined(__SSE__)
-  ExactSubnormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ & ~0x8040u); }
-  ~ExactSubnormals() { _mm_setcsr(saved_); }
-
- private:
-  unsigned int saved_;
-#endif
-};
-
 }  // namespace
 
 std::string format_tensor(const PrintData& data, const std::vector<std::string>& suffixes,
                           const PrintOptions& options) {
-  [[maybe_unused]] ExactSubnormals exact;  // (empty where the CPU has no such flags)
+  // The engine flushes denormals to zero for speed (cpu/runtime/runtime.h). With that on, the CPU reads a
+  // subnormal like 5e-324 as 0 in every comparison and in std::to_chars, so printing would show 0.0.
+  [[maybe_unused]] cpu::KeepSubnormals exact;
   const int64_t numel = numel_of(data.shape);
   check_sizes(data, numel);
   const bool empty = numel == 0;
@@ -344,7 +329,7 @@ std::string format_tensor(const PrintData& data, const std::vector<std::string>&
 // where the decimal point goes.
 
 std::string python_float_repr(double v) {
-  [[maybe_unused]] ExactSubnormals exact;  // (empty where the CPU has no such flags)
+  [[maybe_unused]] cpu::KeepSubnormals exact;  // (flush-to-zero off: see format_tensor)
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
 

@@ -110,6 +110,21 @@ class ReferenceBackend final : public Backend {
   void gelu_backward(const Tensor& grad_y, const Tensor& x, bool tanh, const Tensor& grad_x) override {
     reference::gelu_backward(grad_y, x, tanh, grad_x);
   }
+  void silu(const Tensor& x, const Tensor& y) override { reference::silu(x, y); }
+  void silu_backward(const Tensor& grad_y, const Tensor& x, const Tensor& grad_x) override {
+    reference::silu_backward(grad_y, x, grad_x);
+  }
+  void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd) override {
+    reference::rms_norm(x, weight, eps, y, rstd);
+  }
+  void rms_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& rstd, const Tensor& weight,
+                         const Tensor& grad_x, const Tensor& grad_weight) override {
+    reference::rms_norm_backward(grad_y, x, rstd, weight, grad_x, grad_weight);
+  }
+  void rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse,
+                        const Tensor& out) override {
+    reference::rotary_embedding(x, cos, sin, inverse, out);
+  }
   // (`all` picks PyTorch's order of additions for a whole-tensor variance; the math is the same)
   void var(const Tensor& x, double correction, bool take_sqrt, bool /*all*/, const Tensor& out) override {
     reference::var(x, correction, take_sqrt, out);

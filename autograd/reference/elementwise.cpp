@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/cpu/libm/float_functions.h"  // tanh of a float, the same bits on every CPU
 #include "autograd/reference/kernels.h"
 #include "autograd/reference/strided.h"
 
@@ -45,7 +46,7 @@ template <typename T> T unary_value(UnaryOp op, T x, T s) {
       case UnaryOp::Exp: return std::exp(x);
       case UnaryOp::Log: return std::log(x);
       case UnaryOp::Sqrt: return std::sqrt(x);
-      case UnaryOp::Tanh: return std::tanh(x);
+      case UnaryOp::Tanh: return cpu::exact_tanh(x);  // a float's: the same bits on every CPU
       case UnaryOp::DivScalar: return x / s;
       case UnaryOp::RDivScalar: return s / x;
       case UnaryOp::PowScalar: return std::pow(x, s);

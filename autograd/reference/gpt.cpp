@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "autograd/cpu/libm/float_functions.h"  // tanh and erf of a float, the same bits on every CPU
 #include "autograd/reference/kernels.h"
 #include "autograd/reference/strided.h"
 
@@ -75,8 +76,8 @@ template <typename T> void gelu(const Tensor& x, bool tanh, const Tensor& y) {
   const T sqrt_2_over_pi = T(std::sqrt(2.0 / std::numbers::pi));
   for (Index i(x.shape()); i.valid(); i.next()) {
     const T v = at<T>(x, i);
-    at<T>(y, i) = tanh ? T(0.5) * v * (T(1) + std::tanh(sqrt_2_over_pi * (v + T(0.044715) * v * v * v)))
-                       : v * T(0.5) * (T(1) + std::erf(v / std::numbers::sqrt2_v<T>));
+    at<T>(y, i) = tanh ? T(0.5) * v * (T(1) + cpu::exact_tanh(sqrt_2_over_pi * (v + T(0.044715) * v * v * v)))
+                       : v * T(0.5) * (T(1) + cpu::exact_erf(v / std::numbers::sqrt2_v<T>));
   }
 }
 
@@ -94,10 +95,10 @@ template <typename T> void gelu_backward(const Tensor& grad_y, const Tensor& x, 
     const T v = at<T>(x, i);
     T slope;
     if (tanh) {
-      const T t = std::tanh(sqrt_2_over_pi * (v + T(0.044715) * v * v * v));
+      const T t = cpu::exact_tanh(sqrt_2_over_pi * (v + T(0.044715) * v * v * v));
       slope = T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * sqrt_2_over_pi * (T(1) + T(3 * 0.044715) * v * v);
     } else {
-      const T cdf = T(0.5) * (T(1) + std::erf(v / std::numbers::sqrt2_v<T>));
+      const T cdf = T(0.5) * (T(1) + cpu::exact_erf(v / std::numbers::sqrt2_v<T>));
       slope = cdf + v * std::exp(T(-0.5) * v * v) / sqrt_2pi;
     }
     at<T>(grad_x, i) = at<T>(grad_y, i) * slope;

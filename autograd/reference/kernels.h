@@ -62,4 +62,12 @@ void gelu_backward(const Tensor& grad_y, const Tensor& x, bool tanh, const Tenso
 void adam_update(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                  const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq);
 
+// llama.cpp: SiLU, RMS norm, rotary embedding
+void silu(const Tensor& x, const Tensor& y);
+void silu_backward(const Tensor& grad_y, const Tensor& x, const Tensor& grad_x);
+void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd);
+void rms_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& rstd, const Tensor& weight,
+                       const Tensor& grad_x, const Tensor& grad_weight);
+void rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse, const Tensor& out);
+
 }  // namespace autograd::reference

@@ -64,9 +64,12 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   Command c;
   TrainOptions& train = c.train;
   CLI::App* train_cmd = app.add_subcommand("train", "train a model (defaults: the workshop's run of its one-layer model)");
-  train_cmd->add_option("--model", train.model, "mini (the workshop's one-layer model) or gpt")->capture_default_str();
+  train_cmd->add_option("--model", train.model, "mini (the workshop's one-layer model), gpt or llama (a Llama block: RMSNorm, RoPE, "
+                        "SwiGLU, grouped-query attention)")->capture_default_str();
   std::string preset;
-  train_cmd->add_option("--preset", preset, "gpt: tiny or small (default small), sizes and recipe for a laptop");
+  train_cmd->add_option("--preset", preset, "gpt, llama: tiny or small (default small), sizes and recipe for a laptop");
+  train_cmd->add_option("--kv-heads", train.kv_heads, "llama: key/value heads (must divide --heads; default: the preset's, else --heads)");
+  train_cmd->add_option("--ffn-dim", train.ffn_dim, "llama: the SwiGLU's inner width (default: the preset's, else 8/3 of --dim)");
   train_cmd->add_option("--layers", train.layers, "gpt: transformer blocks");
   train_cmd->add_option("--dropout", train.dropout, "gpt: dropout on the embeddings and residual branches");
   train_cmd->add_option("--warmup", train.warmup, "gpt: linear warm-up steps before the cosine decay")->capture_default_str();
@@ -183,7 +186,8 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   tokenize_cmd->add_option("--tokenizer", tok.tokenizer,
                            "char (the default), bpe (a file from `scratchgrad bpe --save`) or gpt2");
   tokenize_cmd->add_option("--tokenizer-file", tok.tokenizer_file,
-                           "bpe: the saved tokenizer; gpt2: the folder of encoder.json and vocab.bpe, or a tokenizer.json");
+                           "bpe: the saved tokenizer; gpt2: the folder of encoder.json and vocab.bpe, or a tokenizer.json; "
+                           "alone: a Hugging Face tokenizer.json (Llama 3, Qwen2/3, SmolLM2, GPT-2) or its model's folder");
   tokenize_cmd->add_option("--checkpoint", tok.checkpoint, "use this checkpoint's own tokenizer (instead of --tokenizer)");
   tokenize_cmd->add_option("--text", tok.text_file, "the text file, or the ids for --decode (default: standard input)");
   tokenize_cmd->add_flag("--ids", tok.ids_only, "print only the ids, space-separated");
@@ -234,7 +238,8 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   for (const Numbers& numbers : std::vector<Numbers>{
            {train_cmd,
             {"--layers", "--warmup", "--accumulate", "--save-every", "--steps", "--batch", "--context", "--dim", "--heads",
-             "--threads", "--eval-every", "--sample", "--reduce-shards", "--check-every", "--lora-rank", "--vocab-size"},
+             "--threads", "--eval-every", "--sample", "--reduce-shards", "--check-every", "--lora-rank", "--vocab-size",
+             "--kv-heads", "--ffn-dim"},
             {"--lr", "--dropout", "--weight-decay", "--clip", "--lora-alpha"},
             {"--seed"}},
            {gen_cmd, {"--tokens", "--top-k", "--stop-id", "--threads", "--heads"}, {"--temperature", "--top-p"}, {"--seed"}},
@@ -281,6 +286,11 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
     // (--preset on the workshop's model is refused with the other flags it cannot take: train_flag_scopes)
     if (train.resume.empty() && train.init.empty() && train.model == "gpt")
       apply_gpt_preset(train, preset.empty() ? "small" : preset, given);
+    if (train.resume.empty() && train.init.empty() && train.model == "llama") {
+      apply_llama_preset(train, preset.empty() ? "small" : preset, given);
+      if (given("--heads") && !given("--kv-heads") && !given("--preset")) train.kv_heads = train.heads;
+      if (given("--dim") && !given("--ffn-dim") && !given("--preset")) train.ffn_dim = default_ffn_dim(train.dim);
+    }
   } else if (*gen_cmd) {
     c.kind = Command::Kind::generate;
     gen.given = flags_given(*gen_cmd);

@@ -25,7 +25,8 @@ int64_t utf8_bytes(std::span<const uint16_t> ids, const Vocabulary& vocab) {
 // --tokenizer bpe or gpt2: the text's bytes as that tokenizer's ids (a bpe learned from the training part
 // only); a resumed run reads its text with the tokenizer its checkpoint carries.
 Corpus load_token_corpus(const TrainOptions& o, const std::optional<RunTokenizer>& base_tokenizer) {
-  require(o.model == "gpt", fmt::format("--tokenizer {} trains --model gpt (the workshop's model reads characters)", o.tokenizer));
+  require(o.model != "mini",
+          fmt::format("--tokenizer {} trains --model gpt or llama (the workshop's model reads characters)", o.tokenizer));
   Corpus c;
   if (!o.text_file.empty()) {
     c.source = absolute_path(o.text_file);

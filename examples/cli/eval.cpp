@@ -8,6 +8,7 @@
 
 #include "autograd/autograd.h"
 #include "nn/gpt2.h"
+#include "folders.h"
 #include "guards.h"
 #include "nn/perplexity.h"
 #include "model_files.h"
@@ -25,14 +26,38 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
   std::string note;
   set_num_threads(usable_threads(o.threads, note));
   if (!note.empty()) out << note << "\n";
-  const bool is_gpt2 = nn::is_gpt2_file(o.checkpoint);
-  nn::Checkpoint ck = is_gpt2 ? nn::Checkpoint() : nn::load_safetensors(o.checkpoint);  // GPT-2: load_gpt2 below
+  const bool is_folder = nn::is_hf_folder(o.checkpoint);
+  const bool is_gpt2 = !is_folder && nn::is_gpt2_file(o.checkpoint);
   std::vector<int64_t> ids;
   int64_t context = 0, bytes = 0;
   std::function<Tensor(const Tensor&)> logits_of;
   std::unique_ptr<nn::GPTModel> gpt2;
   LoadedModel m;
-  if (is_gpt2) {
+  FolderModel folder;
+  if (is_folder) {  // its tokenizer.json reads --text (GPT-2's: or --tokenizer-file)
+    folder = open_folder(o.checkpoint, "eval", o.given.count("--heads") > 0);
+    refuse_flags_that_cannot_apply(eval_flag_scopes(), o.given, folder.kind(), o.checkpoint);
+    use_numerics_for("gpt", o.numerics);
+    const int64_t vocab = folder.model->vocab_size();
+    if (!o.text_file.empty()) {
+      std::shared_ptr<const tokenizer::Tokenizer> tok = folder.tokenizer;
+      if (!o.tokenizer_file.empty())
+        tok = std::make_shared<tokenizer::Tokenizer>(load_gpt2_tokenizer_for("eval", o.tokenizer_file));
+      require(tok != nullptr, fmt::format("eval: {} has no tokenizer.json to read --text: give the text as token ids "
+                                          "with --ids-file",
+                                          o.checkpoint));
+      const std::string text = read_text_file(o.text_file);
+      bytes = int64_t(text.size());
+      ids = encode_for_model(*tok, text, vocab, "eval: --text " + o.text_file);
+    } else {
+      ids = parse_token_ids(read_text_file(o.ids_file), "--ids-file");
+    }
+    for (size_t i = 0; i < ids.size(); ++i)
+      require(ids[i] < vocab, fmt::format("--ids-file: token {} at position {} is outside the vocabulary of {}", ids[i],
+                                          i, vocab));
+    context = folder.model->context_length();
+    logits_of = [&](const Tensor& x) { return (*folder.model)(x); };
+  } else if (is_gpt2) {
     refuse_flags_that_cannot_apply(eval_flag_scopes(), o.given, kGpt2File, o.checkpoint);
     require(o.text_file.empty() || !o.tokenizer_file.empty(),
             "eval: a GPT-2 checkpoint reads --text with GPT-2's tokenizer: give --tokenizer-file (the folder of "
@@ -56,16 +81,16 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
     logits_of = [&](const Tensor& x) { return (*gpt2)(x); };
   } else {
     m = load_model(o.checkpoint, o.tokenizer_file);
-    refuse_flags_that_cannot_apply(eval_flag_scopes(), o.given, *kind_of_run(m.gpt != nullptr, m.tokenizer.kind),
+    refuse_flags_that_cannot_apply(eval_flag_scopes(), o.given, *kind_of_run(m.decoder() != nullptr, m.tokenizer.kind),
                                    o.checkpoint);
-    use_numerics_for(m.gpt ? "gpt" : "mini", o.numerics);
+    use_numerics_for(m.decoder() ? "gpt" : "mini", o.numerics);
     use_precision(o.precision, o.numerics);
     const std::string text = read_text_file(o.text_file);
     bytes = int64_t(text.size());
     ids = m.tokenizer.is_char() ? m.vocab.encode(decode_utf8(text))
                                 : encode_for_model(*m.tokenizer.bpe, text, m.vocab_size(), "eval: --text " + o.text_file);
-    context = m.gpt ? m.gpt->cfg.context_length : m.model->config.context;
-    logits_of = [&](const Tensor& x) { return m.gpt ? (*m.gpt)(x) : (*m.model)(x); };
+    context = m.decoder() ? m.decoder()->context_length() : m.model->config.context;
+    logits_of = [&](const Tensor& x) { return m.decoder() ? (*m.decoder())(x) : (*m.model)(x); };
   }
   require(ids.size() >= 2, fmt::format("eval: the text has {} token(s); scoring needs at least 2", ids.size()));
   const int64_t stride = o.stride ? o.stride : std::max<int64_t>(context / 2, 1);

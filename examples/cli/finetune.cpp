@@ -22,9 +22,9 @@ void apply_finetune_options(TrainOptions& o, const std::function<bool(const char
       throw UsageError("--lora-rank, --lora-alpha and --lora-targets adapt trained weights: give --init FILE");
     return;
   }
-  if (given("--model") && o.model != "gpt")
+  if (given("--model") && o.model != "gpt" && o.model != "llama")
     throw UsageError(fmt::format("--model {} with --init: a fine-tune trains the GPT that {} holds", o.model, o.init));
-  for (const char* flag : {"--preset", "--dim", "--layers", "--vocab-size"})
+  for (const char* flag : {"--preset", "--dim", "--layers", "--vocab-size", "--kv-heads", "--ffn-dim"})
     if (given(flag))
       throw UsageError(fmt::format("{} cannot be given with --init: the model's shape comes from {} (leave out --preset, "
                                    "--dim, --layers and --vocab-size)",
@@ -67,8 +67,8 @@ void check_heads_agree(int64_t given, const nn::GPTModel& model, const std::stri
                                  given, path, model.cfg.n_heads));
 }
 
-void set_dropout(nn::GPTModel& model, double p) {
-  model.cfg.drop_rate = p;
+void set_dropout(nn::LanguageModel& model, double p) {
+  if (auto* gpt = dynamic_cast<nn::GPTModel*>(&model)) gpt->cfg.drop_rate = p;
   std::function<void(nn::Module&)> visit = [&](nn::Module& m) {
     if (auto* dropout = dynamic_cast<nn::Dropout*>(&m)) dropout->p = p;
     for (const auto& [name, child] : m.named_children()) visit(*child);
@@ -76,7 +76,7 @@ void set_dropout(nn::GPTModel& model, double p) {
   visit(model);
 }
 
-nn::LoraConfig lora_config(const TrainOptions& o, const nn::GPTModel& model) {
+nn::LoraConfig lora_config(const TrainOptions& o, const nn::LanguageModel& model) {
   nn::LoraConfig config{.rank = o.lora_rank, .alpha = o.lora_alpha};
   try {
     config.targets = nn::parse_lora_targets(o.lora_targets);
@@ -86,17 +86,21 @@ nn::LoraConfig lora_config(const TrainOptions& o, const nn::GPTModel& model) {
   if (!(std::isfinite(o.lora_alpha) && o.lora_alpha > 0))
     throw UsageError(fmt::format("--lora-alpha must be a positive number, got {}", o.lora_alpha));
   if (o.lora_rank < 1) throw UsageError(fmt::format("--lora-rank must be at least 1, got {}", o.lora_rank));
-  // every targeted layer is D → D, D → 4D or 4D → D: its smaller side is D
-  const int64_t D = model.cfg.emb_dim;
-  if (o.lora_rank > D)
+  // a GPT's targeted layers are D → D, D → 4D or 4D → D: their smaller side is D (a Llama's k and v
+  // projections may be narrower)
+  const int64_t limit = nn::lora_rank_limit(model, config.targets);
+  if (limit == 0)
+    throw UsageError(fmt::format("--lora-targets {}: the model has no such layers (a GPT's are q,k,v,o,up,down)",
+                                 o.lora_targets));
+  if (o.lora_rank > limit)
     throw UsageError(fmt::format("--lora-rank {} is larger than the adapted layers: the model's width is {}, and a rank "
                                  "above a layer's smaller side (min(in, out) = {}) adds nothing a full update lacks",
-                                 o.lora_rank, D, D));
+                                 o.lora_rank, limit, limit));
   return config;
 }
 
-int64_t finetune_context(const TrainOptions& o, const nn::GPTModel& model, const std::string& path) {
-  const int64_t model_context = model.cfg.context_length;
+int64_t finetune_context(const TrainOptions& o, const nn::LanguageModel& model, const std::string& path) {
+  const int64_t model_context = model.context_length();
   if (!o.context_set) return std::min<int64_t>(64, model_context);
   if (o.context > model_context)
     throw UsageError(fmt::format("--context {} is longer than the context of {} ({} positions)", o.context, path,
@@ -104,19 +108,19 @@ int64_t finetune_context(const TrainOptions& o, const nn::GPTModel& model, const
   return o.context;
 }
 
-void check_same_vocabulary(const nn::GPTModel& model, const std::string& path, int64_t tokenizer_vocab,
+void check_same_vocabulary(const nn::LanguageModel& model, const std::string& path, int64_t tokenizer_vocab,
                            const std::string& tokenizer) {
-  if (model.cfg.vocab_size == tokenizer_vocab) return;
+  if (model.vocab_size() == tokenizer_vocab) return;
   throw UsageError(fmt::format("{} has a vocabulary of {} tokens and the {} tokenizer {}: the model reads the text's "
                                "token ids, so the two must be the same (GPT-2's weights read GPT-2's tokens: "
                                "--tokenizer gpt2 --tokenizer-file DIR)",
-                               path, model.cfg.vocab_size, tokenizer, tokenizer_vocab));
+                               path, model.vocab_size(), tokenizer, tokenizer_vocab));
 }
 
-double finetune_bytes(const nn::GPTModel& model, int64_t trained, const TrainOptions& o) {
-  const nn::GPTConfig& c = model.cfg;
-  const double B = double(o.batch), T = double(o.context), D = double(c.emb_dim), L = double(c.n_layers);
-  const double V = double(c.vocab_size), H = double(c.n_heads);
+double finetune_bytes(const nn::LanguageModel& model, int64_t trained, const TrainOptions& o) {
+  // (the run's options carry the model's sizes: finetune_model set them from the file)
+  const double B = double(o.batch), T = double(o.context), D = double(o.dim), L = double(o.layers);
+  const double V = double(model.vocab_size()), H = double(o.heads);
   const double weights = 4 * double(model.num_parameters()), training_state = 12 * double(trained);
   const double activations = 4 * B * T * (L * (16 * D + H * T) + 3 * V);
   return weights + training_state + activations;

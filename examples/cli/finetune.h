@@ -36,25 +36,25 @@ void check_heads_agree(int64_t given, const nn::GPTModel& model, const std::stri
 
 // Sets every dropout of the model (embeddings, attention weights, residual branches) to p: a model read
 // from a file comes with none.
-void set_dropout(nn::GPTModel& model, double p);
+void set_dropout(nn::LanguageModel& model, double p);
 
 // --lora-rank, --lora-alpha, --lora-targets as a configuration, checked against the model: a rank of at
 // least 1 and at most the smaller side of every targeted layer, a finite positive alpha, known targets
 // (UsageError naming the flag).
-nn::LoraConfig lora_config(const TrainOptions& options, const nn::GPTModel& model);
+nn::LoraConfig lora_config(const TrainOptions& options, const nn::LanguageModel& model);
 
 // The training window a fine-tune uses: --context if given (at most the model's context), else the
 // smaller of 64 and the model's context.
-int64_t finetune_context(const TrainOptions& options, const nn::GPTModel& model, const std::string& path);
+int64_t finetune_context(const TrainOptions& options, const nn::LanguageModel& model, const std::string& path);
 
 // The model reads the text's tokens by their ids, so its vocabulary and the tokenizer's must be the same
 // size: UsageError naming both and what to do otherwise.
-void check_same_vocabulary(const nn::GPTModel& model, const std::string& path, int64_t tokenizer_vocab,
+void check_same_vocabulary(const nn::LanguageModel& model, const std::string& path, int64_t tokenizer_vocab,
                            const std::string& tokenizer);
 
 // What a fine-tune needs at the least, in bytes: every weight (float32), gradients and both Adam moments
 // of the `trained` parameters, and one micro-batch's logits several times over (the softmax and its
 // gradient) beside the blocks' activations.
-double finetune_bytes(const nn::GPTModel& model, int64_t trained, const TrainOptions& options);
+double finetune_bytes(const nn::LanguageModel& model, int64_t trained, const TrainOptions& options);
 
 }  // namespace cli

@@ -1,5 +1,5 @@
 // generate.cpp — `scratchgrad generate`: continue a prompt with any model the program reads (train's
-// checkpoints, GPT-2's model.safetensors, llm.c's .bin), streaming the text (or the ids) as it is made.
+// checkpoints, GPT-2's model.safetensors, llm.c's .bin, a Hugging Face folder), streaming the text (or the ids) as it is made.
 //
 // One path for every kind of model, with one set of checks, all made before anything is printed: the
 // options, the flags the model's kind cannot take (generate_flag_scopes), the prompt (text or ids, never
@@ -19,6 +19,7 @@
 #include "guards.h"
 #include "model_files.h"
 #include "nn/gpt2.h"
+#include "nn/hf_folder.h"
 #include "sampling.h"
 #include "token_text.h"
 
@@ -58,9 +59,10 @@ void check_generate_options(const GenerateOptions& o) {
 GenerationModel open_checkpoint(const GenerateOptions& o) {
   LoadedModel m = load_model(o.checkpoint, o.tokenizer_file);
   GenerationModel g;
-  g.kind = *kind_of_run(m.gpt != nullptr, m.tokenizer.kind);  // (load_model knows no other tokenizer)
+  g.kind = *kind_of_run(m.decoder() != nullptr, m.tokenizer.kind);  // (load_model knows no other tokenizer)
   g.mini = std::move(m.model);
-  g.gpt = std::move(m.gpt);
+  if (m.gpt) g.lm = std::move(m.gpt);
+  else g.lm = std::move(m.llama);
   if (m.tokenizer.is_char()) {
     g.characters = m.vocab.chars();
     try {
@@ -79,6 +81,10 @@ GenerationModel open_checkpoint(const GenerateOptions& o) {
 std::vector<int64_t> prompt_of(const GenerateOptions& o, const GenerationModel& m) {
   std::vector<int64_t> ids;
   if (o.prompt) {
+    require(m.has_text() || m.kind != kLlamaFolder,
+            fmt::format("generate: {} has no tokenizer.json to read --prompt TEXT: give the prompt as token ids with "
+                        "--prompt-ids",
+                        o.checkpoint));
     require(m.has_text(), "generate: a GPT-2 checkpoint needs its tokenizer to read --prompt TEXT: give --tokenizer-file "
                           "(the folder of encoder.json and vocab.bpe), or the prompt as token ids with --prompt-ids");
     require(!o.prompt->empty(), "generate: the prompt is empty (pass --prompt TEXT)");
@@ -98,12 +104,13 @@ std::vector<int64_t> prompt_of(const GenerateOptions& o, const GenerationModel& 
   return ids;
 }
 
-std::optional<int64_t> stop_token_of(const GenerateOptions& o, const GenerationModel& m) {
-  if (o.stop_id == -1) return std::nullopt;
+// --stop-id's token, none (-1), or by default the model's own end-of-text tokens (a folder's eos_token_ids).
+std::vector<int64_t> stop_tokens_of(const GenerateOptions& o, const GenerationModel& m) {
+  if (o.stop_id == -1) return {};
   if (o.stop_id == -2) return m.end_of_text;
   require(o.stop_id < m.vocab(),
           fmt::format("--stop-id {} is outside the vocabulary of {} (-1: never stop)", o.stop_id, m.vocab()));
-  return o.stop_id;
+  return {o.stop_id};
 }
 
 // What can be known before the first token and would otherwise stop the output half-way.
@@ -116,7 +123,7 @@ void check_before_output(const GenerationModel& m, const std::vector<int64_t>& p
                         m.vocab(), m.text_vocab(), m.text_vocab()));
   // the positions fed: the prompt and all new tokens but the last
   const int64_t needed = int64_t(prompt.size()) + std::max<int64_t>(how.tokens, 1) - 1;
-  if ((m.kind & (kGpt2File | kLlmcFile)) && m.at_context_end == nn::ContextFull::refuse)
+  if ((m.kind & (kGpt2File | kLlmcFile | kLlamaFolder)) && m.at_context_end == nn::ContextFull::refuse)
     require(needed <= m.context(),
             fmt::format("generate: a prompt of {} tokens and {} new ones need {} positions, more than the context of "
                         "{} (ask for fewer --tokens, or --context-full slide)",
@@ -143,10 +150,13 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
   if (!note.empty()) std::cerr << note << "\n";
   set_num_threads(threads);
 
-  const ModelKind file_kind = nn::is_llmc_checkpoint(o.checkpoint) ? kLlmcFile
-                              : nn::is_gpt2_file(o.checkpoint)     ? kGpt2File
-                                                                   : kCharModel;  // (or another of train's)
-  const GenerationModel m = file_kind == kCharModel ? open_checkpoint(o) : open_gpt2_for_generate(o, file_kind);
+  const ModelKind file_kind = nn::is_hf_folder(o.checkpoint)       ? kLlamaFolder  // (or GPT-2's)
+                              : nn::is_llmc_checkpoint(o.checkpoint) ? kLlmcFile
+                              : nn::is_gpt2_file(o.checkpoint)       ? kGpt2File
+                                                                     : kCharModel;  // (or another of train's)
+  const GenerationModel m = file_kind == kCharModel     ? open_checkpoint(o)
+                            : file_kind == kLlamaFolder ? open_folder_for_generate(o)
+                                                        : open_gpt2_for_generate(o, file_kind);
   refuse_flags_that_cannot_apply(generate_flag_scopes(), o.given, m.kind, o.checkpoint);
   use_numerics_for(m.kind == kCharModel ? "mini" : "gpt", o.numerics);
   use_precision(o.precision, o.numerics);
@@ -154,7 +164,7 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
   const std::vector<int64_t> prompt = prompt_of(o, m);
   const Continuation how{.tokens = o.tokens,
                          .sampling = {.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p},
-                         .stop_token = stop_token_of(o, m)};
+                         .stop_tokens = stop_tokens_of(o, m)};
   const bool as_text = m.has_text() && !o.print_ids;
   check_before_output(m, prompt, how, as_text);
 

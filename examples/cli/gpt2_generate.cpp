@@ -1,5 +1,5 @@
-// gpt2_generate.cpp — GPT-2's files opened for `scratchgrad generate` (Hugging Face's model.safetensors, one
-// written by nn::gpt2_state_dict, or llm.c's .bin): the model configured from the file's shapes (--heads where
+// gpt2_generate.cpp — others' files opened for `scratchgrad generate` (Hugging Face's GPT-2 model.safetensors,
+// one written by nn::gpt2_state_dict, llm.c's .bin, or a Hugging Face folder): the model configured from the file's shapes (--heads where
 // the file does not say), GPT-2's tokenizer from --tokenizer-file (else the prompt and the output are ids),
 // <|endoftext|> as the default stop token, and --context-full. generate.cpp continues it as any other model;
 // and the token ids that --prompt-ids, --ids-file and a checkpoint's sample are written as.
@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "command_line.h"
+#include "folders.h"
 #include "nn/gpt2.h"
 #include "nn/numbers.h"
 #include "sampling.h"
@@ -27,10 +28,27 @@ GenerationModel open_gpt2_for_generate(const GenerateOptions& o, ModelKind kind)
   m.kind = kind;
   m.at_context_end = nn::parse_context_full(o.context_full);  // (checked by run_generate)
   // llm.c's gpt2_124M.bin is read as such; a safetensors file straight into the model (one model's memory)
-  m.gpt = kind == kLlmcFile ? nn::load_llmc_gpt2(o.checkpoint) : nn::load_gpt2(o.checkpoint, o.heads);
-  if (m.gpt->cfg.vocab_size == kGpt2Vocab) m.end_of_text = kEndOfText;
+  if (kind == kLlmcFile) m.lm = nn::load_llmc_gpt2(o.checkpoint);
+  else m.lm = nn::load_gpt2(o.checkpoint, o.heads);
+  if (m.lm->vocab_size() == kGpt2Vocab) m.end_of_text = {kEndOfText};
   if (!o.tokenizer_file.empty())
     m.bpe = std::make_shared<tokenizer::Tokenizer>(load_gpt2_tokenizer_for("generate", o.tokenizer_file));
+  return m;
+}
+
+GenerationModel open_folder_for_generate(const GenerateOptions& o) {
+  FolderModel folder = open_folder(o.checkpoint, "generate", o.given.count("--heads") > 0);
+  GenerationModel m;
+  m.kind = folder.kind();
+  m.at_context_end = nn::parse_context_full(o.context_full);
+  m.lm = std::move(folder.model);
+  m.bpe = folder.tokenizer;
+  // GPT-2's folder may take GPT-2's tokenizer from --tokenizer-file (a Llama folder's is its tokenizer.json:
+  // the flag is refused for it with the others that cannot apply)
+  if (!o.tokenizer_file.empty() && folder.folder.is_gpt2())
+    m.bpe = std::make_shared<tokenizer::Tokenizer>(load_gpt2_tokenizer_for("generate", o.tokenizer_file));
+  m.end_of_text = folder.folder.eos_token_ids;
+  if (m.end_of_text.empty() && folder.folder.is_gpt2() && m.lm->vocab_size() == kGpt2Vocab) m.end_of_text = {kEndOfText};
   return m;
 }
 

@@ -146,7 +146,8 @@ const std::vector<std::string>& flags_fixed_by_resume() {
   static const std::vector<std::string> flags{
       "--model", "--preset", "--layers",  "--dropout", "--warmup", "--weight-decay", "--clip",
       "--accumulate", "--batch", "--context", "--dim", "--heads", "--lr", "--seed", "--eval-every",
-      "--sample", "--deterministic-reduce", "--reduce-shards", "--tokenizer", "--vocab-size"};
+      "--sample", "--deterministic-reduce", "--reduce-shards", "--tokenizer", "--vocab-size", "--kv-heads",
+      "--ffn-dim"};
   return flags;
 }
 

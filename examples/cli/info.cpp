@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "folders.h"
 #include "guards.h"
 #include "model_files.h"
 #include "nn/gpt2.h"
@@ -88,10 +89,49 @@ void describe_lora(const std::string& path, nn::Checkpoint&& ck, std::ostream& o
   print_tensors(headers_of(adapters.checkpoint.tensors), out);
 }
 
+// "vocab 49152 dim 576 layers 30 heads 9 kv-heads 3 head-dim 64 ffn 1536 context 8192 ...": a Llama's shape.
+std::string llama_shape(const nn::LlamaConfig& c) {
+  return fmt::format("{} blocks, vocab {} dim {} heads {} kv-heads {} head-dim {} ffn {} context {}, rope theta {}{}, "
+                     "rms eps {}, {} head{}{}",
+                     c.num_hidden_layers, c.vocab_size, c.hidden_size, c.num_attention_heads, c.num_key_value_heads,
+                     c.head_size(), c.intermediate_size, c.max_position_embeddings, c.rope_theta,
+                     c.rope_scaling ? fmt::format(" (rope_scaling {} factor {})", c.rope_scaling->type, c.rope_scaling->factor)
+                                    : "",
+                     c.rms_norm_eps, c.tie_word_embeddings ? "tied" : "untied", c.attention_bias ? ", q/k/v biases" : "",
+                     c.qk_norm ? ", q/k norms" : "");
+}
+
+// A Hugging Face folder: read as generate and eval read it (every weight checked).
+void describe_folder(const std::string& dir, std::ostream& out) {
+  const FolderModel m = open_folder(dir, "info", false);
+  const nn::HfFolder& f = m.folder;
+  if (f.is_gpt2()) {
+    const nn::GPTConfig& c = f.gpt2;
+    out << fmt::format("model: {} (Hugging Face folder), {} blocks, vocab {} dim {} context {} heads {}\n", f.architecture,
+                       c.n_layers, c.vocab_size, c.emb_dim, c.context_length, c.n_heads);
+  } else {
+    out << fmt::format("model: {} (Hugging Face folder), {}\n", f.architecture, llama_shape(f.llama));
+  }
+  out << fmt::format("weights: {}\n", fmt::join(f.weight_files, ", "));
+  out << fmt::format("end of sequence: {}\n", f.eos_token_ids.empty() ? std::string("none given")
+                                                                      : fmt::format("{}", fmt::join(f.eos_token_ids, " ")));
+  if (m.tokenizer)
+    out << fmt::format("tokenizer: tokenizer.json, {} tokens ({} merges, {} special or added)\n", m.tokenizer->vocab_size(),
+                       m.tokenizer->merges().size(), m.tokenizer->specials().size());
+  else out << "tokenizer: none in the folder (prompts and texts as ids: --prompt-ids, --ids-file)\n";
+  out << fmt::format("parameters: {}\n", m.model->num_parameters());
+  print_tensors(headers_of(m.model->named_parameters()), out);
+}
+
 }  // namespace
 
 int run_info(const std::string& path, std::ostream& out) {
   use_kernels("");  // SCRATCHGRAD_KERNELS checked as every command checks it
+  if (nn::is_hf_folder(path)) {
+    out << fmt::format("checkpoint: {}\n", path);
+    describe_folder(path, out);
+    return 0;
+  }
   if (nn::is_llmc_checkpoint(path)) {
     out << fmt::format("checkpoint: {}\n", path);
     describe_llmc(path, out);
@@ -114,6 +154,8 @@ int run_info(const std::string& path, std::ostream& out) {
     const nn::GPTConfig& c = m.gpt->cfg;
     out << fmt::format("model: GPT, {} blocks, vocab {} dim {} context {} heads {}, trained {} steps\n", c.n_layers,
                        c.vocab_size, c.emb_dim, c.context_length, c.n_heads, m.checkpoint.metadata["steps"]);
+  } else if (m.llama) {
+    out << fmt::format("model: Llama, {}, trained {} steps\n", llama_shape(m.llama->cfg), m.checkpoint.metadata["steps"]);
   } else {
     const nn::CharModelConfig& c = m.model->config;
     out << fmt::format("model: character self-attention, vocab {} dim {} context {} heads {}, trained {} steps\n",
@@ -129,7 +171,7 @@ int run_info(const std::string& path, std::ostream& out) {
                        tok.specials().empty() ? "" : fmt::format(", {} special", tok.specials().size()),
                        m.tokenizer.kind == "gpt2" ? ", from " + m.tokenizer.gpt2_path : "");
   }
-  out << fmt::format("parameters: {}\n", m.gpt ? m.gpt->num_parameters() : m.model->num_parameters());
+  out << fmt::format("parameters: {}\n", m.decoder() ? m.decoder()->num_parameters() : m.model->num_parameters());
   print_tensors(headers_of(m.checkpoint.tensors), out);
   return 0;
 }

@@ -27,17 +27,25 @@ int run_merge(const MergeOptions& o, std::ostream& out) {
   if (adapters.base_path.empty()) throw UsageError(fmt::format("merge: {} names no base file; give --base", o.lora));
   if (o.base.empty()) check_distinct_files({{"--lora's base", adapters.base_path}, {"--out", o.out}});
   nn::check_writable(target);
-  const std::unique_ptr<nn::GPTModel> model = lora_model(adapters, o.lora, o.heads);
+  const std::unique_ptr<nn::LanguageModel> model = lora_model(adapters, o.lora, o.heads);
   nn::merge_lora(*model);
-  nn::NamedTensors merged;
-  try {
-    merged = nn::gpt2_state_dict(*model);
-  } catch (const std::invalid_argument&) {
-    throw UsageError(fmt::format("merge: the base {} is a GPT without GPT-2's q, k, v biases and tied head, and merge "
-                                 "writes GPT-2's layout (generate, eval and train --init read the adapters file as it is)",
-                                 adapters.base_path));
+  if (dynamic_cast<const nn::LlamaModel*>(model.get())) {
+    // Hugging Face's names are the Llama's own: the model.safetensors of a folder (float32; no lm_head.weight
+    // when tied), to put beside the base folder's config.json and tokenizer.json
+    nn::save_safetensors(target, model->state_dict(), {{"format", "pt"}});
+  } else {
+    const auto& gpt = dynamic_cast<const nn::GPTModel&>(*model);
+    nn::NamedTensors merged;
+    try {
+      merged = nn::gpt2_state_dict(gpt);
+    } catch (const std::invalid_argument&) {
+      throw UsageError(fmt::format("merge: the base {} is a GPT without GPT-2's q, k, v biases and tied head, and merge "
+                                   "writes GPT-2's layout (generate, eval and train --init read the adapters file as it "
+                                   "is)",
+                                   adapters.base_path));
+    }
+    nn::save_safetensors(target, merged, nn::gpt2_metadata(gpt));  // a temporary file renamed into place
   }
-  nn::save_safetensors(target, merged, nn::gpt2_metadata(*model));  // a temporary file renamed into place
   out << fmt::format("merged {} (rank {}, alpha {}, {}) into {}: wrote {}\n", o.lora, adapters.config.rank,
                      adapters.config.alpha, fmt::join(adapters.config.targets, ","), adapters.base_path, o.out);
   return 0;

@@ -1,10 +1,14 @@
 // model_files.cpp — reading a checkpoint of `train` back into a model, and the metadata written with one.
 #include "model_files.h"
 
+#include <cmath>
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include "finetune.h"
 #include "guards.h"
+#include "nn/hf_folder.h"
 #include "nn/lora.h"
 #include "nn/numbers.h"
 #include "options.h"
@@ -57,6 +61,29 @@ std::map<std::string, std::string> gpt_metadata(const nn::GPTConfig& c, const Vo
   return m;
 }
 
+std::map<std::string, std::string> llama_metadata(const nn::LlamaConfig& c, const Vocabulary& vocab,
+                                                  const std::u32string& sample_prompt, int64_t steps) {
+  return {{"format", "scratchgrad-llama"},
+          {"vocab", encode_utf8(vocab.chars())},
+          {"vocab_size", std::to_string(c.vocab_size)},
+          {"hidden_size", std::to_string(c.hidden_size)},
+          {"intermediate_size", std::to_string(c.intermediate_size)},
+          {"num_hidden_layers", std::to_string(c.num_hidden_layers)},
+          {"num_attention_heads", std::to_string(c.num_attention_heads)},
+          {"num_key_value_heads", std::to_string(c.num_key_value_heads)},
+          {"max_position_embeddings", std::to_string(c.max_position_embeddings)},
+          {"rms_norm_eps", fmt::format("{:.17g}", c.rms_norm_eps)},
+          {"rope_theta", fmt::format("{:.17g}", c.rope_theta)},
+          {"tie_word_embeddings", c.tie_word_embeddings ? "1" : "0"},
+          {"steps", std::to_string(steps)},
+          {"sample_prompt", encode_utf8(sample_prompt)}};
+}
+
+nn::NamedTensors decoder_state(const nn::LanguageModel& model) {
+  if (const auto* gpt = dynamic_cast<const nn::GPTModel*>(&model)) return gpt_state(*gpt);
+  return model.state_dict();
+}
+
 nn::NamedTensors without_optimizer(const nn::NamedTensors& tensors) {
   nn::NamedTensors out;
   for (const auto& [name, t] : tensors)
@@ -84,6 +111,78 @@ void read_sample_prompt(LoadedModel& m, nn::Checkpoint& ck) {
 
 LoadedModel load_lora_run(const std::string& path, nn::Checkpoint&& ck, const std::string& gpt2_tokenizer_file);
 
+// The characters a char run's metadata records, checked.
+std::u32string recorded_characters(nn::Checkpoint& ck, const std::string& path) {
+  std::u32string chars;
+  try {
+    chars = decode_utf8(ck.metadata.count("vocab") ? ck.metadata["vocab"] : "");
+  } catch (const UsageError&) {
+    throw nn::CheckpointError(fmt::format("{}: vocabulary is not valid UTF-8", path));
+  }
+  if (chars.empty()) throw nn::CheckpointError(fmt::format("{}: metadata has an empty vocabulary", path));
+  check_distinct_characters(chars, path);
+  return chars;
+}
+
+// The metadata value `key` as a positive number, else CheckpointError naming the file and the key.
+double metadata_number(const nn::Checkpoint& ck, const std::string& path, const std::string& key) {
+  auto it = ck.metadata.find(key);
+  if (it == ck.metadata.end()) throw nn::CheckpointError(fmt::format("{}: metadata has no '{}'", path, key));
+  char* end = nullptr;
+  const double value = std::strtod(it->second.c_str(), &end);
+  if (end == it->second.c_str() || *end != '\0' || !std::isfinite(value) || value <= 0)
+    throw nn::CheckpointError(fmt::format("{}: metadata '{}' is not a positive number: '{}'", path, key,
+                                          it->second.substr(0, 40)));
+  return value;
+}
+
+// A checkpoint of train --model llama: its config from the metadata (checked as a Hugging Face config is),
+// every tensor's shape checked by load_state_dict against the model that config builds.
+LoadedModel load_llama_run(const std::string& path, nn::Checkpoint&& ck, const std::string& gpt2_tokenizer_file) {
+  LoadedModel m;
+  m.tokenizer = tokenizer_of_checkpoint(ck.metadata, path, gpt2_tokenizer_file);
+  m.vocab = Vocabulary(m.tokenizer.is_char() ? recorded_characters(ck, path) : std::u32string());
+  check_finite_parameters(without_optimizer(ck.tensors), path);
+  nn::LlamaConfig c;
+  c.vocab_size = metadata_int(ck, path, "vocab_size");
+  if (c.vocab_size != m.vocab_size())
+    throw nn::CheckpointError(fmt::format("{}: metadata 'vocab_size' {} is not its tokenizer's {} tokens", path,
+                                          c.vocab_size, m.vocab_size()));
+  c.hidden_size = metadata_int(ck, path, "hidden_size");
+  c.intermediate_size = metadata_int(ck, path, "intermediate_size");
+  c.num_hidden_layers = metadata_int(ck, path, "num_hidden_layers");
+  c.num_attention_heads = metadata_int(ck, path, "num_attention_heads");
+  c.num_key_value_heads = metadata_int(ck, path, "num_key_value_heads");
+  c.max_position_embeddings = metadata_int(ck, path, "max_position_embeddings");
+  c.rms_norm_eps = metadata_number(ck, path, "rms_norm_eps");
+  c.rope_theta = metadata_number(ck, path, "rope_theta");
+  c.tie_word_embeddings = ck.metadata["tie_word_embeddings"] == "1";
+  try {
+    c.check();
+  } catch (const std::invalid_argument& e) {
+    throw nn::CheckpointError(fmt::format("{}: metadata: {}", path, e.what()));
+  }
+  // the sizes must be those of the tensors the file holds before a model that big is built
+  const Shape embedding{c.vocab_size, c.hidden_size};
+  for (const auto& [name, t] : ck.tensors)
+    if (name == "model.embed_tokens.weight" && t.shape() != embedding)
+      throw nn::CheckpointError(fmt::format("{}: size mismatch for {}: the metadata (vocab_size {}, hidden_size {}) "
+                                            "needs {}, the file's is {}",
+                                            path, name, c.vocab_size, c.hidden_size, shape_to_string(embedding),
+                                            t.shape_str()));
+  try {
+    nn::SkipInitGuard from_the_file;  // every value comes from the file
+    m.llama = std::make_unique<nn::LlamaModel>(c);
+    m.llama->load_state_dict(without_optimizer(ck.tensors));
+    m.llama->eval();
+  } catch (const std::invalid_argument& e) {
+    throw nn::CheckpointError(fmt::format("{}: {}", path, e.what()));
+  }
+  read_sample_prompt(m, ck);
+  m.checkpoint = std::move(ck);
+  return m;
+}
+
 }  // namespace
 
 LoadedModel load_model(const std::string& path, const std::string& gpt2_tokenizer_file) {
@@ -91,6 +190,8 @@ LoadedModel load_model(const std::string& path, const std::string& gpt2_tokenize
   auto format = ck.metadata.find("format");
   if (format != ck.metadata.end() && format->second == "scratchgrad-lora")
     return load_lora_run(path, std::move(ck), gpt2_tokenizer_file);
+  if (format != ck.metadata.end() && format->second == "scratchgrad-llama")
+    return load_llama_run(path, std::move(ck), gpt2_tokenizer_file);
   const bool gpt = format != ck.metadata.end() && format->second == "scratchgrad-gpt";
   if (format == ck.metadata.end() || (format->second != "scratchgrad-char-model" && !gpt))
     throw nn::CheckpointError(fmt::format("{}: not a scratchgrad checkpoint (metadata 'format' missing)", path));
@@ -166,14 +267,18 @@ LoadedModel load_model(const std::string& path, const std::string& gpt2_tokenize
   return m;
 }
 
-std::unique_ptr<nn::GPTModel> lora_model(const nn::LoraCheckpoint& adapters, const std::string& lora_path, int64_t heads,
-                                         const std::string& gpt2_tokenizer_file) {
+std::unique_ptr<nn::LanguageModel> lora_model(const nn::LoraCheckpoint& adapters, const std::string& lora_path,
+                                              int64_t heads, const std::string& gpt2_tokenizer_file) {
   const std::string& base = adapters.base_path;
   if (heads == 0 && adapters.checkpoint.metadata.count("heads")) heads = metadata_int(adapters.checkpoint, lora_path, "heads");
-  std::unique_ptr<nn::GPTModel> model = load_gpt2_weights(base, heads);
-  if (!model) {  // a GPT of ours (a LoRA run's base may itself be a LoRA run: it goes on from its merged weights)
-    model = std::move(load_model(base, gpt2_tokenizer_file).gpt);
-    if (!model) throw nn::CheckpointError(fmt::format("{}: its base {} is not a GPT", lora_path, base));
+  std::unique_ptr<nn::LanguageModel> model;
+  if (nn::is_hf_folder(base)) model = nn::load_hf_folder(base);
+  else model = load_gpt2_weights(base, heads);
+  if (!model) {  // a GPT or Llama of ours (a LoRA run's base may itself be a LoRA run: it goes on from its merged weights)
+    LoadedModel ours = load_model(base, gpt2_tokenizer_file);
+    if (ours.gpt) model = std::move(ours.gpt);
+    else if (ours.llama) model = std::move(ours.llama);
+    else throw nn::CheckpointError(fmt::format("{}: its base {} is not a GPT or a Llama", lora_path, base));
     if (!nn::lora_parameters(*model).empty()) nn::merge_lora(*model);
   }
   nn::apply_lora(*model, adapters, lora_path);
@@ -211,7 +316,7 @@ LoadedModel load_lora_run(const std::string& path, nn::Checkpoint&& ck, const st
   const LoraChainLink link(path);
   nn::LoraCheckpoint adapters = nn::load_lora(std::move(ck), path);
   if (adapters.base_path.empty()) throw nn::CheckpointError(fmt::format("{}: LoRA metadata has no 'base'", path));
-  std::unique_ptr<nn::GPTModel> model = lora_model(adapters, path, 0, gpt2_tokenizer_file);
+  std::unique_ptr<nn::LanguageModel> model = lora_model(adapters, path, 0, gpt2_tokenizer_file);
   nn::Checkpoint& run = adapters.checkpoint;
   LoadedModel m;
   m.tokenizer = tokenizer_of_checkpoint(run.metadata, path, gpt2_tokenizer_file);
@@ -222,10 +327,11 @@ LoadedModel load_lora_run(const std::string& path, nn::Checkpoint&& ck, const st
       throw nn::CheckpointError(fmt::format("{}: vocabulary is not valid UTF-8", path));
     }
   }
-  if (m.vocab_size() != model->cfg.vocab_size)
+  if (m.vocab_size() != model->vocab_size())
     throw nn::CheckpointError(fmt::format("{}: the run's tokenizer has {} tokens, its base {} a vocabulary of {}", path,
-                                          m.vocab_size(), adapters.base_path, model->cfg.vocab_size));
-  m.gpt = std::move(model);
+                                          m.vocab_size(), adapters.base_path, model->vocab_size()));
+  if (dynamic_cast<nn::GPTModel*>(model.get())) m.gpt.reset(static_cast<nn::GPTModel*>(model.release()));
+  else m.llama.reset(static_cast<nn::LlamaModel*>(model.release()));
   read_sample_prompt(m, run);
   m.checkpoint = std::move(run);
   return m;

@@ -23,6 +23,28 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw UsageError(message);
 }
 
+namespace {
+
+// --kv-heads and --ffn-dim shape a Llama only; with --model llama, the query heads must split into groups
+// of the key/value heads, and each head's width must be even (RoPE rotates pairs of its dimensions).
+void check_llama_options(const TrainOptions& o) {
+  for (const char* flag : {"--kv-heads", "--ffn-dim"})
+    require(!o.given.count(flag) || o.model == "llama",
+            fmt::format("{} is for --model llama (a Llama block's key/value heads and SwiGLU width); this run is "
+                        "--model {}: leave it out",
+                        flag, o.model));
+  if (o.model != "llama" || !o.init.empty()) return;
+  require(o.kv_heads >= 1 && o.heads % o.kv_heads == 0,
+          fmt::format("--kv-heads must be at least 1 and divide --heads {}, got {}", o.heads, o.kv_heads));
+  require(o.ffn_dim >= 1, fmt::format("--ffn-dim must be at least 1, got {}", o.ffn_dim));
+  require(o.heads >= 1 && o.dim % o.heads == 0 && (o.dim / o.heads) % 2 == 0,
+          fmt::format("--model llama: --dim {} over --heads {} must give an even head width (RoPE rotates pairs of "
+                      "dimensions)",
+                      o.dim, o.heads));
+}
+
+}  // namespace
+
 void check_train_options(const TrainOptions& o) {
   require(o.steps >= 1, fmt::format("--steps must be at least 1, got {}", o.steps));
   require(o.batch >= 1, fmt::format("--batch must be at least 1, got {}", o.batch));
@@ -34,7 +56,9 @@ void check_train_options(const TrainOptions& o) {
   require(o.threads >= 1, fmt::format("--threads must be at least 1, got {}", o.threads));
   require(o.eval_every >= 1, fmt::format("--eval-every must be at least 1, got {}", o.eval_every));
   require(o.sample_tokens >= 0, fmt::format("--sample must be non-negative, got {}", o.sample_tokens));
-  require(o.model == "mini" || o.model == "gpt", fmt::format("--model must be mini or gpt, got '{}'", o.model));
+  require(o.model == "mini" || o.model == "gpt" || o.model == "llama",
+          fmt::format("--model must be mini, gpt or llama, got '{}'", o.model));
+  check_llama_options(o);
   require(o.layers >= 1, fmt::format("--layers must be at least 1, got {}", o.layers));
   require(std::isfinite(o.dropout) && o.dropout >= 0 && o.dropout < 1,
           fmt::format("--dropout must be in [0, 1), got {}", o.dropout));
@@ -52,12 +76,12 @@ void check_train_options(const TrainOptions& o) {
   require(o.check_every >= 1, fmt::format("--check-every must be at least 1, got {}", o.check_every));
   require(o.tokenizer == "char" || o.tokenizer == "bpe" || o.tokenizer == "gpt2" || (o.tokenizer.empty() && !o.init.empty()),
           fmt::format("--tokenizer must be char, bpe or gpt2, got '{}'", o.tokenizer));
-  require(o.tokenizer == "char" || o.model == "gpt",
-          fmt::format("--tokenizer {} trains --model gpt (the workshop's model reads characters)", o.tokenizer));
+  require(o.tokenizer == "char" || o.model != "mini",
+          fmt::format("--tokenizer {} trains --model gpt or llama (the workshop's model reads characters)", o.tokenizer));
   // (a fine-tune's --init file decides its tokenizer: apply_finetune_options checks its flags)
-  if (const std::optional<ModelKind> kind = kind_of_run(o.model == "gpt", o.tokenizer))
+  if (const std::optional<ModelKind> kind = kind_of_run(o.model != "mini", o.tokenizer))
     refuse_flags_that_cannot_apply(train_flag_scopes(), o.given, *kind, "this run");
-  require(o.model != "gpt" || o.warmup < o.steps,
+  require(o.model == "mini" || o.warmup < o.steps,
           fmt::format("--warmup {} must be below --steps {} (the cosine decay needs steps after it)", o.warmup, o.steps));
 }
 
@@ -69,6 +93,7 @@ std::string model_kind_name(ModelKind kind) {
     case kGptGpt2Tokens: return "a GPT that reads GPT-2's tokens (--tokenizer gpt2)";
     case kGpt2File: return "GPT-2's model.safetensors";
     case kLlmcFile: return "llm.c's .bin";
+    case kLlamaFolder: return "a Hugging Face folder of the Llama family";
     default: return "a model";
   }
 }
@@ -83,14 +108,14 @@ std::optional<ModelKind> kind_of_run(bool gpt, const std::string& tokenizer) {
 
 const std::vector<FlagScope>& train_flag_scopes() {
   static const std::vector<FlagScope> scopes{
-      {"--preset", kOurGpts, "--model gpt"},
-      {"--layers", kOurGpts, "--model gpt"},
-      {"--dropout", kOurGpts, "--model gpt"},
-      {"--warmup", kOurGpts, "--model gpt"},
-      {"--weight-decay", kOurGpts, "--model gpt"},
-      {"--clip", kOurGpts, "--model gpt"},
-      {"--accumulate", kOurGpts, "--model gpt"},
-      {"--save-every", kOurGpts, "--model gpt"},
+      {"--preset", kOurGpts, "--model gpt or llama"},
+      {"--layers", kOurGpts, "--model gpt or llama"},
+      {"--dropout", kOurGpts, "--model gpt or llama"},
+      {"--warmup", kOurGpts, "--model gpt or llama"},
+      {"--weight-decay", kOurGpts, "--model gpt or llama"},
+      {"--clip", kOurGpts, "--model gpt or llama"},
+      {"--accumulate", kOurGpts, "--model gpt or llama"},
+      {"--save-every", kOurGpts, "--model gpt or llama"},
       {"--vocab-size", kGptBpe, "--tokenizer bpe (the BPE's vocabulary)"},
       {"--tokenizer-file", kGptGpt2Tokens, "--tokenizer gpt2 (GPT-2's files)"},
   };
@@ -100,11 +125,12 @@ const std::vector<FlagScope>& train_flag_scopes() {
 const std::vector<FlagScope>& generate_flag_scopes() {
   static const std::vector<FlagScope> scopes{
       {"--heads", kGpt2File, "GPT-2's model.safetensors that does not say its head count"},
-      {"--context-full", kGpt2File | kLlmcFile,
-       "GPT-2's and llm.c's files (a checkpoint of train slides its window a token at a time, as its sample did)"},
+      {"--context-full", kGpt2File | kLlmcFile | kLlamaFolder,
+       "GPT-2's and llm.c's files and Hugging Face folders (a checkpoint of train slides its window a token at a time, "
+       "as its sample did)"},
       {"--tokenizer-file", kGptGpt2Tokens | kGpt2File | kLlmcFile,
        "GPT-2's files and GPTs trained with --tokenizer gpt2 (any other checkpoint carries its tokenizer)"},
-      {"--no-kv-cache", kAnyGpt, "GPT models (the workshop's model has no cache)"},
+      {"--no-kv-cache", kAnyDecoder, "GPT and Llama models (the workshop's model has no cache)"},
   };
   return scopes;
 }
@@ -114,7 +140,8 @@ const std::vector<FlagScope>& eval_flag_scopes() {
       {"--heads", kGpt2File, "GPT-2's model.safetensors that does not say its head count"},
       {"--tokenizer-file", kGptGpt2Tokens | kGpt2File,
        "GPT-2's files and GPTs trained with --tokenizer gpt2 (any other checkpoint carries its tokenizer)"},
-      {"--ids-file", kGpt2File, "GPT-2's model.safetensors (give a checkpoint of train its --text FILE)"},
+      {"--ids-file", kGpt2File | kLlamaFolder,
+       "GPT-2's model.safetensors and Hugging Face folders (give a checkpoint of train its --text FILE)"},
   };
   return scopes;
 }
@@ -237,8 +264,17 @@ void apply_gpt_preset(TrainOptions& o, const std::string& preset, const std::fun
   fill("--sample", o.sample_tokens, int64_t(200));
 }
 
+void apply_llama_preset(TrainOptions& o, const std::string& preset, const std::function<bool(const char*)>& is_set) {
+  apply_gpt_preset(o, preset, is_set);  // (refuses another name)
+  const bool tiny = preset == "tiny";
+  if (!is_set("--kv-heads")) o.kv_heads = 2;
+  if (!is_set("--ffn-dim")) o.ffn_dim = tiny ? 128 : 256;
+}
+
+int64_t default_ffn_dim(int64_t dim) { return (8 * dim / 3 + 7) / 8 * 8; }
+
 autograd::Numerics use_numerics_for(const std::string& model, const std::string& requested) {
-  Numerics mode = model == "gpt" ? Numerics::fast : Numerics::exact;
+  Numerics mode = model == "mini" ? Numerics::exact : Numerics::fast;
   try {
     if (!requested.empty()) mode = parse_numerics(requested, "--numerics");
     else if (auto from_env = numerics_from_environment()) mode = *from_env;

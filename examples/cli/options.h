@@ -32,7 +32,8 @@ class UsageErrorOnEveryRank : public UsageError {
 using GivenFlags = std::set<std::string>;
 
 struct TrainOptions {
-  std::string model = "mini";  // "mini": the workshop's one-layer model; "gpt": the book's GPT
+  // "mini": the workshop's one-layer model; "gpt": the book's GPT; "llama": a Llama-shaped decoder (nn/llama.h)
+  std::string model = "mini";
   std::string text_file;  // empty: the workshop's text
   int64_t steps = 301, batch = 16, context = 8, dim = 24, heads = 1;
   double lr = 0.01;
@@ -50,8 +51,10 @@ struct TrainOptions {
   // "cpu" or "reference" (autograd/numerics.h); empty: SCRATCHGRAD_KERNELS if set, else cpu
   std::string kernels;
   std::string precision = "fp32";  // or "bf16": products in bfloat16 (use_precision)
-  // --model gpt only (apply_gpt_preset fills what the command line left unset):
+  // --model gpt and llama (apply_gpt_preset / apply_llama_preset fill what the command line left unset):
   int64_t layers = 3;
+  int64_t kv_heads = 0;  // --model llama: key/value heads (0: --heads, plain multi-head attention)
+  int64_t ffn_dim = 0;   // --model llama: the SwiGLU's inner width (0: 8/3 · --dim rounded up to a multiple of 8)
   double dropout = 0.0;
   int64_t warmup = 100;        // linear warm-up steps, then cosine decay to 10% of --lr at --steps
   double weight_decay = 0.1;   // AdamW's, on the Linear weights only (not biases, LayerNorm, embeddings)
@@ -87,6 +90,12 @@ struct TrainOptions {
 // decay, weight decay 0.1, clip 1.0). `is_set(name)` says whether the command line gave that flag itself;
 // those keep their value. Throws UsageError for another name.
 void apply_gpt_preset(TrainOptions& options, const std::string& preset, const std::function<bool(const char*)>& is_set);
+// The Llama presets, the GPT's recipe with a Llama block: "tiny" (2 blocks, D 48, 4 heads, 2 kv heads, ffn 128,
+// T 32, B 16, 1000 steps) or "small" (3 blocks, D 96, 4 heads, 2 kv heads, ffn 256, T 64, B 16, 3000 steps).
+void apply_llama_preset(TrainOptions& options, const std::string& preset, const std::function<bool(const char*)>& is_set);
+// --model llama's SwiGLU width when --ffn-dim is not given: 8/3 of --dim (the MLP then has the parameters of
+// GPT's 4·D one), rounded up to a multiple of 8.
+int64_t default_ffn_dim(int64_t dim);
 
 // `generate`, on every kind of checkpoint alike (generate.cpp); generate_flag_scopes() says which flags a
 // kind of checkpoint cannot take.
@@ -144,8 +153,10 @@ enum ModelKind : unsigned {
   kGptGpt2Tokens = 1u << 3,   // ... GPT-2's tokens (--tokenizer gpt2)
   kGpt2File = 1u << 4,        // GPT-2's own model.safetensors (Hugging Face's layout)
   kLlmcFile = 1u << 5,        // llm.c's .bin
+  kLlamaFolder = 1u << 6,     // a Hugging Face folder of the Llama family (Llama, Qwen2, Qwen3, Mistral)
   kOurGpts = kGptChars | kGptBpe | kGptGpt2Tokens,
   kAnyGpt = kOurGpts | kGpt2File | kLlmcFile,
+  kAnyDecoder = kAnyGpt | kLlamaFolder,  // every model with a key/value cache
 };
 // "a GPT with --tokenizer bpe", "GPT-2's model.safetensors", ...
 std::string model_kind_name(ModelKind kind);

@@ -12,10 +12,17 @@ namespace cli {
 
 using namespace autograd;
 
-std::map<std::string, std::string> gpt_metadata(const nn::GPTModel& model, const Corpus& corpus, int64_t T, int64_t steps) {
-  const nn::GPTConfig& c = model.cfg;
-  if (corpus.tokenizer.is_char()) return gpt_metadata(c, corpus.vocab(), corpus.head(T), steps, head_is_tied(model));
-  auto m = gpt_metadata(c, Vocabulary(std::u32string()), std::u32string(), steps, head_is_tied(model));
+std::map<std::string, std::string> decoder_metadata(const nn::LanguageModel& model, const Corpus& corpus, int64_t T,
+                                                    int64_t steps) {
+  const bool chars = corpus.tokenizer.is_char();
+  const Vocabulary vocab = chars ? corpus.vocab() : Vocabulary(std::u32string());
+  const std::u32string prompt = chars ? corpus.head(T) : std::u32string();
+  auto m = [&] {
+    if (const auto* llama = dynamic_cast<const nn::LlamaModel*>(&model)) return llama_metadata(llama->cfg, vocab, prompt, steps);
+    const auto& gpt = dynamic_cast<const nn::GPTModel&>(model);
+    return gpt_metadata(gpt.cfg, vocab, prompt, steps, head_is_tied(gpt));
+  }();
+  if (chars) return m;
   m.merge(corpus.tokenizer.metadata());
   const std::vector<int64_t> head = corpus.head_ids(T);
   m["sample_ids"] = fmt::format("{}", fmt::join(head, " "));
@@ -77,16 +84,25 @@ std::string recorded_text(const std::map<std::string, std::string>& m, const std
 TrainOptions resumed_options(TrainOptions o) {
   nn::Checkpoint ck = nn::load_safetensors(o.resume);
   const bool lora = ck.metadata["format"] == "scratchgrad-lora";  // a LoRA fine-tune's adapters
-  if ((ck.metadata["format"] != "scratchgrad-gpt" && !lora) || !ck.metadata.count("run.steps_done"))
-    throw nn::CheckpointError(fmt::format("{}: not a checkpoint of a GPT training run (train --model gpt --save)", o.resume));
+  // a Llama's run (a LoRA run's adapters of a Llama record its config as a Llama checkpoint does)
+  const bool llama = ck.metadata["format"] == "scratchgrad-llama" || (lora && ck.metadata.count("num_hidden_layers"));
+  if ((ck.metadata["format"] != "scratchgrad-gpt" && !lora && !llama) || !ck.metadata.count("run.steps_done"))
+    throw nn::CheckpointError(fmt::format("{}: not a checkpoint of a GPT or Llama training run (train --model gpt or "
+                                          "llama --save)",
+                                          o.resume));
   const auto& m = ck.metadata;
   const std::string& path = o.resume;
   constexpr int64_t kMax = INT64_MAX;
   auto whole = [&](const char* key, int64_t lo) { return run_state_int(m, path, key, lo, kMax); };
   auto number = [&](const char* key) { return run_state_number(m, path, key); };
-  o.model = "gpt";
+  o.model = llama ? "llama" : "gpt";
   if (o.text_file.empty()) o.text_file = recorded_text(m, path);
-  o.layers = whole("layers", 1), o.dim = whole("dim", 1), o.heads = whole("heads", 1);
+  if (llama) {
+    o.layers = whole("num_hidden_layers", 1), o.dim = whole("hidden_size", 1), o.heads = whole("num_attention_heads", 1);
+    o.kv_heads = whole("num_key_value_heads", 1), o.ffn_dim = whole("intermediate_size", 1);
+  } else {
+    o.layers = whole("layers", 1), o.dim = whole("dim", 1), o.heads = whole("heads", 1);
+  }
   // the training window; a fine-tune's model has a context of its own ("context"), runs before fine-tuning
   // recorded only that one, the same
   o.context = m.count("run.context") ? whole("run.context", 1) : whole("context", 1);

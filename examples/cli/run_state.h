@@ -13,9 +13,10 @@
 
 namespace cli {
 
-// A GPT run's metadata: a char run's as before; a bpe or gpt2 run's carries its tokenizer and the sample's
-// prompt as ids.
-std::map<std::string, std::string> gpt_metadata(const nn::GPTModel& model, const Corpus& corpus, int64_t T, int64_t steps);
+// A GPT's or a Llama's run metadata (model_files.h: gpt_metadata, llama_metadata): a char run's records its
+// characters and sample prompt; a bpe or gpt2 run's carries its tokenizer and the sample's prompt as ids.
+std::map<std::string, std::string> decoder_metadata(const nn::LanguageModel& model, const Corpus& corpus, int64_t T,
+                                                    int64_t steps);
 
 // The generator's state as hex, and back (CheckpointError naming `path` for malformed hex).
 std::string hex_of(const std::vector<uint8_t>& bytes);

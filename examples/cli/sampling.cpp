@@ -16,9 +16,9 @@ namespace cli {
 
 using namespace autograd;
 
-std::vector<int64_t> continue_text_cached(const nn::GPTModel& model, std::vector<int64_t> ids, const Continuation& how,
+std::vector<int64_t> continue_text_cached(const nn::LanguageModel& model, std::vector<int64_t> ids, const Continuation& how,
                                           Generator& gen, const nn::OnToken& on_token) {
-  const int64_t T = model.cfg.context_length;
+  const int64_t T = model.context_length();
   nn::KVCache cache = nn::make_kv_cache(model);
   for (int64_t n = 0; n < how.tokens; ++n) {
     const int64_t length = int64_t(ids.size());
@@ -29,14 +29,14 @@ std::vector<int64_t> continue_text_cached(const nn::GPTModel& model, std::vector
     const Tensor logits = nn::forward_cached(model, from_vector(fresh, {1, int64_t(fresh.size())}), cache)[0].cpu();
     ids.push_back(nn::sample_token(logits, how.sampling, gen));
     if (on_token) on_token(ids.back(), logits);
-    if (how.stop_token && ids.back() == *how.stop_token) break;
+    if (how.stops_at(ids.back())) break;
   }
   return ids;
 }
 
-int64_t GenerationModel::vocab() const { return gpt ? gpt->cfg.vocab_size : mini->config.vocab; }
+int64_t GenerationModel::vocab() const { return lm ? lm->vocab_size() : mini->config.vocab; }
 
-int64_t GenerationModel::context() const { return gpt ? gpt->cfg.context_length : mini->config.context; }
+int64_t GenerationModel::context() const { return lm ? lm->context_length() : mini->config.context; }
 
 int64_t GenerationModel::text_vocab() const { return bpe ? bpe->vocab_size() : int64_t(characters.size()); }
 
@@ -53,15 +53,15 @@ void continue_prompt(const GenerationModel& model, const std::vector<int64_t>& p
                      bool kv_cache, Generator& gen, const nn::OnToken& on_token) {
   if (model.mini) {  // the workshop's model: no cache, the window recomputed each token
     continue_text(*model.mini, model.context(), prompt, how, gen, Device::cpu(), on_token);
-  } else if (model.kind & kOurGpts) {  // train's GPT: as its run's sample
-    if (kv_cache) continue_text_cached(*model.gpt, prompt, how, gen, on_token);
-    else continue_text(*model.gpt, model.context(), prompt, how, gen, Device::cpu(), on_token);
-  } else {  // GPT-2's and llm.c's files: the context's end refused (before starting) or slid by half
+  } else if (model.kind & kOurGpts) {  // train's GPT or Llama: as its run's sample
+    if (kv_cache) continue_text_cached(*model.lm, prompt, how, gen, on_token);
+    else continue_text(*model.lm, model.context(), prompt, how, gen, Device::cpu(), on_token);
+  } else {  // GPT-2's and llm.c's files, folders: the context's end refused (before starting) or slid by half
     const nn::GenerationOptions options{.max_new_tokens = how.tokens, .sampling = how.sampling,
-                                        .stop_token = how.stop_token, .at_context_end = model.at_context_end};
+                                        .stop_tokens = how.stop_tokens, .at_context_end = model.at_context_end};
     try {
-      if (kv_cache) nn::generate(*model.gpt, prompt, options, gen, on_token);
-      else nn::generate_uncached(*model.gpt, prompt, options, gen, on_token);
+      if (kv_cache) nn::generate(*model.lm, prompt, options, gen, on_token);
+      else nn::generate_uncached(*model.lm, prompt, options, gen, on_token);
     } catch (const std::invalid_argument& e) {  // the prompt's ids, the context: the user's to fix
       throw UsageError(e.what());
     }

@@ -3,6 +3,7 @@
 // train's checkpoints (with or without a GPT's key/value cache), a model as generate sees it whatever its
 // file, and the notice a long generation gives.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -29,7 +30,8 @@ using autograd::Tensor;
 struct Continuation {
   int64_t tokens = 0;
   nn::SamplingOptions sampling{.temperature = 0.0};  // greedy unless given a temperature
-  std::optional<int64_t> stop_token;                 // stop after making this one
+  std::vector<int64_t> stop_tokens;                  // stop after making any of these
+  bool stops_at(int64_t token) const { return std::find(stop_tokens.begin(), stop_tokens.end(), token) != stop_tokens.end(); }
 };
 
 // The greedy continuation of `tokens` tokens (train's sample at the end of a run).
@@ -52,16 +54,16 @@ std::vector<int64_t> continue_text(const Model& model, int64_t T, std::vector<in
     const Tensor logits = model(from_vector(window, {1, int64_t(window.size())}).to(device)).select(1, -1)[0].cpu();
     ids.push_back(nn::sample_token(logits, how.sampling, gen));
     if (on_token) on_token(ids.back(), logits);
-    if (how.stop_token && ids.back() == *how.stop_token) break;
+    if (how.stops_at(ids.back())) break;
   }
   return ids;
 }
 
-// continue_text for a GPT, with a key/value cache (nn/generation.h): the window's prefill, then one position
+// continue_text for a GPT or a Llama, with a key/value cache (nn/generation.h): the window's prefill, then one position
 // a token, each step's logits continue_text's to rounding. Once the text outgrows the context T, the
 // window slides by one a token and every position moves, so each step is again a prefill of the last T
 // tokens, as continue_text's recomputation is (though only the last position goes through the head).
-std::vector<int64_t> continue_text_cached(const nn::GPTModel& model, std::vector<int64_t> ids, const Continuation& how,
+std::vector<int64_t> continue_text_cached(const nn::LanguageModel& model, std::vector<int64_t> ids, const Continuation& how,
                                           Generator& gen, const nn::OnToken& on_token = {});
 
 // A model as `generate` sees it, whatever its file: generate.cpp opens train's checkpoints,
@@ -69,14 +71,15 @@ std::vector<int64_t> continue_text_cached(const nn::GPTModel& model, std::vector
 struct GenerationModel {
   ModelKind kind = kCharModel;
   std::unique_ptr<nn::MiniSelfAttention> mini;  // the workshop's model, or
-  std::unique_ptr<nn::GPTModel> gpt;            // a GPT (train's, GPT-2's or llm.c's)
+  std::unique_ptr<nn::LanguageModel> lm;        // a GPT (train's, GPT-2's or llm.c's) or a Llama (train's, a folder's)
   // How its tokens read as text: one character each, or a byte-level BPE's bytes; neither for GPT-2's
   // files without --tokenizer-file (whose prompt and output are then ids).
   std::u32string characters;
   std::shared_ptr<const tokenizer::Tokenizer> bpe;
   std::vector<int64_t> sample_prompt;  // the prompt when none is given: the run's sample's (empty: none)
-  std::optional<int64_t> end_of_text;  // the token generation stops after by default (GPT-2's <|endoftext|>)
-  nn::ContextFull at_context_end = nn::ContextFull::refuse;  // GPT-2's and llm.c's files (train's: slide by one)
+  // the tokens generation stops after by default: GPT-2's <|endoftext|>, a folder's eos_token_id(s)
+  std::vector<int64_t> end_of_text;
+  nn::ContextFull at_context_end = nn::ContextFull::refuse;  // others' files and folders (train's: slide by one)
 
   int64_t vocab() const;    // the model's ids are 0 .. vocab() - 1
   int64_t context() const;  // the positions it sees at once
@@ -97,6 +100,9 @@ void continue_prompt(const GenerationModel& model, const std::vector<int64_t>& p
 // GPT-2's or llm.c's file at o.checkpoint opened for generate (gpt2_generate.cpp): --heads, --tokenizer-file
 // and --context-full read.
 GenerationModel open_gpt2_for_generate(const GenerateOptions& o, ModelKind kind);
+// A Hugging Face folder at o.checkpoint opened for generate (gpt2_generate.cpp): its model, its tokenizer.json
+// (or, for GPT-2's, --tokenizer-file), its eos_token_id(s) as the stop tokens, --context-full read.
+GenerationModel open_folder_for_generate(const GenerateOptions& o);
 
 // 12.3s, or 4m05s.
 std::string format_duration(double seconds);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <new>
@@ -17,6 +18,7 @@
 #include "nn/gpt2.h"
 #include "nn/numbers.h"
 #include "nn/safetensors.h"
+#include "nn/tokenizer/hf_json.h"
 #include "nn/tokenizer/tokenizer.h"
 #include "text.h"
 
@@ -93,11 +95,22 @@ struct Codec {
   }
 };
 
+// A Hugging Face tokenizer.json (hf_json.h), or the model folder that holds one.
+std::shared_ptr<const tokenizer::Tokenizer> tokenizer_json(const std::string& path) {
+  std::error_code ec;
+  const bool folder = std::filesystem::is_directory(path, ec);
+  return std::make_shared<tokenizer::Tokenizer>(
+      tokenizer::load_tokenizer_json(folder ? (std::filesystem::path(path) / "tokenizer.json").string() : path));
+}
+
 // The tokenizer the flags name. A char one without a checkpoint has no characters yet: the text gives them.
+// --tokenizer-file alone is a Hugging Face tokenizer.json.
 Codec named_codec(const TokenizeOptions& o) {
+  if (o.tokenizer.empty() && !o.tokenizer_file.empty()) return {std::nullopt, tokenizer_json(o.tokenizer_file)};
   const std::string kind = o.tokenizer.empty() ? "char" : o.tokenizer;
   if (kind == "char") {
-    if (!o.tokenizer_file.empty()) throw UsageError("tokenize: --tokenizer-file is for --tokenizer bpe or gpt2");
+    if (!o.tokenizer_file.empty())
+      throw UsageError("tokenize: --tokenizer-file is for --tokenizer bpe or gpt2, or alone for a tokenizer.json");
     if (o.decode)
       throw UsageError("tokenize --decode: --tokenizer char has no alphabet to decode with (a character model's ids "
                        "number the characters of its own text): give --checkpoint of that model, or --tokenizer bpe "
@@ -156,6 +169,20 @@ std::vector<int64_t> parse_ids(const std::string& text, int64_t vocab_size, cons
   return ids;
 }
 
+// A tokenizer.json whose post-processor frames a text (Llama 3.1's <|begin_of_text|>): the listing shows the
+// text's own tokens, and says what the model's framing would add.
+void note_post_processor(const Codec& codec, std::ostream& out) {
+  const tokenizer::HuggingFaceRules* hf = codec.bpe ? codec.bpe->hugging_face() : nullptr;
+  if (!hf || (hf->post_prefix.empty() && hf->post_suffix.empty())) return;
+  const auto listed = [&](const std::vector<int32_t>& ids) {
+    std::string s;
+    for (int32_t id : ids) s += fmt::format("{}{} {}", s.empty() ? "" : ", ", id, shown(codec.piece(id)));
+    return s.empty() ? std::string("nothing") : s;
+  };
+  out << fmt::format("(the tokenizer.json's post-processor puts {} before a text and {} after it; not added here)\n",
+                     listed(hf->post_prefix), listed(hf->post_suffix));
+}
+
 void print_tokens(const Codec& codec, const std::vector<int64_t>& ids, size_t text_bytes, bool ids_only, std::ostream& out) {
   if (ids_only) {
     for (size_t i = 0; i < ids.size(); ++i) out << (i ? " " : "") << ids[i];
@@ -175,6 +202,7 @@ void print_tokens(const Codec& codec, const std::vector<int64_t>& ids, size_t te
   }
   out << fmt::format("{} tokens for {} bytes ({:.2f} bytes per token)\n", ids.size(), text_bytes,
                      double(text_bytes) / double(ids.size()));
+  note_post_processor(codec, out);
 }
 
 }  // namespace

@@ -9,7 +9,8 @@ namespace cli {
 
 struct TokenizeOptions {
   std::string tokenizer;       // char, bpe (a file from `scratchgrad bpe --save`) or gpt2; empty: char
-  std::string tokenizer_file;  // bpe: the saved file; gpt2: encoder.json + vocab.bpe's folder, or tokenizer.json
+  std::string tokenizer_file;  // bpe: the saved file; gpt2: encoder.json + vocab.bpe's folder, or tokenizer.json;
+                               // alone (no tokenizer): a Hugging Face tokenizer.json, or the folder holding it
   std::string checkpoint;      // use this checkpoint's own tokenizer (instead of --tokenizer)
   std::string text_file;       // empty: standard input
   bool ids_only = false;       // --ids: the ids alone, space-separated

@@ -27,6 +27,7 @@
 #include "optim/optim.h"
 #include "corpus.h"
 #include "finetune.h"
+#include "folders.h"
 #include "guards.h"
 #include "model_files.h"
 #include "ranks.h"
@@ -314,9 +315,9 @@ int train_mini(const TrainOptions& o, const Corpus& corpus, Device device, Ranks
   return 0;
 }
 
-// AdamW with decay on the Linear weights only: biases, LayerNorm's scale and shift and the embeddings
-// are a second param group without it (nanoGPT's rule; nn::weight_decay_groups finds them by module).
-optim::AdamW gpt_optimizer(const nn::GPTModel& model, const TrainOptions& o) {
+// AdamW with decay on the Linear weights only: biases, LayerNorm's (RMSNorm's) scale and shift and the
+// embeddings are a second param group without it (nanoGPT's rule; nn::weight_decay_groups finds them by module).
+optim::AdamW decoder_optimizer(const nn::Module& model, const TrainOptions& o) {
   auto [decay, no_decay] = nn::weight_decay_groups(model);
   optim::AdamW opt(nn::tensors_of(decay), {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay});
   if (!no_decay.empty()) opt.add_param_group(nn::tensors_of(no_decay), {{"weight_decay", 0.0}});
@@ -326,7 +327,7 @@ optim::AdamW gpt_optimizer(const nn::GPTModel& model, const TrainOptions& o) {
 // The model a GPT run trains, and what of it trains: all of a new model or a full fine-tune's, or a LoRA
 // fine-tune's adapters alone (the rest frozen, with no gradients and no optimizer state).
 struct RunModel {
-  std::unique_ptr<nn::GPTModel> model;
+  std::unique_ptr<nn::LanguageModel> model;  // a GPT or a Llama
   std::string base;                       // a fine-tune: the absolute path of the weights it started from
   nn::FileFingerprint base_file;          // a LoRA fine-tune: the base's size and hash, which its --save records
   std::optional<nn::LoraConfig> lora;     // a LoRA fine-tune's adapters
@@ -334,19 +335,31 @@ struct RunModel {
   std::optional<RunTokenizer> base_tokenizer;  // a fine-tune of a checkpoint of ours: its tokenizer,
   std::u32string base_vocab;                   // and (char) its characters
   bool finetune() const { return !base.empty(); }
+  nn::GPTModel* gpt() const { return dynamic_cast<nn::GPTModel*>(model.get()); }
+  nn::LlamaModel* llama() const { return dynamic_cast<nn::LlamaModel*>(model.get()); }
   nn::Module& trained() const { return adapters ? static_cast<nn::Module&>(*adapters) : *model; }
 };
 
 optim::AdamW run_optimizer(const RunModel& run, const TrainOptions& o) {
-  if (!run.adapters) return gpt_optimizer(*run.model, o);
+  if (!run.adapters) return decoder_optimizer(*run.model, o);
   return optim::AdamW(run.adapters->parameters(),
                       {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay});
 }
 
+// "3 blocks D 96 T 64 B 16 heads 4" (a Llama's: "... heads 4 kv-heads 2 ffn 256").
+std::string model_shape(const RunModel& run, const TrainOptions& o, int64_t T) {
+  const std::string batch = fmt::format("B {}{}", o.batch, o.accumulate > 1 ? fmt::format("×{}", o.accumulate) : "");
+  if (const nn::LlamaModel* llama = run.llama()) {
+    const nn::LlamaConfig& c = llama->cfg;
+    return fmt::format("{} blocks D {} T {} {} heads {} kv-heads {} ffn {}", c.num_hidden_layers, c.hidden_size, T, batch,
+                       c.num_attention_heads, c.num_key_value_heads, c.intermediate_size);
+  }
+  const nn::GPTConfig& c = run.gpt()->cfg;
+  return fmt::format("{} blocks D {} T {} {} heads {}", c.n_layers, c.emb_dim, T, batch, c.n_heads);
+}
+
 std::string run_description(const RunModel& run, const TrainOptions& o, int64_t T) {
-  const nn::GPTConfig& c = run.model->cfg;
-  const std::string shape = fmt::format("{} blocks D {} T {} B {}{} heads {}", c.n_layers, c.emb_dim, T, o.batch,
-                                        o.accumulate > 1 ? fmt::format("×{}", o.accumulate) : "", c.n_heads);
+  const std::string shape = model_shape(run, o, T);
   if (!run.finetune()) return fmt::format("{} parameters, {}", run.model->num_parameters(), shape);
   const int64_t trained = run.trained().num_parameters();
   const std::string what = run.lora ? fmt::format("LoRA rank {} alpha {} on {}, {} of {} parameters trained", run.lora->rank,
@@ -356,32 +369,51 @@ std::string run_description(const RunModel& run, const TrainOptions& o, int64_t 
   return fmt::format("fine-tuning {} ({}), {}", run.base, what, shape);
 }
 
-int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks& ranks, std::ostream& out, RunModel run) {
+// A new model of the run's shape, its initial values drawn from the generator (seeded by the caller).
+std::unique_ptr<nn::LanguageModel> new_model(const TrainOptions& o, int64_t vocab) {
+  if (o.model == "llama") {
+    nn::LlamaConfig c;
+    c.vocab_size = vocab, c.hidden_size = o.dim, c.intermediate_size = o.ffn_dim, c.num_hidden_layers = o.layers;
+    c.num_attention_heads = o.heads, c.num_key_value_heads = o.kv_heads, c.max_position_embeddings = o.context;
+    c.rope_theta = 10000.0, c.tie_word_embeddings = true;  // Llama 2's θ; the head tied, as SmolLM2's
+    return std::make_unique<nn::LlamaModel>(c);
+  }
+  return std::make_unique<nn::GPTModel>(nn::GPTConfig{.vocab_size = vocab, .context_length = o.context, .emb_dim = o.dim,
+                                                      .n_heads = o.heads, .n_layers = o.layers, .drop_rate = o.dropout,
+                                                      .qkv_bias = false});
+}
+
+// Model FLOPs a token of a training step (nn/flops.h), for the progress line's MFU.
+double flops_per_token(const RunModel& run, int64_t T) {
+  if (const nn::LlamaModel* llama = run.llama()) return nn::llama_training_flops_per_token(*llama, T);
+  return nn::gpt_training_flops_per_token(*run.gpt(), T);
+}
+
+// A GPT run or a Llama run: one loop for both (the model is a LanguageModel; only its shape's words and
+// its checkpoint's metadata differ).
+int train_decoder(const TrainOptions& o, const Corpus& corpus, Device device, Ranks& ranks, std::ostream& out, RunModel run) {
   manual_seed(o.seed);
-  if (!run.model)
-    run.model = std::make_unique<nn::GPTModel>(nn::GPTConfig{.vocab_size = corpus.vocab_size(), .context_length = o.context,
-                                                             .emb_dim = o.dim, .n_heads = o.heads, .n_layers = o.layers,
-                                                             .drop_rate = o.dropout, .qkv_bias = false});
-  nn::GPTModel& model = *run.model;
+  if (!run.model) run.model = new_model(o, corpus.vocab_size());
+  nn::LanguageModel& model = *run.model;
   nn::Module& trained = run.trained();
-  const nn::GPTConfig& config = model.cfg;
+  const std::string family = run.llama() ? "Llama" : "GPT";
   model.to(device);
   model.train();
   optim::AdamW opt = run_optimizer(run, o);
   optim::LambdaLR schedule(opt, optim::warmup_cosine(o.warmup, o.steps, 0.1));
-  const int64_t V = config.vocab_size, T = o.context;
+  const int64_t V = model.vocab_size(), T = o.context;
 
   const std::string text_size = corpus.tokenizer.is_char()
                                     ? fmt::format("{} characters ({} distinct", corpus.characters(), V)
                                     : fmt::format("{} tokens ({} tokenizer, vocabulary {}", corpus.characters(),
                                                   corpus.tokenizer.kind, V);
-  out << fmt::format("training a GPT on {}{}), {}, {} steps on {}\n", text_size,
+  out << fmt::format("training a {} on {}{}), {}, {} steps on {}\n", family, text_size,
                      corpus.has_val() ? fmt::format(", {} held out", corpus.val().size()) : "",
                      run_description(run, o, T), o.steps, device.str());
   Progress progress{o, out, o.batch * o.accumulate * T, &out == &std::cout && isatty(STDOUT_FILENO)};
   progress.bits_per_byte_factor = corpus.bits_per_byte_factor();
   if (device.is_cpu()) {
-    progress.flops_per_token = nn::gpt_training_flops_per_token(model, T);
+    progress.flops_per_token = flops_per_token(run, T);
     progress.peak_flops = cpu::core_peak_flops() * get_num_threads() * ranks.size();
     progress.start = std::chrono::steady_clock::now();  // the peak's measurement (about 100 ms) is not the run's
   }
@@ -418,7 +450,7 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
     out << fmt::format("resuming {} at step {}\n", o.resume, first_step);
   }
   auto metadata_at = [&](int64_t steps_done) {
-    auto metadata = gpt_metadata(model, corpus, T, steps_done);
+    auto metadata = decoder_metadata(model, corpus, T, steps_done);
     metadata.merge(run_metadata(o, corpus, steps_done, schedule.last_epoch()));
     if (run.finetune()) metadata["run.init"] = run.base;
     return metadata;
@@ -429,7 +461,7 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
     for (auto& [name, t] : opt.state_dict()) optimizer_state.emplace_back(kOptimizerPrefix + name, t);
     if (run.lora)
       return nn::save_lora(o.save, model, *run.lora, {run.base, run.base_file}, metadata_at(steps_done), optimizer_state);
-    nn::NamedTensors tensors = gpt_state(model);
+    nn::NamedTensors tensors = decoder_state(model);
     tensors.insert(tensors.end(), optimizer_state.begin(), optimizer_state.end());
     nn::save_safetensors(o.save, tensors, metadata_at(steps_done));  // a temporary file renamed into place
   };
@@ -446,8 +478,7 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
         CallSite label("loss = cross_entropy(logits.flatten(0, 1), targets.flatten())");
         Tensor loss = cross_entropy(logits.view({-1, V}), y.to(device).view({-1}));
         if (step == 0 && micro == 0 && !o.graph.empty() && ranks.is_root())
-          write_step_graph(o, loss, model, fmt::format("GPT, {} blocks D {} T {} B {} heads {}", config.n_layers,
-                                                       config.emb_dim, T, o.batch, config.n_heads));
+          write_step_graph(o, loss, model, fmt::format("{}, {}", family, model_shape(run, o, T)));
         return loss;
       });
     }
@@ -479,8 +510,7 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
   model.eval();
   if (ranks.is_root())
     finish(model, corpus, T, V, device, progress, last_loss, o.save.empty() ? std::function<void()>() : [&] { save(o.steps); },
-           fmt::format("loss, GPT {} blocks, {} steps, D {} T {} B {} heads {}, lr {}", config.n_layers, o.steps,
-                       config.emb_dim, T, o.batch, config.n_heads, o.lr));
+           fmt::format("loss, {} {}, {} steps, lr {}", family, model_shape(run, o, T), o.steps, o.lr));
   ranks.barrier();  // the others wait for rank 0's checkpoint
   return 0;
 }
@@ -491,35 +521,68 @@ int train_gpt(const TrainOptions& o, const Corpus& corpus, Device device, Ranks&
 double training_bytes(const TrainOptions& o, int64_t vocab) {
   const double D = double(o.dim), T = double(o.context), B = double(o.batch), V = double(vocab), L = double(o.layers);
   const double H = double(o.heads);
-  const double parameters = o.model == "gpt" ? V * D + T * D + L * 12 * D * D + V * D : V * D + T * D + 3 * D * D + V * D;
-  const double activations = B * T * ((o.model == "gpt" ? L : 1) * (8 * D + H * T) + 2 * V);
+  const double F = double(o.ffn_dim);  // a Llama's: q and o D², k and v (kv-heads/heads)·D² each, 3·D·F
+  const double llama_block = 2 * D * D + 2 * D * D * double(o.kv_heads) / std::max(H, 1.0) + 3 * D * F;
+  const double parameters = o.model == "gpt"     ? V * D + T * D + L * 12 * D * D + V * D
+                            : o.model == "llama" ? V * D + L * llama_block
+                                                 : V * D + T * D + 3 * D * D + V * D;
+  const double activations = B * T * ((o.model == "mini" ? 1 : L) * (8 * D + H * T + 3 * F) + 2 * V);
   return 16 * parameters + 4 * activations;
 }
 
-// The weights --init names, and what they decide: GPT-2's (which read GPT-2's tokens) or a checkpoint of
-// our own GPT (which reads its own tokenizer's); --tokenizer, if given, must agree.
-std::unique_ptr<nn::GPTModel> load_base(const std::string& path, TrainOptions& o, RunModel& run) {
+// The weights --init names, and what they decide: GPT-2's (which read GPT-2's tokens), a Hugging Face folder
+// (which reads its tokenizer.json, as a tokenizer from a file: --tokenizer gpt2) or a checkpoint of our own
+// GPT or Llama (which reads its own tokenizer's); --tokenizer, if given, must agree.
+std::unique_ptr<nn::LanguageModel> load_base(const std::string& path, TrainOptions& o, RunModel& run) {
   auto tokenizer_must_be = [&](const std::string& kind, const std::string& why) {
     if (o.tokenizer.empty()) o.tokenizer = kind;
     require(o.tokenizer == kind, fmt::format("--tokenizer {} does not fit {}: {} (leave --tokenizer out, or give "
                                              "--tokenizer {})",
                                              o.tokenizer, path, why, kind));
   };
+  if (nn::is_hf_folder(path)) {
+    FolderModel folder = open_folder(path, "train --init", o.resume.empty() && o.given.count("--heads") > 0);
+    tokenizer_must_be("gpt2", folder.folder.is_gpt2() ? "GPT-2's weights read GPT-2's tokens (with --tokenizer-file DIR)"
+                                                      : "the folder's model reads its tokenizer.json's tokens");
+    if (o.tokenizer_file.empty()) o.tokenizer_file = folder_tokenizer_file(path);
+    require(!o.tokenizer_file.empty(),
+            fmt::format("--init {}: the folder has no tokenizer.json to read --text with: give --tokenizer-file (the "
+                        "model's tokenizer.json)",
+                        path));
+    return std::move(folder.model);
+  }
   if (std::unique_ptr<nn::GPTModel> gpt2 = load_gpt2_weights(path, o.init_heads)) {
     tokenizer_must_be("gpt2", "GPT-2's weights read GPT-2's tokens (with --tokenizer-file DIR)");
     return gpt2;
   }
   LoadedModel ours = load_model(path, o.tokenizer_file);
-  if (!ours.gpt)
+  if (!ours.decoder())
     throw UsageError(fmt::format("--init {}: a checkpoint of the workshop's one-layer model; --init fine-tunes a GPT "
-                                 "(GPT-2's weights or a checkpoint of train --model gpt)",
+                                 "or a Llama (GPT-2's weights, a Hugging Face folder, or a checkpoint of train --model "
+                                 "gpt or llama)",
                                  path));
-  check_heads_agree(o.init_heads, *ours.gpt, path);
+  if (ours.gpt) check_heads_agree(o.init_heads, *ours.gpt, path);
   tokenizer_must_be(ours.tokenizer.kind, fmt::format("the checkpoint reads its own {} tokenizer", ours.tokenizer.kind));
-  if (!nn::lora_parameters(*ours.gpt).empty()) nn::merge_lora(*ours.gpt);  // a LoRA run goes on from its merged weights
+  std::unique_ptr<nn::LanguageModel> model;
+  if (ours.gpt) model = std::move(ours.gpt);
+  else model = std::move(ours.llama);
+  if (!nn::lora_parameters(*model).empty()) nn::merge_lora(*model);  // a LoRA run goes on from its merged weights
   run.base_tokenizer = ours.tokenizer;
   run.base_vocab = ours.vocab.chars();
-  return std::move(ours.gpt);
+  return model;
+}
+
+// The run's shape options as the fine-tuned model has them (what its checkpoint and progress line record).
+void take_shape_of(const nn::LanguageModel& model, TrainOptions& o) {
+  if (const auto* llama = dynamic_cast<const nn::LlamaModel*>(&model)) {
+    const nn::LlamaConfig& c = llama->cfg;
+    o.model = "llama";
+    o.layers = c.num_hidden_layers, o.dim = c.hidden_size, o.heads = c.num_attention_heads;
+    o.kv_heads = c.num_key_value_heads, o.ffn_dim = c.intermediate_size;
+    return;
+  }
+  const nn::GPTConfig& c = dynamic_cast<const nn::GPTModel&>(model).cfg;
+  o.layers = c.n_layers, o.dim = c.emb_dim, o.heads = c.n_heads;
 }
 
 // A fine-tune's model (o.init set): the base's weights; on --resume, a full fine-tune's checkpoint or a
@@ -538,13 +601,14 @@ RunModel finetune_model(TrainOptions& o) {
     run.base_file = saved_adapters && saved_adapters->base_file ? *saved_adapters->base_file : nn::fingerprint_file(o.init);
   if (resumed && o.lora_rank == 0) {  // a full fine-tune: all the weights are in the checkpoint
     LoadedModel saved = load_model(o.resume, o.tokenizer_file);
-    run.model = std::move(saved.gpt);
+    if (saved.gpt) run.model = std::move(saved.gpt);
+    else run.model = std::move(saved.llama);
   } else {
     run.model = load_base(o.init, o, run);
   }
-  nn::GPTModel& model = *run.model;
+  nn::LanguageModel& model = *run.model;
   if (!resumed) o.context = finetune_context(o, model, o.init);
-  o.layers = model.cfg.n_layers, o.dim = model.cfg.emb_dim, o.heads = model.cfg.n_heads;
+  take_shape_of(model, o);
   set_dropout(model, o.dropout);
   if (o.lora_rank > 0) {
     run.lora = lora_config(o, model);
@@ -595,7 +659,7 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
   RunModel run;
   if (!o.init.empty()) run = finetune_model(o);
   Corpus corpus = load_corpus(o, run.base_tokenizer);
-  require(o.resume.empty() || o.model == "gpt", "--resume continues a GPT run");
+  require(o.resume.empty() || o.model != "mini", "--resume continues a GPT or Llama run");
   if (!o.resume.empty()) check_resumed_text(o, corpus);
   else if (run.base_tokenizer && corpus.tokenizer.is_char()) use_vocabulary(corpus, run.base_vocab);
   if (run.model) {
@@ -605,13 +669,15 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
   } else {
     check_fits_in_memory(training_bytes(o, corpus.vocab_size()),
                          fmt::format("{}--dim {} --context {} --batch {} on a vocabulary of {}",
-                                     o.model == "gpt" ? fmt::format("a GPT of --layers {} ", o.layers) : "a model of ",
+                                     o.model == "gpt"     ? fmt::format("a GPT of --layers {} ", o.layers)
+                                     : o.model == "llama" ? fmt::format("a Llama of --layers {} ", o.layers)
+                                                          : "a model of ",
                                      o.dim, o.context, o.batch, corpus.vocab_size()));
   }
   if (ranks.size() > 1)
     out << fmt::format("data parallel: {} ranks, each {} of the {} windows of every batch{}\n", ranks.size(),
                        o.batch / ranks.size(), o.batch, o.deterministic_reduce ? ", deterministic reduce" : "");
-  return o.model == "gpt" ? train_gpt(o, corpus, device, ranks, out, std::move(run)) : train_mini(o, corpus, device, ranks, out);
+  return o.model == "mini" ? train_mini(o, corpus, device, ranks, out) : train_decoder(o, corpus, device, ranks, out, std::move(run));
 }
 
 }  // namespace cli

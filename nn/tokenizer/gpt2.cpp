@@ -11,6 +11,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "nn/tokenizer/gpt2_files.h"
 #include "nn/tokenizer/json_file.h"
 #include "nn/tokenizer/read_file.h"
 #include "nn/tokenizer/tokenizer.h"
@@ -26,25 +27,6 @@ std::string utf8(char32_t c) {
   else if (c < 0x800) s += char(0xC0 | (c >> 6)), s += char(0x80 | (c & 0x3F));
   else s += char(0xE0 | (c >> 12)), s += char(0x80 | ((c >> 6) & 0x3F)), s += char(0x80 | (c & 0x3F));
   return s;
-}
-
-// The file's spelling of a token back to its bytes; false if a character is not in the table.
-bool to_bytes(std::string_view written, std::string& bytes) {
-  static const std::unordered_map<char32_t, unsigned char> byte_of = [] {
-    std::unordered_map<char32_t, unsigned char> m;
-    const auto& table = gpt2_byte_to_unicode();
-    for (int b = 0; b < 256; ++b) m[next_utf8_char(table[b], 0).code] = static_cast<unsigned char>(b);
-    return m;
-  }();
-  bytes.clear();
-  for (size_t at = 0; at < written.size();) {
-    const Utf8Char c = next_utf8_char(written, at);
-    auto it = byte_of.find(c.code);
-    if (it == byte_of.end()) return false;
-    bytes += char(it->second);
-    at += c.length;
-  }
-  return true;
 }
 
 // Bytes (a token's, or a line of vocab.bpe, which need not be UTF-8) quoted for a message: escaped, and at
@@ -106,7 +88,7 @@ Tokenizer assemble(const std::unordered_map<std::string, int32_t>& vocab,
   // Every token's spelling must be the bytes its merges make.
   for (const auto& [written, id] : vocab) {
     if (!used[id]) continue;
-    if (!to_bytes(written, bytes) || bytes != built->token_bytes(id))
+    if (!byte_level_bytes(written, bytes) || bytes != built->token_bytes(id))
       throw mismatch("token " + std::to_string(id) + " is spelt " + quoted_for_message(written) + " in " + vocab_name +
                      " but the merges make " + shown(built->token_bytes(id)));
   }
@@ -170,7 +152,26 @@ bool is_byte_level(const JsonField& pre) {
   return found;
 }
 
-// A merge of tokenizer.json: "Ġ t" or ["Ġ", "t"].
+}  // namespace
+
+bool byte_level_bytes(std::string_view written, std::string& bytes) {
+  static const std::unordered_map<char32_t, unsigned char> byte_of = [] {
+    std::unordered_map<char32_t, unsigned char> m;
+    const auto& table = gpt2_byte_to_unicode();
+    for (int b = 0; b < 256; ++b) m[next_utf8_char(table[b], 0).code] = static_cast<unsigned char>(b);
+    return m;
+  }();
+  bytes.clear();
+  for (size_t at = 0; at < written.size();) {
+    const Utf8Char c = next_utf8_char(written, at);
+    auto it = byte_of.find(c.code);
+    if (it == byte_of.end()) return false;
+    bytes += char(it->second);
+    at += c.length;
+  }
+  return true;
+}
+
 std::pair<std::string, std::string> hugging_face_merge(const JsonField& m) {
   std::pair<std::string, std::string> merge;
   if (m.is_string()) {
@@ -183,8 +184,6 @@ std::pair<std::string, std::string> hugging_face_merge(const JsonField& m) {
   if (parts.size() != 2) m.fail("has " + std::to_string(parts.size()) + " tokens, expected 2");
   return {parts[0], parts[1]};
 }
-
-}  // namespace
 
 const std::vector<std::string>& gpt2_byte_to_unicode() {
   static const std::vector<std::string> table = [] {

@@ -117,6 +117,11 @@ std::string JsonField::string() const {
   return value_->get<std::string>();
 }
 
+bool JsonField::boolean() const {
+  expect(value_->is_boolean(), "true or false");
+  return value_->get<bool>();
+}
+
 int64_t JsonField::integer(int64_t low, int64_t high) const {
   const auto refuse = [&] {
     fail("is " + describe_value(*value_) + ", not a whole number from " + std::to_string(low) + " to " + std::to_string(high));

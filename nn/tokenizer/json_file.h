@@ -31,6 +31,7 @@ class JsonField {
   std::optional<JsonField> find(std::string_view key) const;
 
   std::string string() const;
+  bool boolean() const;  // true or false, nothing else
   // A whole number from `low` to `high`, read whole: 2^32 + 5 is out of range, never 5; 5.0 is not whole.
   int64_t integer(int64_t low, int64_t high) const;
 
@@ -38,6 +39,7 @@ class JsonField {
   bool is_array() const { return value_->is_array(); }
   bool is_object() const { return value_->is_object(); }
   bool is_null() const { return value_->is_null(); }
+  bool is_boolean() const { return value_->is_boolean(); }
   size_t size() const { return value_->size(); }  // of an array or object
 
   // f(const JsonField& element) for each element of an array (which this must be).

@@ -95,7 +95,12 @@ size_t gpt2_match_end(const Scanner& s, size_t at) {
 bool is_line_break(char32_t c) { return c == '\r' || c == '\n'; }
 
 // '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+
-size_t gpt4_match_end(const Scanner& s, size_t at) {
+//
+// Llama 3's pattern spells three parts otherwise but matches the same: its `?` and `+` are not possessive,
+// yet giving back would not help (the optional character before letters is never a letter, and [\r\n]*
+// after punctuation may match nothing); and its `\s*[\r\n]+` backtracks to the run's last line break, the
+// end `\s*[\r\n]` reaches too. Qwen's is Llama 3's with one digit a chunk: `max_digits` 1.
+size_t gpt4_match_end(const Scanner& s, size_t at, size_t max_digits = 3) {
   if (s.byte(at) == '\'') {
     if (s.ascii_at(at + 1, 's') || s.ascii_at(at + 1, 'd') || s.ascii_at(at + 1, 'm') || s.ascii_at(at + 1, 't'))
       return at + 2;
@@ -109,7 +114,7 @@ size_t gpt4_match_end(const Scanner& s, size_t at) {
   if (c.kind != Class::number && !is_line_break(c.code) && s.at(at + c.length).kind == Class::letter)
     return s.run(at + c.length, of(Class::letter));
   // \p{N}{1,3}
-  if (c.kind == Class::number) return s.run(at, of(Class::number), 3);
+  if (c.kind == Class::number) return s.run(at, of(Class::number), max_digits);
   // ` ?[^\s\p{L}\p{N}]++[\r\n]*`: punctuation and the like, with the line breaks right after it.
   const size_t start = c.code == ' ' ? at + 1 : at;
   if (start < s.size() && s.at(start).kind == Class::other) {
@@ -128,18 +133,48 @@ size_t gpt4_match_end(const Scanner& s, size_t at) {
   return whitespace_run(s, at);
 }
 
+size_t match_end(const Scanner& s, size_t at, SplitPattern pattern) {
+  switch (pattern) {
+    case SplitPattern::gpt2: return gpt2_match_end(s, at);
+    case SplitPattern::qwen2: return gpt4_match_end(s, at, 1);
+    default: return gpt4_match_end(s, at);
+  }
+}
+
+void append_chunks(std::string_view text, SplitPattern pattern, std::vector<std::string_view>& chunks) {
+  const Scanner s(text);
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = match_end(s, at, pattern);
+    chunks.push_back(text.substr(at, end - at));
+    at = end;
+  }
+}
+
+// SmolLM2's two steps: each number character is cut out as a chunk of its own (Hugging Face's Digits with
+// individual_digits, which tests Rust's char::is_numeric: \p{N}), and GPT-2's pattern splits the text between.
+void append_digits_then_gpt2(std::string_view text, std::vector<std::string_view>& chunks) {
+  const Scanner s(text);
+  size_t start = 0;
+  for (size_t at = 0; at < text.size();) {
+    const Char c = s.at(at);
+    if (c.kind == Class::number) {
+      append_chunks(text.substr(start, at - start), SplitPattern::gpt2, chunks);
+      chunks.push_back(text.substr(at, c.length));
+      start = at + c.length;
+    }
+    at += c.length;
+  }
+  append_chunks(text.substr(start), SplitPattern::gpt2, chunks);
+}
+
 }  // namespace
 
 std::vector<std::string_view> split_chunks(std::string_view text, SplitPattern pattern) {
   std::vector<std::string_view> chunks;
   if (text.empty()) return chunks;
   if (pattern == SplitPattern::none) return {text};
-  const Scanner s(text);
-  for (size_t at = 0; at < text.size();) {
-    const size_t end = pattern == SplitPattern::gpt2 ? gpt2_match_end(s, at) : gpt4_match_end(s, at);
-    chunks.push_back(text.substr(at, end - at));
-    at = end;
-  }
+  if (pattern == SplitPattern::gpt2_digits) append_digits_then_gpt2(text, chunks);
+  else append_chunks(text, pattern, chunks);
   return chunks;
 }
 
@@ -148,6 +183,9 @@ const char* pattern_name(SplitPattern pattern) {
     case SplitPattern::none: return "none";
     case SplitPattern::gpt2: return "gpt2";
     case SplitPattern::gpt4: return "gpt4";
+    case SplitPattern::llama3: return "llama3";
+    case SplitPattern::qwen2: return "qwen2";
+    case SplitPattern::gpt2_digits: return "gpt2-digits";
   }
   return "?";
 }
@@ -156,7 +194,11 @@ SplitPattern pattern_from_name(std::string_view name) {
   if (name == "none") return SplitPattern::none;
   if (name == "gpt2") return SplitPattern::gpt2;
   if (name == "gpt4") return SplitPattern::gpt4;
-  throw TokenizerError("unknown split pattern '" + std::string(name) + "' (expected none, gpt2 or gpt4)");
+  if (name == "llama3") return SplitPattern::llama3;
+  if (name == "qwen2") return SplitPattern::qwen2;
+  if (name == "gpt2-digits") return SplitPattern::gpt2_digits;
+  throw TokenizerError("unknown split pattern '" + std::string(name) +
+                       "' (expected none, gpt2, gpt4, llama3, qwen2 or gpt2-digits)");
 }
 
 }  // namespace tokenizer

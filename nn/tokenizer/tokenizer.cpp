@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "nn/atomic_file.h"
+#include "nn/tokenizer/normalize.h"
 #include "nn/tokenizer/read_file.h"
 
 namespace tokenizer {
@@ -60,12 +61,48 @@ Tokenizer::Tokenizer(std::vector<int32_t> byte_ids, std::vector<Merge> merges,
                      std::map<std::string, int32_t> specials, SplitPattern pattern)
     : byte_ids_(std::move(byte_ids)), merges_(std::move(merges)), specials_(std::move(specials)), pattern_(pattern),
       cache_(std::make_shared<ChunkCache>()) {
+  std::vector<std::pair<int32_t, std::string>> extra;
+  std::vector<std::string> names;
+  for (const auto& [text, id] : specials_) {
+    if (text.empty()) throw TokenizerError("a special token cannot be empty");
+    extra.emplace_back(id, text);
+    names.push_back("special token " + quoted(text));
+  }
+  define_tokens(extra, names, false);
+}
+
+Tokenizer::Tokenizer(HuggingFaceRules rules, std::vector<int32_t> byte_ids, std::vector<Merge> merges,
+                     SplitPattern pattern)
+    : byte_ids_(std::move(byte_ids)), merges_(std::move(merges)), pattern_(pattern),
+      cache_(std::make_shared<ChunkCache>()) {
+  std::vector<std::pair<int32_t, std::string>> extra;
+  std::vector<std::string> names;
+  for (const auto& [id, bytes] : rules.vocabulary) {
+    extra.emplace_back(id, bytes);
+    names.push_back("vocabulary token " + quoted(bytes));
+  }
+  for (const AddedToken& t : rules.added) {
+    if (t.content.empty()) throw TokenizerError("an added token cannot be empty");
+    extra.emplace_back(t.id, t.content);
+    names.push_back("added token " + quoted(t.content));
+    specials_.emplace(t.content, t.id);
+  }
+  // The vocabulary first: Hugging Face's files may list a merge before the merges that make its parts.
+  define_tokens(extra, names, true);
+  if (rules.ignore_merges)
+    for (const auto& [id, bytes] : rules.vocabulary) whole_tokens_.emplace(bytes, id);
+  hugging_face_ = std::make_shared<const HuggingFaceRules>(std::move(rules));
+}
+
+// Every id from 0 up is defined once: by a byte, a merge (repeats allowed when they spell the same bytes,
+// as in some Hugging Face files) or one of `extra` (a special token; a Hugging Face file's vocabulary and
+// added tokens, defined before the merges when `extra_first`, so that a merge may use any of them).
+void Tokenizer::define_tokens(const std::vector<std::pair<int32_t, std::string>>& extra,
+                              const std::vector<std::string>& extra_names, bool extra_first) {
   if (byte_ids_.size() != 256) throw TokenizerError("a tokenizer needs an id for each of the 256 bytes");
-  // Every id from 0 up is defined once: by a byte, a merge (repeats allowed when they spell the same bytes,
-  // as in some Hugging Face files) or a special token.
   std::vector<char> defined;
   const auto define = [&](int32_t id, std::string bytes, const std::string& what) {
-    if (id < 0 || id > 50'000'000) throw TokenizerError(what + ": id " + std::to_string(id) + " is out of range");
+    if (id < 0 || id > kMaxTokenId) throw TokenizerError(what + ": id " + std::to_string(id) + " is out of range");
     if (size_t(id) >= token_bytes_.size()) token_bytes_.resize(id + 1), defined.resize(id + 1, 0);
     if (defined[id] && token_bytes_[id] != bytes)
       throw TokenizerError(what + ": id " + std::to_string(id) + " already stands for " + quoted(token_bytes_[id]));
@@ -73,19 +110,21 @@ Tokenizer::Tokenizer(std::vector<int32_t> byte_ids, std::vector<Merge> merges,
     token_bytes_[id] = std::move(bytes);
   };
   for (int b = 0; b < 256; ++b) define(byte_ids_[b], std::string(1, char(b)), "byte " + std::to_string(b));
+  const auto define_extra = [&] {
+    for (size_t k = 0; k < extra.size(); ++k) define(extra[k].first, extra[k].second, extra_names[k]);
+  };
+  if (extra_first) define_extra();
   for (size_t rank = 0; rank < merges_.size(); ++rank) {
     const Merge& m = merges_[rank];
     const std::string what = "merge " + std::to_string(rank + 1);
     for (int32_t part : {m.left, m.right})
       if (part < 0 || size_t(part) >= defined.size() || !defined[part])
         throw TokenizerError(what + " uses token " + std::to_string(part) + ", which no byte or earlier merge makes");
+    // (a Hugging Face vocabulary's token gets its bytes from its spelling: its merges must spell them too)
     define(m.result, token_bytes_[m.left] + token_bytes_[m.right], what);
     rank_of_pair_.emplace(pair_key(m.left, m.right), int32_t(rank));  // a repeated pair keeps its first rank
   }
-  for (const auto& [text, id] : specials_) {
-    if (text.empty()) throw TokenizerError("a special token cannot be empty");
-    define(id, text, "special token " + quoted(text));
-  }
+  if (!extra_first) define_extra();
   for (size_t id = 0; id < defined.size(); ++id)
     if (!defined[id]) throw TokenizerError("token id " + std::to_string(id) + " is neither a byte, a merge nor a special token");
 }
@@ -95,6 +134,12 @@ const std::string& Tokenizer::token_bytes(int32_t id) const {
     throw TokenizerError("token id " + std::to_string(id) + " is out of range (vocabulary of " +
                          std::to_string(vocab_size()) + ")");
   return token_bytes_[id];
+}
+
+std::optional<int32_t> Tokenizer::token_id(std::string_view content) const {
+  const auto it = specials_.find(std::string(content));
+  if (it == specials_.end()) return std::nullopt;
+  return it->second;
 }
 
 bool Tokenizer::is_special(int32_t id) const {
@@ -107,6 +152,10 @@ bool Tokenizer::is_special(int32_t id) const {
 // (the same pair at several places) merge from left to right. The candidates wait in a queue by (rank,
 // position); one that a previous merge has changed is skipped when it comes up.
 std::vector<int32_t> Tokenizer::merge_chunk(std::string_view chunk) const {
+  if (!whole_tokens_.empty()) {  // ignore_merges: a chunk that is a token is that token, whatever the merges make
+    const auto it = whole_tokens_.find(std::string(chunk));
+    if (it != whole_tokens_.end()) return {it->second};
+  }
   const int n = int(chunk.size());
   std::vector<int32_t> ids(n), next(n), prev(n);
   for (int i = 0; i < n; ++i) {
@@ -165,12 +214,17 @@ void Tokenizer::encode_chunks(std::string_view text, std::vector<int32_t>& out) 
 
 std::vector<int32_t> Tokenizer::encode_ordinary(std::string_view text) const {
   std::vector<int32_t> out;
-  encode_chunks(text, out);
+  if (hugging_face_ && hugging_face_->nfc) encode_chunks(nfc(text), out);
+  else encode_chunks(text, out);
   return out;
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<int32_t> out;
+  if (hugging_face_) {
+    encode_hugging_face(text, out);
+    return out;
+  }
   while (!text.empty()) {
     // The earliest special token in the text (the longest one where two start at the same place).
     size_t at = std::string_view::npos;
@@ -197,6 +251,8 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
 // ---- the text format ----
 
 std::string Tokenizer::to_text() const {
+  if (hugging_face_)
+    throw TokenizerError("a Hugging Face tokenizer.json's tokenizer has no scratchgrad-bpe text form; it is kept as its file");
   for (int b = 0; b < 256; ++b)
     if (byte_ids_[b] != b)
       throw TokenizerError("only a tokenizer whose ids 0-255 are the bytes 0-255 (one that `train` made) has the "
@@ -385,6 +441,17 @@ std::string Tokenizer::fingerprint() const {
   for (int32_t id : byte_ids_) add_number(id);
   for (const Merge& m : merges_) add_number(m.left), add_number(m.right), add_number(m.result);
   for (const auto& [text, id] : specials_) add_number(int64_t(text.size())), add(text), add_number(id);
+  if (const HuggingFaceRules* hf = hugging_face_.get()) {  // (a tokenizer of ours or GPT-2's keeps its old fingerprint)
+    add("hugging-face");
+    for (const AddedToken& t : hf->added)
+      add_number(t.id), add_number(t.special), add_number(t.lstrip), add_number(t.rstrip), add_number(t.single_word),
+          add_number(t.normalized);
+    for (const auto& [id, bytes] : hf->vocabulary) add_number(id), add_number(int64_t(bytes.size())), add(bytes);
+    add_number(hf->ignore_merges), add_number(hf->nfc);
+    for (int32_t id : hf->post_prefix) add_number(id);
+    add("|");
+    for (int32_t id : hf->post_suffix) add_number(id);
+  }
   static const char* hex = "0123456789abcdef";
   std::string out(16, '0');
   for (int i = 15; i >= 0; --i, h >>= 4) out[size_t(i)] = hex[h & 15];

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -47,6 +48,29 @@ struct TrainOptions {
   std::function<void(const MergeStep&)> on_merge;  // called after each merge (optional)
 };
 
+// A token of a Hugging Face tokenizer.json's added_tokens (<|eot_id|>, <|im_end|>): found in the text before
+// it is split, longest first where two start at the same place, as Hugging Face's AddedVocabulary finds them.
+struct AddedToken {
+  std::string content;
+  int32_t id = 0;
+  bool special = false;      // only recorded: decoding writes every token
+  bool lstrip = false;       // it takes the whitespace before it
+  bool rstrip = false;       // it takes the whitespace after it
+  bool single_word = false;  // it counts only where no letter or digit touches it on either side
+  bool normalized = false;   // it is looked for in the normalized text (else in the text as given)
+};
+
+// What a Hugging Face tokenizer.json adds to a byte-level BPE (hf_json.h reads it; hf_tokenizer.cpp encodes).
+struct HuggingFaceRules {
+  std::vector<AddedToken> added;
+  std::map<int32_t, std::string> vocabulary;  // model.vocab (bytes and merge results too): id -> bytes
+  bool ignore_merges = false;  // a chunk that is itself a token of model.vocab is that token (Llama 3)
+  bool nfc = false;            // the normalizer is NFC (Qwen): text is normalized before it is split
+  // The ids the post-processor puts before and after a text (Llama 3's <|begin_of_text|>). encode() never
+  // adds them: a caller that wants the model's framing asks post_prefix() and adds it.
+  std::vector<int32_t> post_prefix, post_suffix;
+};
+
 class Tokenizer {
  public:
   Tokenizer();  // bytes only: 256 tokens, no merges, GPT-4 split
@@ -56,7 +80,15 @@ class Tokenizer {
   Tokenizer(std::vector<int32_t> byte_ids, std::vector<Merge> merges, std::map<std::string, int32_t> specials,
             SplitPattern pattern);
 
-  // Special tokens of the text become their ids; everything else is split into chunks and merged.
+  // A Hugging Face tokenizer.json's tokenizer (hf_json.h builds it): the bytes, merges and split pattern as
+  // above, with `rules` for its added tokens, normalizer and ignore_merges. Ids must run from 0 without a gap.
+  static Tokenizer hugging_face(std::vector<int32_t> byte_ids, std::vector<Merge> merges, HuggingFaceRules rules,
+                                SplitPattern pattern) {
+    return Tokenizer(std::move(rules), std::move(byte_ids), std::move(merges), pattern);
+  }
+
+  // Special tokens of the text become their ids; everything else is split into chunks and merged. (A Hugging
+  // Face tokenizer: its added tokens are found as its flags say, the rest normalized, split and merged.)
   std::vector<int32_t> encode(std::string_view text) const;
   // As OpenAI's encoder.py: special-token strings are ordinary text.
   std::vector<int32_t> encode_ordinary(std::string_view text) const;
@@ -69,6 +101,10 @@ class Tokenizer {
   const std::map<std::string, int32_t>& specials() const { return specials_; }
   SplitPattern pattern() const { return pattern_; }
   bool is_special(int32_t id) const;
+  // The id of a special or added token by its text ("<|eot_id|>", "<|im_end|>"); nullopt if there is none.
+  std::optional<int32_t> token_id(std::string_view content) const;
+  // A Hugging Face tokenizer's rules (nullptr for the others).
+  const HuggingFaceRules* hugging_face() const { return hugging_face_.get(); }
 
   // The text format of docs/tokenizer.md ("scratchgrad-bpe 1"): the merges in order, a person can read it.
   // Only tokenizers whose byte ids are 0..255 and whose merges make ids 256, 257, ... in order (the ones
@@ -85,8 +121,13 @@ class Tokenizer {
   std::string fingerprint() const;
 
  private:
+  Tokenizer(HuggingFaceRules rules, std::vector<int32_t> byte_ids, std::vector<Merge> merges, SplitPattern pattern);
+  void define_tokens(const std::vector<std::pair<int32_t, std::string>>& extra, const std::vector<std::string>& extra_names,
+                     bool extra_first);
   std::vector<int32_t> merge_chunk(std::string_view chunk) const;
   void encode_chunks(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_hugging_face(std::string_view text, std::vector<int32_t>& out) const;  // hf_tokenizer.cpp
+  void encode_between_added(std::string_view text, bool normalized, std::vector<int32_t>& out) const;
 
   std::vector<int32_t> byte_ids_;                          // 256 entries
   std::vector<Merge> merges_;                              // in rank order
@@ -94,6 +135,8 @@ class Tokenizer {
   std::vector<std::string> token_bytes_;                   // id -> bytes
   std::map<std::string, int32_t> specials_;
   SplitPattern pattern_;
+  std::shared_ptr<const HuggingFaceRules> hugging_face_;
+  std::unordered_map<std::string, int32_t> whole_tokens_;  // ignore_merges: model.vocab's bytes -> id
 
   // Chunks repeat (words, spaces, punctuation): each distinct chunk is merged once and remembered.
   struct ChunkCache;

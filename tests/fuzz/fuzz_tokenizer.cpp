@@ -2,14 +2,18 @@
 //
 // The input is read five ways. As a scratchgrad-bpe file: it loads or is refused with a one-line
 // TokenizerError, and a loaded tokenizer writes itself back to a file that loads to the same text. As a
-// Hugging Face tokenizer.json, and as GPT-2's encoder.json (beside a vocab.bpe of one merge): it loads, and
-// round-trips its own bytes, or is refused with a one-line TokenizerError, never another exception. As a text:
+// Hugging Face tokenizer.json (read as GPT-2's, and as its file says: hf_json.h), and as GPT-2's encoder.json
+// (beside a vocab.bpe of one merge): it loads, and round-trips its own bytes (up to NFC where the file
+// normalizes; not where an added token strips whitespace), or is refused with a one-line TokenizerError, never another
+// exception. As a text:
 // a small BPE trained on it (GPT-2 split, GPT-4 split, raw bytes) must give decode(encode(x)) == x, on the
 // input and on its halves, with every id in range. As ids: decoding arbitrary ids either works or is
 // refused for an id out of range. Corpus: corpus/tokenizer/.
 #include <string>
 
 #include "fuzz_common.h"
+#include "nn/tokenizer/hf_json.h"
+#include "nn/tokenizer/normalize.h"
 #include "nn/tokenizer/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -38,9 +42,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fuzz::check_message(e, "TokenizerError");
     }
   }
+  try {
+    const tokenizer::Tokenizer t = tokenizer::load_tokenizer_json(json_file);
+    const tokenizer::HuggingFaceRules& rules = *t.hugging_face();
+    bool strips = false;
+    for (const tokenizer::AddedToken& a : rules.added) strips = strips || a.lstrip || a.rstrip;
+    const std::string back = t.decode(t.encode(input));
+    // NFC applies to the text between added tokens, piece by piece; NFC of the whole is the same either way.
+    if (!strips)
+      fuzz::expect(rules.nfc ? tokenizer::nfc(back) == tokenizer::nfc(input) : back == input,
+                   "a tokenizer.json's tokenizer does not round-trip its file's bytes");
+  } catch (const tokenizer::TokenizerError& e) {
+    fuzz::check_message(e, "TokenizerError");
+  }
 
   if (size > 2048) return 0;  // training is for small inputs: keep the target fast
-  for (tokenizer::SplitPattern p : {tokenizer::SplitPattern::gpt2, tokenizer::SplitPattern::gpt4, tokenizer::SplitPattern::none}) {
+  for (tokenizer::SplitPattern p : {tokenizer::SplitPattern::gpt2, tokenizer::SplitPattern::gpt4, tokenizer::SplitPattern::none,
+                                    tokenizer::SplitPattern::qwen2, tokenizer::SplitPattern::gpt2_digits}) {
     tokenizer::TrainOptions o;
     o.pattern = p;
     o.vocab_size = 256 + int(size % 40);
@@ -56,6 +74,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const tokenizer::TokenizerError& e) {
       fuzz::check_message(e, "TokenizerError");
     }
+  }
+  try {
+    const tokenizer::Tokenizer t = tokenizer::load_tokenizer_json(json_file);
+    const tokenizer::HuggingFaceRules& rules = *t.hugging_face();
+    bool strips = false;
+    for (const tokenizer::AddedToken& a : rules.added) strips = strips || a.lstrip || a.rstrip;
+    const std::string back = t.decode(t.encode(input));
+    // NFC applies to the text between added tokens, piece by piece; NFC of the whole is the same either way.
+    if (!strips)
+      fuzz::expect(rules.nfc ? tokenizer::nfc(back) == tokenizer::nfc(input) : back == input,
+                   "a tokenizer.json's tokenizer does not round-trip its file's bytes");
+  } catch (const tokenizer::TokenizerError& e) {
+    fuzz::check_message(e, "TokenizerError");
   }
 
   const tokenizer::Tokenizer bytes;

@@ -14,6 +14,7 @@
 #include "autograd/cpu/kernels.h"
 #include "autograd/cpu/kernels/loops.h"
 #include "autograd/cpu/kernels/select_floats.h"
+#include "autograd/cpu/libm/float_functions.h"
 
 namespace autograd::cpu {
 
@@ -44,7 +45,7 @@ template <typename T> void unary_typed(UnaryOp op, const Tensor& in, const Tenso
       case UnaryOp::Exp: return map1<T, T>(in, out, [](T x) { return std::exp(x); });
       case UnaryOp::Log: return map1<T, T>(in, out, [](T x) { return std::log(x); });
       case UnaryOp::Sqrt: return map1<T, T>(in, out, [](T x) { return std::sqrt(x); });
-      case UnaryOp::Tanh: return map1<T, T>(in, out, [](T x) { return std::tanh(x); });
+      case UnaryOp::Tanh: return map1<T, T>(in, out, [](T x) { return exact_tanh(x); });  // float: float_functions.h
       case UnaryOp::DivScalar: return map1<T, T>(in, out, [s](T x) { return x / s; });
       case UnaryOp::RDivScalar: return map1<T, T>(in, out, [s](T x) { return s / x; });
       case UnaryOp::PowScalar:

@@ -1,7 +1,8 @@
 // cpu/kernels/gelu.cpp — GELU and its derivative, element by element with PyTorch 1.13's float formulas
 // (aten/src/ATen/native/cpu/Activation.cpp): the constants rounded once to T, every operation rounded,
-// and glibc's tanhf/erff/expf (std::tanh/erf/exp on a float) for the transcendental parts. Contiguous
-// tensors take the tanh form a block at a time, the block's tanhs 16 at a time (tanh_floats, same bits).
+// and x86-64 glibc's tanhf/erff/expf for the transcendental parts (tanh and erf of a float: our own copies,
+// float_functions.h, the same bits on every CPU; std::exp). Contiguous tensors take the tanh form a block at
+// a time, the block's tanhs 16 at a time (tanh_floats, same bits).
 //
 // In fast numerics (numerics.h) the tanh form, the GPT's, runs through one exp of our own instead of tanhf,
 // 16 lanes at a time on AVX-512 and 8 on AVX2: see "fast numerics" below.
@@ -20,6 +21,7 @@
 #include "autograd/cpu/kernels/lanes.h"
 #include "autograd/cpu/kernels/loops.h"
 #include "autograd/cpu/runtime/runtime.h"
+#include "autograd/cpu/libm/float_functions.h"
 #include "autograd/cpu/libm/tanh_floats.h"
 #include "autograd/numerics.h"
 
@@ -53,19 +55,19 @@ template <typename T> T gelu_tanh_grad_given(T dy, T x, T t) {
   return dy * (left_derivative + right_derivative);
 }
 
-template <typename T> T gelu_tanh(T x) { return gelu_tanh_given(x, std::tanh(tanh_argument(x))); }
-template <typename T> T gelu_tanh_grad(T dy, T x) { return gelu_tanh_grad_given(dy, x, std::tanh(tanh_argument(x))); }
+template <typename T> T gelu_tanh(T x) { return gelu_tanh_given(x, exact_tanh(tanh_argument(x))); }
+template <typename T> T gelu_tanh_grad(T dy, T x) { return gelu_tanh_grad_given(dy, x, exact_tanh(tanh_argument(x))); }
 
 // exact form: x·Φ(x) = ½x·(1 + erf(x/√2))
 template <typename T> T gelu_erf(T x) {
   using K = GeluConstants<T>;
-  return (x * T(0.5)) * (T(1) + std::erf(x * K::kAlpha));
+  return (x * T(0.5)) * (T(1) + exact_erf(x * K::kAlpha));
 }
 
 // d/dx = Φ(x) + x·φ(x), φ(x) = e^(−x²/2)/√(2π)
 template <typename T> T gelu_erf_grad(T dy, T x) {
   using K = GeluConstants<T>;
-  const T cdf = T(0.5) * (T(1) + std::erf(x * K::kAlpha));
+  const T cdf = T(0.5) * (T(1) + exact_erf(x * K::kAlpha));
   const T pdf = K::kBetaErf * std::exp((x * x) * T(-0.5));
   return dy * (cdf + x * pdf);
 }

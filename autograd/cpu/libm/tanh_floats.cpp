@@ -1,4 +1,4 @@
-// tanh_floats.cpp — the C library's tanhf, 16 lanes at a time (8 on CPUs with AVX2 but not AVX-512), bit for bit.
+// tanh_floats.cpp — x86-64 glibc's tanhf, 16 lanes at a time (8 on CPUs with AVX2 but not AVX-512), bit for bit.
 //
 // glibc up to 2.40 (Debian 12 has 2.36) computes tanhf with the classic fdlibm algorithm in float
 // arithmetic, every operation rounded to float (no fused multiply-adds, no double precision):
@@ -14,11 +14,14 @@
 // approximation of e^r − 1 built on a degree-5 polynomial in r²/2, corrects for the low part c of the
 // reduction, and scales by 2^k with one of four formulas chosen by k (they avoid cancellation). Every
 // lane below follows the same operations in the same order and rounding, computing all the formulas and
-// keeping the one its k picks; so the bits are the library's. NaN and ±inf go to std::tanh one by one.
+// keeping the one its k picks; so the bits are the library's. NaN and ±inf go to tanh_float one by one.
 //
-// Because the bits depend on the library (glibc 2.41 replaced tanhf with a correctly rounded one),
-// tanh_floats checks itself once against std::tanh on a spread of inputs and falls back to calling
-// std::tanh per element if they disagree: a different C library can cost speed, never bits.
+// Those bits are x86-64 glibc 2.36's, wherever the program runs: the one-value version, tanh_float
+// (float_functions.h), is the project's own copy of the same algorithm, used for NaN and ±inf, where there
+// are no vectors (ARM, the WebAssembly lab) and as the reference of a start-up check, which falls back to it
+// per element should the vectors ever disagree: a compiler's surprise can cost speed, never bits. (glibc
+// 2.41 replaced tanhf with a correctly rounded one; its bits are not used, so that ARM and x86 and old
+// and new libraries all agree.)
 #include "autograd/cpu/libm/tanh_floats.h"
 
 #include <algorithm>
@@ -39,6 +42,7 @@
 #endif
 
 #include "autograd/cpu/kernels/lanes.h"
+#include "autograd/cpu/libm/float_functions.h"
 #include "autograd/cpu/runtime/runtime.h"
 
 namespace autograd::cpu {
@@ -48,7 +52,7 @@ namespace {
 using TanhLoop = void (*)(const float* x, float* y, int64_t n);  // y[0..n) = tanhf(x[0..n))
 
 void tanh_scalar(const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+  for (int64_t i = 0; i < n; ++i) y[i] = tanh_float(x[i]);
 }
 
 #ifdef SCRATCHGRAD_HAVE_AVX512_TANH
@@ -158,7 +162,7 @@ TARGET __m512 expm1_16(__m512 y) {
   if (const unsigned special = _mm512_mask_cmpge_epi32_mask(lanes, ix, _mm512_set1_epi32(kInfinity)); special != 0) {
     alignas(64) float saved[16];  // rare: NaN and ±inf, one at a time (from x as loaded: out may be in)
     _mm512_store_ps(saved, x);
-    for (unsigned left = special; left != 0; left &= left - 1) out[__builtin_ctz(left)] = std::tanh(saved[__builtin_ctz(left)]);
+    for (unsigned left = special; left != 0; left &= left - 1) out[__builtin_ctz(left)] = tanh_float(saved[__builtin_ctz(left)]);
   }
 }
 
@@ -266,7 +270,7 @@ template <typename F, typename I, typename U> [[gnu::always_inline]] inline void
   alignas(32) float saved[8];
   if (special != 0) _mm256_store_ps(saved, x);  // rare: NaN and ±inf, kept before out (maybe in) is written
   tanh_lanes<Floats8, Ints8, Unsigned8>(in, out);
-  for (int left = special; left != 0; left &= left - 1) out[__builtin_ctz(left)] = std::tanh(saved[__builtin_ctz(left)]);
+  for (int left = special; left != 0; left &= left - 1) out[__builtin_ctz(left)] = tanh_float(saved[__builtin_ctz(left)]);
 }
 
 // y[0..n) = tanhf(x[0..n)), 8 at a time; a last, partial vector through a copy padded with zeros.
@@ -293,7 +297,7 @@ bool vector_matches_library(TanhLoop vectorised) {
   std::vector<float> fast(inputs.size());
   vectorised(inputs.data(), fast.data(), int64_t(inputs.size()));
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (std::bit_cast<uint32_t>(fast[i]) != std::bit_cast<uint32_t>(std::tanh(inputs[i]))) return false;
+    if (std::bit_cast<uint32_t>(fast[i]) != std::bit_cast<uint32_t>(tanh_float(inputs[i]))) return false;
   return true;
 }
 

@@ -6,19 +6,21 @@
 namespace autograd::cpu {
 
 // The float32 FLOP/s of one core running fused multiply-adds on the widest vectors the fast kernels use:
-// AVX-512 where avx512_kernels() (24 independent chains, 16 lanes), else AVX2 with FMA (12 chains, 8 lanes).
+// AVX-512 where avx512_kernels() (24 independent chains, 16 lanes), else AVX2 with FMA (12 chains, 8 lanes);
+// on 64-bit ARM, NEON (24 chains, 4 lanes).
 // Measured on the first call (about 100 ms: the best of 20 short runs, so a run another process interrupted
 // does not count), then remembered for the process. 0 where the CPU has neither (no figure, not a wrong one).
 double core_peak_flops();
 // The same measurement again, not remembered: for a benchmark that measures around its timed work and keeps
 // the best, since anything that disturbs a measurement can only make the peak look lower (and MFU higher).
 double measure_core_peak_flops();
-// "avx512", "avx2" or "none": the vectors core_peak_flops measured.
+// "avx512", "avx2", "neon" or "none": the vectors core_peak_flops measured.
 const char* core_peak_isa();
 
 // One run of the measurement: `rounds` rounds of every chain's instruction(s), fused (one FMA: the fast
 // kernels' way) or not (a multiply, then an add: the exact kernels' way). Returns the FLOPs it did, or 0
-// where the CPU lacks the instructions (bits 512: AVX-512 F; 256: AVX2 and FMA). bench_ops times it.
+// where the CPU lacks the instructions (bits 512: AVX-512 F; 256: AVX2 and FMA; 128: NEON, on aarch64 only).
+// bench_ops times it.
 double core_peak_rounds(int bits, bool fused, int64_t rounds);
 
 }  // namespace autograd::cpu

@@ -1,8 +1,8 @@
-// cpu/runtime/runtime.cpp — the process-wide CPU settings: FTZ/DAZ, BLIS start-up and its kernel family, the
+// cpu/runtime/runtime.cpp — the process-wide CPU settings: flush-to-zero, BLIS start-up and its kernel family, the
 // thread count, and the CPU feature checks the kernels branch on (see runtime.h).
 #include "autograd/cpu/runtime/runtime.h"
 
-// BLIS and x86's FTZ/DAZ are optional: the WebAssembly build (examples/lab/) has neither, and needs
+// BLIS and the flush-to-zero controls are optional: the WebAssembly build (examples/lab/) has neither, and needs
 // neither for the exact kernels.
 #if __has_include(<blis.h>)
 #include <blis.h>
@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -24,18 +25,29 @@ namespace {
 
 int num_threads = 1;
 
-// Denormal numbers (below ~1e-38) take a slow microcode path on x86, which slows training ~5x once
-// gradients get tiny. Flush-to-zero and denormals-are-zero make them plain zeros, as PyTorch's
-// set_flush_denormal(True) does. PyTorch does not flush by default, so wherever an input or a result
-// is subnormal (say exp(-100) in a softmax) our value is 0 and PyTorch's is not;
+// Denormal numbers (below ~1e-38) take a slow microcode path on x86 (and on many ARM cores), which slows
+// training ~5x once gradients get tiny. Flush-to-zero makes them plain zeros, as PyTorch's
+// set_flush_denormal(True) does, with the same bits on both: x86's FTZ + DAZ and ARM's FZ each flush
+// subnormal inputs and results. PyTorch does not flush by default, so wherever an input or a result is
+// subnormal (say exp(-100) in a softmax) our value is 0 and PyTorch's is not;
 // SCRATCHGRAD_DENORMALS=keep leaves them alone, for bit-for-bit comparisons with plain PyTorch.
 void flush_denormals() {
   const char* env = std::getenv("SCRATCHGRAD_DENORMALS");
   if (env && std::strcmp(env, "keep") == 0) return;
-#if defined(__SSE__)
-  _mm_setcsr(_mm_getcsr() | 0x8040);
-#endif
+  set_flush_denormals(true);
 }
+
+#if defined(__SSE__)
+constexpr unsigned kMxcsrFtzDaz = 0x8040;  // MXCSR bit 15 (flush to zero) and bit 6 (denormals are zero)
+#elif defined(__aarch64__)
+constexpr uint64_t kFpcrFz = uint64_t{1} << 24;  // FPCR bit 24 (FZ): subnormal inputs and results are zeros
+uint64_t read_fpcr() {
+  uint64_t fpcr;
+  asm volatile("mrs %0, fpcr" : "=r"(fpcr));
+  return fpcr;
+}
+void write_fpcr(uint64_t fpcr) { asm volatile("msr fpcr, %0" : : "r"(fpcr)); }
+#endif
 
 // BLIS 0.9 cannot count this CPU's AVX-512 FMA units and falls back to its AVX2 "haswell" kernels;
 // its "skx" kernels are ~1.7x faster on large products. Choose them where the CPU has AVX-512, unless
@@ -54,6 +66,24 @@ void set_blis_threads([[maybe_unused]] int threads) {
 }
 
 }  // namespace
+
+bool flushing_denormals() {
+#if defined(__SSE__)
+  return (_mm_getcsr() & kMxcsrFtzDaz) == kMxcsrFtzDaz;
+#elif defined(__aarch64__)
+  return (read_fpcr() & kFpcrFz) != 0;
+#else
+  return false;  // (no such control here: the WebAssembly build keeps subnormals)
+#endif
+}
+
+void set_flush_denormals([[maybe_unused]] bool on) {
+#if defined(__SSE__)
+  _mm_setcsr(on ? _mm_getcsr() | kMxcsrFtzDaz : _mm_getcsr() & ~kMxcsrFtzDaz);
+#elif defined(__aarch64__)
+  write_fpcr(on ? read_fpcr() | kFpcrFz : read_fpcr() & ~kFpcrFz);
+#endif
+}
 
 int thread_count_from_setting(const char* text) {
   if (text == nullptr || *text == '\0') return 0;
@@ -125,6 +155,8 @@ bool has_fma() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool yes = (__builtin_cpu_init(), __builtin_cpu_supports("fma"));
   return yes;
+#elif defined(__aarch64__)
+  return true;
 #else
   return false;
 #endif

@@ -5,7 +5,8 @@ namespace exercises {
 
 Tensor char_model_loss(const MyCharModel& m, const Tensor& idx, const Tensor& targets) {
   const int64_t B = idx.size(0), T = idx.size(1), V = m.head->weight.size(0);
-  Tensor x = (*m.tok)(idx) + (*m.pos)(arange(T));  // x = tok(idx) + pos(arange(T))
+  Tensor positions = (*m.pos)(arange(T));  // (one statement: the operands of + are made in the compiler's order)
+  Tensor x = (*m.tok)(idx) + positions;    // x = tok(idx) + pos(arange(T))
   // q, k, then v, one statement each, as the workshop calls them. Backward runs the newest node first, so
   // this order decides the order in which x's three gradients are added — and float addition rounds
   // differently in another order. (In my_attention_head(q(x), k(x), v(x)) the order is the compiler's

@@ -1,0 +1,36 @@
+// folders.cpp — a Hugging Face model folder opened for the commands (see folders.h).
+#include "folders.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "guards.h"
+
+namespace cli {
+
+std::string folder_tokenizer_file(const std::string& dir) {
+  const std::filesystem::path file = std::filesystem::path(dir) / "tokenizer.json";
+  std::error_code ec;
+  return std::filesystem::exists(file, ec) ? file.string() : "";
+}
+
+FolderModel open_folder(const std::string& dir, const std::string& command, bool heads_flag_given) {
+  require(!heads_flag_given, fmt::format("--heads is for GPT-2's model.safetensors that does not say its head count; "
+                                         "{} is a Hugging Face folder, whose config.json gives it: leave it out",
+                                         dir));
+  FolderModel m;
+  m.folder = nn::read_hf_folder(dir);
+  m.model = m.folder.is_gpt2() ? std::unique_ptr<nn::LanguageModel>(nn::load_gpt2_folder(m.folder))
+                               : std::unique_ptr<nn::LanguageModel>(nn::load_llama_folder(m.folder));
+  if (const std::string file = folder_tokenizer_file(dir); !file.empty()) {
+    try {
+      m.tokenizer = std::make_shared<const tokenizer::Tokenizer>(tokenizer::load_hugging_face_tokenizer(file));
+    } catch (const tokenizer::TokenizerError& e) {
+      throw UsageError(fmt::format("{}: {}: {}", command, file, e.what()));
+    }
+  }
+  return m;
+}
+
+}  // namespace cli
