@@ -40,10 +40,19 @@ void set_autocast(DType dtype);
 // The dtype products compute in on this thread: an AutocastGuard's, else set_autocast's (Float32 at start).
 DType autocast_dtype();
 
-// Whether a product of these operands runs in bfloat16 now: autocast is on and both are float32.
+// Whether a product of these operands runs in bfloat16 now: autocast is on, both are float32 or bfloat16,
+// and at least one is float32 (float32 activations meeting weights kept in bfloat16, store_in_bfloat16;
+// two bfloat16 tensors multiply in bfloat16 with or without autocast).
 bool autocast_applies(const Tensor& a, const Tensor& b);
 // x rounded to bfloat16 (a recorded conversion: the gradient comes back widened to float32); an undefined
 // tensor stays undefined.
 Tensor autocast_operand(const Tensor& x);
+
+// Inference on weights kept in bfloat16 (generate --precision bf16): `leaf`'s values rounded to bfloat16
+// in place. Its storage is replaced, not the tensor, so every holder of it (a module's field, its parameter
+// list, a head tied to the embedding) sees the bfloat16 values, in half the bytes; the float32 storage is
+// freed when nothing else holds it. A bfloat16 tensor stays as it is. Throws std::invalid_argument for a
+// tensor that is not a contiguous float32 leaf (a view or an op's result would change under its users).
+void store_in_bfloat16(const Tensor& leaf);
 
 }  // namespace autograd

@@ -79,19 +79,10 @@ int main(int argc, char** argv) {
     usage(e.what());
   }
   set_num_threads(int(o.threads));
-  // One core's peak for the step's products: the float32 FMA loop, or the vdpbf16ps loop in a bfloat16 run
-  // on a CPU that has it (the best of 20 runs of 16384 rounds, as core_peak.h measures the float32 one).
-  auto measure_peak = [bf16] {
-    if (!bf16 || cpu::bfloat16_peak_rounds(1) == 0) return cpu::measure_core_peak_flops();
-    double best = 0;
-    for (int run = 0; run < 20; ++run) {
-      const auto start = std::chrono::steady_clock::now();
-      const double flops = cpu::bfloat16_peak_rounds(1 << 14);
-      best = std::max(best, flops / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-    return best;
-  };
-  const char* peak_isa = bf16 && cpu::bfloat16_peak_rounds(1) > 0 ? "avx512_bf16" : cpu::core_peak_isa();
+  // One core's peak for the step's products: the float32 FMA loop, or in a bf16 run the peak of the path the
+  // bfloat16 products take (core_peak.h: the vdpbf16ps loop where the CPU has it, else the FMA loop).
+  auto measure_peak = [bf16] { return bf16 ? cpu::measure_bfloat16_core_peak_flops() : cpu::measure_core_peak_flops(); };
+  const char* peak_isa = bf16 ? cpu::bfloat16_core_peak_isa() : cpu::core_peak_isa();
   std::vector<double> peaks{measure_peak()};  // before the model exists; then after every step
 
   manual_seed(124);

@@ -88,7 +88,7 @@ class Gpt2Tensors {
     if (t.shape != shape)
       fail(fmt::format("GPT-2 tensor '{}' has shape {}, expected {} ({})", name, shape_to_string(t.shape),
                        shape_to_string(shape), why));
-    if (t.dtype != DType::Float32 && t.dtype != DType::Float64)
+    if (!is_floating(t.dtype))  // (bfloat16 widened into the float32 parameter)
       fail(fmt::format("GPT-2 tensor '{}' has dtype {}, expected floating point", name, dtype_name(t.dtype)));
     taken_.insert(name);
   }

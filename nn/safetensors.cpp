@@ -224,11 +224,12 @@ struct TensorEntry {
 };
 
 TensorEntry checked_entry(const std::string& path, const std::string& name, const json& entry, size_t data_size,
-                          bool widen_half_floats) {
+                          bool widen_half_floats, bool keep_bfloat16) {
   if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
     fail(path, fmt::format("tensor {} lacks dtype, shape or data_offsets", quoted_name(name)));
   const std::string code = entry["dtype"].is_string() ? entry["dtype"].get<std::string>() : "";
-  const HalfFloat half = widen_half_floats ? half_float_from_code(code) : HalfFloat::none;
+  const bool widened = widen_half_floats && !(keep_bfloat16 && code == "BF16");
+  const HalfFloat half = widened ? half_float_from_code(code) : HalfFloat::none;
   auto dtype = half != HalfFloat::none ? std::optional(DType::Float32) : dtype_from_code(code);
   if (!dtype)
     fail(path, fmt::format("tensor {} has unsupported dtype {} (the dtypes read are {})", quoted_name(name),
@@ -329,7 +330,7 @@ void read_safetensors(const std::string& path, const TensorSink& sink) {
       }
       continue;
     }
-    entries.push_back(checked_entry(path, name, entry, data_size, sink.widen_half_floats));
+    entries.push_back(checked_entry(path, name, entry, data_size, sink.widen_half_floats, sink.keep_bfloat16));
   }
   // in file order (json iterates keys alphabetically; the writer lays tensors out one after another)
   std::stable_sort(entries.begin(), entries.end(), [](const TensorEntry& a, const TensorEntry& b) {
@@ -425,8 +426,8 @@ int64_t count_not_finite(const T* values, int64_t n) {
 }  // namespace
 
 void check_finite(const std::string& path, const std::string& name, const Tensor& tensor, const std::string& why) {
-  if (tensor.dtype() != DType::Float32 && tensor.dtype() != DType::Float64) return;
-  const Tensor values = tensor.cpu().contiguous();
+  if (!is_floating(tensor.dtype())) return;
+  const Tensor values = tensor.dtype() == DType::BFloat16 ? tensor.cpu().to(DType::Float32) : tensor.cpu().contiguous();
   const int64_t n = values.numel();
   const int64_t bad = values.dtype() == DType::Float32 ? count_not_finite(static_cast<const float*>(values.raw_data()), n)
                                                         : count_not_finite(static_cast<const double*>(values.raw_data()), n);

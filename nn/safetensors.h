@@ -72,6 +72,9 @@ struct TensorSink {
   std::function<Tensor(const TensorHeader&)> destination;
   std::function<void(const TensorHeader&, const Tensor&)> on_tensor;
   bool widen_half_floats = false;  // read BF16 and F16 tensors as float32 instead of refusing them
+  // With widen_half_floats: BF16 tensors are read as bfloat16, as they are stored (a model kept in bfloat16,
+  // generate --precision bf16), and only F16 ones widened. Their header then says dtype BFloat16.
+  bool keep_bfloat16 = false;
 };
 void read_safetensors(const std::string& path, const TensorSink& sink);
 

@@ -15,7 +15,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/numerics.h"
-#include "autograd/widening_backend.h"
+#include "autograd/precision/widening_backend.h"
 #include "nn/safetensors.h"
 
 #ifndef SCRATCHGRAD_SOURCE_DIR

@@ -12,7 +12,7 @@
 #include "autograd/autograd.h"
 #include "autograd/cpu/kernels.h"
 #include "autograd/reference/kernels.h"
-#include "autograd/widening_backend.h"
+#include "autograd/precision/widening_backend.h"
 
 namespace {
 
@@ -45,6 +45,10 @@ std::vector<Case> cases() {
   for (int64_t m : {1, 5, 12, 13, 30})
     for (int64_t k : {0, 1, 2, 7, 64, 513, 1030})
       for (int64_t n : {1, 16, 33, 70}) all.push_back({m, k, n});
+  // one row times a weight stored [n, k] (b transposed): the unpacked dot-product path, with K's tails of
+  // 0 to 31 terms past the last whole 32 and N's columns in eights and the rest
+  for (int64_t k : {0, 1, 2, 31, 32, 33, 64, 513, 1030})
+    for (int64_t n : {1, 3, 4, 5, 8, 17, 33, 70}) all.push_back({1, k, n, false, true});
   all.push_back({20, 65, 40, true, false});
   all.push_back({20, 65, 40, false, true});
   all.push_back({20, 65, 40, true, true});
@@ -105,6 +109,20 @@ TEST(BFloat16Kernels, BatchedBroadcastAndRoundedOnce) {
   EXPECT_EQ(matmul(x, y).item(), 1.0078125);  // 1 + 2⁻⁷: the float32 sum, rounded once
 }
 
+// One row per matrix of a batch times a shared weight stored [n, k] (a cached step's products over a batch
+// of sequences): the row path on each matrix, the loop's bits on integer operands.
+TEST(BFloat16Kernels, RowsOfABatchTimesAWeight) {
+  std::mt19937 rng(10);
+  std::uniform_int_distribution<int> small(-4, 4);
+  auto draw = [&] { return float(small(rng)); };
+  const Tensor a = bf16_values({3, 1, 45}, draw);
+  const Tensor b = bf16_values({37, 45}, draw).t().expand({3, 45, 37});
+  Tensor got = empty({3, 1, 37}), want = empty({3, 1, 37});
+  cpu::bfloat16_matmul(a, b, got);
+  reference::bfloat16_matmul(a, b, want);
+  EXPECT_TRUE(equal(got, want));
+}
+
 // The kernel the CPU runs is named, and is the AVX512_BF16 one where /proc/cpuinfo lists the instructions.
 TEST(BFloat16Kernels, ChoiceIsNamed) {
   const std::string name = cpu::bfloat16_kernel_name();
@@ -112,9 +130,12 @@ TEST(BFloat16Kernels, ChoiceIsNamed) {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string text((std::istreambuf_iterator<char>(cpuinfo)), std::istreambuf_iterator<char>());
   if (text.find(" avx512_bf16") != std::string::npos && std::getenv("SCRATCHGRAD_NO_AVX512") == nullptr &&
-      std::getenv("SCRATCHGRAD_NO_AVX512_BF16") == nullptr && std::getenv("SCRATCHGRAD_NO_AVX2") == nullptr)
+      std::getenv("SCRATCHGRAD_NO_AVX512_BF16") == nullptr && std::getenv("SCRATCHGRAD_NO_AVX2") == nullptr) {
     EXPECT_EQ(name, "avx512_bf16");
-  if (name == "avx512_bf16") EXPECT_GT(cpu::bfloat16_peak_rounds(10), 0.0);
+  }
+  if (name == "avx512_bf16") {
+    EXPECT_GT(cpu::bfloat16_peak_rounds(10), 0.0);
+  }
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 
 #include "autograd/cpu/runtime/buffer_cache.h"
 #include "autograd/cpu/kernels.h"
-#include "autograd/widening_backend.h"
+#include "autograd/precision/widening_backend.h"
 
 namespace autograd::cpu {
 

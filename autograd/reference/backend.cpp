@@ -8,7 +8,7 @@
 #include "autograd/cpu/kernels.h"
 #include "autograd/reference/backend.h"
 #include "autograd/reference/kernels.h"
-#include "autograd/widening_backend.h"
+#include "autograd/precision/widening_backend.h"
 
 namespace autograd::reference {
 

@@ -95,7 +95,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
                         "else exact for mini and fast for gpt");
   train_cmd->add_option("--precision", train.precision,
                         "fp32, or bf16: matrix products with bfloat16 operands and float32 sums, the rest float32 "
-                        "(fast numerics; docs/precision.md)")->capture_default_str();
+                        "(fast numerics; docs/precision.md); default: fp32, or a resumed run's");
   train_cmd->add_option("--kernels", train.kernels,
                         "cpu (fast) or reference (the plain loops of autograd/reference/); default: "
                         "SCRATCHGRAD_KERNELS, else cpu");

@@ -26,6 +26,7 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
   std::string note;
   set_num_threads(usable_threads(o.threads, note));
   if (!note.empty()) out << note << "\n";
+  (void)bf16_precision(o.precision, o.numerics);  // its checks, before any file is read
   const bool is_folder = nn::is_hf_folder(o.checkpoint);
   const bool is_gpt2 = !is_folder && nn::is_gpt2_file(o.checkpoint);
   std::vector<int64_t> ids;
@@ -38,6 +39,7 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
     folder = open_folder(o.checkpoint, "eval", o.given.count("--heads") > 0);
     refuse_flags_that_cannot_apply(eval_flag_scopes(), o.given, folder.kind(), o.checkpoint);
     use_numerics_for("gpt", o.numerics);
+    use_precision(o.precision, o.numerics);
     const int64_t vocab = folder.model->vocab_size();
     if (!o.text_file.empty()) {
       std::shared_ptr<const tokenizer::Tokenizer> tok = folder.tokenizer;

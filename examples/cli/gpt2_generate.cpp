@@ -37,7 +37,9 @@ GenerationModel open_gpt2_for_generate(const GenerateOptions& o, ModelKind kind)
 }
 
 GenerationModel open_folder_for_generate(const GenerateOptions& o) {
-  FolderModel folder = open_folder(o.checkpoint, "generate", o.given.count("--heads") > 0);
+  FolderModel folder = open_folder(o.checkpoint, "generate", o.given.count("--heads") > 0,
+                                   bf16_precision(o.precision, o.numerics) ? autograd::DType::BFloat16
+                                                                          : autograd::DType::Float32);
   GenerationModel m;
   m.kind = folder.kind();
   m.at_context_end = nn::parse_context_full(o.context_full);

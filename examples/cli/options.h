@@ -50,7 +50,8 @@ struct TrainOptions {
   std::string numerics;
   // "cpu" or "reference" (autograd/numerics.h); empty: SCRATCHGRAD_KERNELS if set, else cpu
   std::string kernels;
-  std::string precision = "fp32";  // or "bf16": products in bfloat16 (use_precision)
+  // "fp32" or "bf16": products in bfloat16 (use_precision); empty: fp32, or a resumed run's own
+  std::string precision;
   // --model gpt and llama (apply_gpt_preset / apply_llama_preset fill what the command line left unset):
   int64_t layers = 3;
   int64_t kv_heads = 0;  // --model llama: key/value heads (0: --heads, plain multi-head attention)
@@ -195,6 +196,9 @@ autograd::Numerics use_numerics_for(const std::string& model, const std::string&
 // exact numerics asked for (`numerics_flag` "exact", or SCRATCHGRAD_NUMERICS=exact without a flag) is a
 // UsageError: exact promises PyTorch's float32 bits, which bfloat16 products cannot give.
 void use_precision(const std::string& precision, const std::string& numerics_flag);
+// Whether --precision asks for bf16, with use_precision's checks (UsageError) and without setting anything:
+// for the checks made before any file is read.
+bool bf16_precision(const std::string& precision, const std::string& numerics_flag);
 // Sets the kernels CPU tensors use: `requested` if given (cpu or reference, else UsageError), else
 // SCRATCHGRAD_KERNELS (a bad value: UsageError), else the build's default.
 void use_kernels(const std::string& requested);

@@ -14,6 +14,9 @@
 // (32 KiB) stays in L1 while every row block passes over it; the sums live in a float32 buffer until the
 // last block.
 //
+// A single row times a Linear's weight (a cached generation step) takes a second path, dot products
+// of contiguous rows without packing (row_product, below).
+//
 // Every product of two bfloat16 numbers is exact in float32; the sums are float32 roundings, in an order
 // that differs from the reference loop (reference/matmul.cpp: bfloat16_matmul) only in how each pair is
 // added, so the two agree exactly wherever the sums are exact and to a few float32 roundings elsewhere
@@ -29,7 +32,7 @@
 #include "autograd/cpu/kernels.h"
 #include "autograd/cpu/runtime/product_tally.h"
 #include "autograd/cpu/runtime/runtime.h"
-#include "autograd/widening_backend.h"
+#include "autograd/precision/widening_backend.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -169,6 +172,70 @@ void avx512_bf16_product(const Tensor& a, const Tensor& b, const Tensor& out) {
   }
 }
 
+// ---- one row times a Linear's weight: generation's products
+
+// A cached generation step multiplies one row by each weight matrix: packing the weight for the kernel
+// above would cost more than the product. A Linear's weight W [N, K] is used transposed (b = Wᵀ), so
+// column j of b is row j of W, contiguous in p, and so is the row a: out[j] = Σ_p a[p]·W[j, p] is a dot
+// product of two contiguous bfloat16 vectors, 32 terms an instruction (16 lanes of pairs), each weight byte
+// read once. kDotColumns columns at a time share each load of a, and their independent chains of
+// vdpbf16ps hide the instruction's latency; each column's 16 lanes are added at the end.
+constexpr int64_t kDotColumns = 8;
+
+// The sum of v's 16 lanes, halves added pairwise (lanes 8 apart, then 4, 2, 1), in whole registers. (The
+// masked forms, all lanes kept: GCC 12's unmasked shuffles, 256-bit casts and _mm512_reduce_add_ps start
+// from an undefined register and draw a false "uninitialised" warning.)
+[[gnu::target("avx512f")]] float lane_sum(__m512 v) {
+  constexpr __mmask16 all = 0xFFFF;
+  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, 0x4E));  // 256-bit halves swapped
+  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, 0xB1));  // 128-bit quarters swapped in pairs
+  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, 0x4E));        // 64-bit halves of each quarter
+  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, 0xB1));        // neighbouring lanes
+  return _mm512_cvtss_f32(v);
+}
+
+template <int C>
+[[gnu::target("avx512f,avx512bw,avx512bf16")]] void dot_columns(const bfloat16* a, const bfloat16* w, int64_t w_row,
+                                                               int64_t k, float* out, int64_t out_step) {
+  __m512 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; p += 32) {
+    const __mmask32 live = k - p >= 32 ? ~__mmask32(0) : (__mmask32(1) << (k - p)) - 1;  // zeros past K
+    const __m512bh x = (__m512bh)_mm512_maskz_loadu_epi16(live, a + p);
+    for (int c = 0; c < C; ++c) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + (c + C) * w_row + p), _MM_HINT_T0);  // the next block's line
+      acc[c] = _mm512_dpbf16_ps(acc[c], x, (__m512bh)_mm512_maskz_loadu_epi16(live, w + c * w_row + p));
+    }
+  }
+  for (int c = 0; c < C; ++c) out[c * out_step] = lane_sum(acc[c]);
+}
+
+// out[0, :] of one matrix, for a contiguous row a and b with contiguous columns (b.rs == 1).
+void row_product(Strided<const bfloat16> a, Strided<const bfloat16> b, Strided<float> c, int64_t n, int64_t k) {
+  const int64_t blocks = (n + kDotColumns - 1) / kDotColumns;
+  const int threads = int(std::min<int64_t>(get_num_threads(), blocks));
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t j = block * kDotColumns;
+    if (n - j >= kDotColumns) dot_columns<kDotColumns>(a.first, &b(0, j), b.cs, k, &c(0, j), c.cs);
+    else
+      for (int64_t jj = j; jj < n; ++jj) dot_columns<1>(a.first, &b(0, jj), b.cs, k, &c(0, jj), c.cs);
+  }
+}
+
+// Whether every matrix of the product is one contiguous row times columns contiguous in p (a Linear's weight).
+bool is_row_times_weight(const Tensor& a, const Tensor& b) {
+  return a.size(-2) == 1 && (a.size(-1) <= 1 || a.strides().back() == 1) &&
+         (b.size(-2) <= 1 || b.strides()[size_t(b.dim() - 2)] == 1);
+}
+
+void avx512_bf16_row_products(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t k = a.size(-1), n = b.size(-1);
+  const int64_t items = out.numel() / std::max<int64_t>(n, 1);
+  for (int64_t t = 0; t < items && n > 0; ++t)
+    row_product(item<const bfloat16>(a, t), item<const bfloat16>(b, t), item<float>(out, t), n, k);
+}
+
 #endif  // SCRATCHGRAD_X86_BF16
 
 }  // namespace
@@ -179,6 +246,7 @@ void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
 #ifdef SCRATCHGRAD_X86_BF16
   if (has_avx512_bf16()) {
     ProductTimer timer(2.0 * double(out.numel()) * double(a.size(-1)));  // bench_gpt2_train's products line
+    if (is_row_times_weight(a, b)) return avx512_bf16_row_products(a, b, out);
     return avx512_bf16_product(a, b, out);
   }
 #endif

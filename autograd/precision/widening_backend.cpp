@@ -1,5 +1,5 @@
-// widening_backend.cpp — bfloat16 entries computed in float32 and rounded once (see widening_backend.h).
-#include "autograd/widening_backend.h"
+// precision/widening_backend.cpp — bfloat16 entries computed in float32 and rounded once (see widening_backend.h).
+#include "autograd/precision/widening_backend.h"
 
 #include <vector>
 
@@ -39,6 +39,16 @@ Tensor widen_to_float32(const Tensor& t) {
 // ---------------------------------------------------------------- the wrapper
 
 namespace {
+
+// out[i, :] = weight[index[i], :] for a bfloat16 weight (any strides) and a contiguous bfloat16 out.
+void copy_rows(const Tensor& weight, const Tensor& index, const Tensor& out) {
+  const bfloat16* w = static_cast<const bfloat16*>(weight.raw_data());
+  bfloat16* o = static_cast<bfloat16*>(out.raw_data());
+  const int64_t dim = weight.size(1), rs = weight.strides()[0], cs = weight.strides()[1];
+  const std::vector<int64_t> rows = index.contiguous().to_vector<int64_t>();
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (int64_t j = 0; j < dim; ++j) o[int64_t(i) * dim + j] = w[rows[i] * rs + j * cs];
+}
 
 bool is_bf16(const Tensor& t) { return t.defined() && t.dtype() == DType::BFloat16; }
 template <typename... T> bool any_bf16(const T&... t) { return (is_bf16(t) || ...); }
@@ -83,6 +93,9 @@ class WideningBackend final : public Backend {
   // float64 source is rounded to float32 first, as PyTorch converts a double to bfloat16).
   void copy(const Tensor& src, const Tensor& dst) override {
     if (!any_bf16(src, dst)) return in_.copy(src, dst);
+    // float32 → bfloat16 rounds straight into dst: no float32 scratch the size of a whole weight matrix
+    if (src.dtype() == DType::Float32 && is_bf16(dst) && src.shape() == dst.shape())
+      return round_into_bfloat16(src, dst);
     Output o(dst);
     in_.copy(wide(src), o);
     o.store();
@@ -210,6 +223,9 @@ class WideningBackend final : public Backend {
 
   void index_select_rows(const Tensor& weight, const Tensor& index, const Tensor& out) override {
     if (!any_bf16(weight, out)) return in_.index_select_rows(weight, index, out);
+    // a lookup only copies: bfloat16 rows go into a bfloat16 output as they are, and a table kept in
+    // bfloat16 (generation's embedding, 50257 rows for GPT-2) is never widened whole for a few of its rows
+    if (is_bf16(weight) && is_bf16(out) && out.is_contiguous()) return copy_rows(weight, index, out);
     Output o(out);
     in_.index_select_rows(wide(weight), index, o);
     o.store();

@@ -1,4 +1,4 @@
-// widening_backend.h — bfloat16 tensors on the CPU: every kernel entry computes in float32 and rounds once.
+// precision/widening_backend.h — bfloat16 tensors on the CPU: every kernel entry computes in float32 and rounds once.
 //
 // PyTorch's CPU kernels treat a bfloat16 tensor the same way: each element is widened to float32 (exact),
 // the op's float32 arithmetic runs, and the result is rounded to bfloat16 once. So instead of a bfloat16
