@@ -5,7 +5,8 @@
 # held out), once per precision, and reports both final held-out losses and their relative difference.
 #
 #   bench/bf16_quality.sh            2000 steps each
-# Knobs: BUILD (default build), STEPS (2000), THREADS (1), SEED (1). The last line is:
+# Knobs: BUILD (default build), STEPS (2000), WARMUP (100, or a tenth of fewer than 1000 steps), THREADS (1),
+# SEED (1). The last line is:
 # RESULT size=small steps=<n> cpu=<model> fp32_held_out=<x> bf16_held_out=<y> relative_difference=<(y-x)/x>
 #        fp32_seconds=<s> bf16_seconds=<s>
 set -euo pipefail
@@ -13,6 +14,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${BUILD:-$root/build}
 [[ $build = /* ]] || build=$root/$build
 steps=${STEPS:-2000} threads=${THREADS:-1} seed=${SEED:-1}
+warmup=${WARMUP:-$((steps >= 1000 ? 100 : steps / 10))}
 [[ -x $build/bin/scratchgrad ]] || { echo "bf16_quality.sh: no $build/bin/scratchgrad (build it first)" >&2; exit 2; }
 [[ -d /usr/share/common-licenses ]] || { echo "bf16_quality.sh: /usr/share/common-licenses is missing" >&2; exit 2; }
 
@@ -25,8 +27,8 @@ echo "bf16_quality: $(wc -c < "$text") bytes of licence texts, $steps steps, $th
 declare -A held_out seconds
 for precision in fp32 bf16; do
   start=$(date +%s.%N)
-  log=$("$build/bin/scratchgrad" train --model gpt --preset small --text "$text" --steps "$steps" --seed "$seed" \
-        --threads "$threads" --precision "$precision")
+  log=$("$build/bin/scratchgrad" train --model gpt --preset small --text "$text" --steps "$steps" --warmup "$warmup" \
+        --seed "$seed" --threads "$threads" --precision "$precision")
   seconds[$precision]=$(echo "$(date +%s.%N) - $start" | bc)
   # "final loss 1.234, held-out 1.456 ..."
   held_out[$precision]=$(echo "$log" | sed -n 's/^final loss [0-9.]*, held-out \([0-9.]*\).*/\1/p')

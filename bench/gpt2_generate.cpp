@@ -6,11 +6,10 @@
 //                                 [--threads 1] [--loads 3] [--layers 12] [--numerics fast]
 //                                 [--precision fp32|bf16]
 //
-// --precision bf16 keeps the weights in bfloat16 after loading (nn::keep_weights_in_bfloat16: the matrices'
-// bytes halved, norms and biases float32) and runs under autocast: each one-row product reads bfloat16
-// weights and sums in float32 (cpu/kernels/matmul_bfloat16.cpp's row path). The bound is then the bfloat16
-// bytes over the bandwidth. The file is float32 and is read as such first, so the peak RSS includes the
-// float32 model the bfloat16 one is rounded from.
+// --precision bf16 keeps the weights in bfloat16 (nn::load_gpt2 with DType::BFloat16: the matrices' bytes
+// halved, each float32 value of the file rounded as it is read; norms and biases float32) and runs under
+// autocast: each one-row product reads bfloat16 weights and sums in float32 (cpu/kernels/matmul_bfloat16.cpp's
+// row path). The bound is then the bfloat16 bytes over the bandwidth.
 //
 // The file is made here once (random weights, N(0, 0.02) as GPT-2 is initialised, in Hugging Face's
 // layout through nn::gpt2_state_dict) and reused when it exists: nothing is downloaded. Loading is timed
@@ -103,13 +102,10 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < o.loads; ++i) {
     model.reset();
     const auto start = std::chrono::steady_clock::now();
-    model = nn::load_gpt2(o.file);
+    model = nn::load_gpt2(o.file, 0, bf16 ? DType::BFloat16 : DType::Float32);
     load_ms.push_back(ms_since(start));
   }
-  if (bf16) {
-    nn::keep_weights_in_bfloat16(*model);
-    set_autocast(DType::BFloat16);
-  }
+  if (bf16) set_autocast(DType::BFloat16);
   double weights_bytes = 0;
   for (const Tensor& p : model->parameters()) weights_bytes += double(p.numel()) * double(dtype_size(p.dtype()));
   const double weights_mb = weights_bytes / 1e6;

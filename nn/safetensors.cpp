@@ -281,6 +281,23 @@ void read_widened(int fd, float* into, size_t n, HalfFloat half, const std::stri
   }
 }
 
+// Reads a float32 tensor's n bytes into `into` (bfloat16), a slice at a time, each value rounded to the
+// nearest bfloat16 (ties to even): a model kept in bfloat16 is filled from an F32 file without a float32
+// copy of the tensor. The checksum sees the file's bytes.
+void read_narrowed(int fd, bfloat16* into, size_t n, const std::string& path, const std::string& name,
+                   Fnv1a64* checksum) {
+  constexpr size_t kSliceValues = size_t(1) << 16;
+  std::vector<float> slice(std::min(n / 4, kSliceValues));
+  for (size_t done = 0; done < n / 4;) {
+    const size_t count = std::min(n / 4 - done, kSliceValues);
+    read_exactly(fd, reinterpret_cast<char*>(slice.data()), 4 * count, path,
+                 fmt::format("data of tensor {}", quoted_name(name)).c_str());
+    if (checksum) checksum->add(slice.data(), 4 * count);
+    for (size_t i = 0; i < count; ++i) into[done + i] = round_to_bfloat16(slice[i]);
+    done += count;
+  }
+}
+
 }  // namespace
 
 // The header is read and checked first — its length and nesting depth against the limits, every tensor's
@@ -370,9 +387,13 @@ void read_safetensors(const std::string& path, const TensorSink& sink) {
     }
     const TensorHeader header{e.name, e.dtype, e.shape, e.file_dtype};
     Tensor t = sink.destination ? sink.destination(header) : Tensor();
+    // a float32 tensor read into a bfloat16 destination is rounded as it is read
+    const bool narrowed = t.defined() && e.dtype == DType::Float32 && e.half == HalfFloat::none &&
+                          t.dtype() == DType::BFloat16;
     if (!t.defined()) {
       t = empty(e.shape, e.dtype);
-    } else if (t.shape() != e.shape || t.dtype() != e.dtype || !t.is_contiguous() || t.device() != Device::cpu()) {
+    } else if (t.shape() != e.shape || (t.dtype() != e.dtype && !narrowed) || !t.is_contiguous() ||
+               t.device() != Device::cpu()) {
       throw std::logic_error(fmt::format("read_safetensors: the destination of '{}' is not a contiguous CPU {} {}", e.name,
                                          dtype_name(e.dtype), shape_to_string(e.shape)));
     }
@@ -380,6 +401,8 @@ void read_safetensors(const std::string& path, const TensorSink& sink) {
     const size_t n = e.end - e.begin;
     if (e.half != HalfFloat::none) {
       read_widened(file.fd, reinterpret_cast<float*>(bytes), n, e.half, path, e.name, checksummed ? &checksum : nullptr);
+    } else if (narrowed) {
+      read_narrowed(file.fd, reinterpret_cast<bfloat16*>(bytes), n, path, e.name, checksummed ? &checksum : nullptr);
     } else {
       if (n > 0) read_exactly(file.fd, bytes, n, path, fmt::format("data of tensor {}", quoted_name(e.name)).c_str());
       if (checksummed) checksum.add(bytes, n);
@@ -423,14 +446,22 @@ int64_t count_not_finite(const T* values, int64_t n) {
   return bad;
 }
 
+// bfloat16 as it is (a matrix kept in bfloat16 is not widened to be checked): all 8 exponent bits set.
+int64_t count_not_finite(const autograd::bfloat16* values, int64_t n) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad += (values[i].bits & 0x7F80) == 0x7F80;
+  return bad;
+}
+
 }  // namespace
 
 void check_finite(const std::string& path, const std::string& name, const Tensor& tensor, const std::string& why) {
   if (!is_floating(tensor.dtype())) return;
-  const Tensor values = tensor.dtype() == DType::BFloat16 ? tensor.cpu().to(DType::Float32) : tensor.cpu().contiguous();
+  const Tensor values = tensor.cpu().contiguous();
   const int64_t n = values.numel();
-  const int64_t bad = values.dtype() == DType::Float32 ? count_not_finite(static_cast<const float*>(values.raw_data()), n)
-                                                        : count_not_finite(static_cast<const double*>(values.raw_data()), n);
+  const int64_t bad = values.dtype() == DType::Float32  ? count_not_finite(static_cast<const float*>(values.raw_data()), n)
+                      : values.dtype() == DType::Float64 ? count_not_finite(static_cast<const double*>(values.raw_data()), n)
+                                                        : count_not_finite(static_cast<const bfloat16*>(values.raw_data()), n);
   if (bad > 0)
     throw CheckpointError(fmt::format("{}: tensor {} holds {} NaN or infinite values of {}{}", path, quoted_name(name), bad,
                                       n, why.empty() ? "" : " (" + why + ")"));

@@ -52,7 +52,8 @@ Checkpoint load_safetensors(const std::string& path, bool widen_half_floats = fa
 // same checks run in the same order; the sink is told, in turn:
 //   on_header    the checked header: every tensor (file order) and the metadata, before any data is read;
 //   destination  where one tensor's bytes go: a contiguous CPU tensor of its dtype and shape, written in
-//                place, or an undefined Tensor for a new one;
+//                place (for a float32 tensor, also a bfloat16 one: each value rounded as it is read), or
+//                an undefined Tensor for a new one;
 //   on_tensor    the tensor once its data is read (the destination, or the new one).
 // The checksum covers every byte, so it is checked after the last on_tensor: a corrupt file throws then.
 //

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <random>
 #include <string>
@@ -16,8 +17,10 @@
 #include "autograd/reference/kernels.h"
 #include "nn/generation.h"
 #include "nn/gpt.h"
+#include "nn/gpt2.h"
 #include "nn/hf_folder.h"
 #include "nn/llama.h"
+#include "nn/safetensors.h"
 
 namespace {
 
@@ -145,6 +148,29 @@ TEST(BFloat16Generation, ABf16FolderIsReadWithoutWidening) {
     EXPECT_TRUE(equal(a[i].second, b[i].second.to(DType::Float32)));
   }
   EXPECT_THROW(nn::load_llama_folder(folder, DType::Float64), std::invalid_argument);
+}
+
+// GPT-2's F32 model.safetensors read for bfloat16: each matrix rounded as it is read (no float32 copy), the
+// same values as the float32 load rounded; the norms and biases as they are.
+TEST(BFloat16Generation, AGpt2F32FileIsRoundedAsItIsRead) {
+  manual_seed(23);
+  nn::GPTModel source({.vocab_size = 64, .context_length = 16, .emb_dim = 32, .n_heads = 2, .n_layers = 2,
+                       .drop_rate = 0.0, .qkv_bias = true});
+  source.tie_weights();
+  const std::string file = ::testing::TempDir() + "bf16_gpt2.safetensors";
+  nn::save_safetensors(file, nn::gpt2_state_dict(source), nn::gpt2_metadata(source));
+  const std::unique_ptr<nn::GPTModel> wide = nn::load_gpt2(file);
+  const std::unique_ptr<nn::GPTModel> narrow = nn::load_gpt2(file, 0, DType::BFloat16);
+  expect_matrices_in_bfloat16(*narrow);
+  EXPECT_TRUE(narrow->out_head->weight.impl_ptr() == narrow->tok_emb->weight.impl_ptr());
+  const nn::NamedTensors a = wide->named_parameters(), b = narrow->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(a[i].first);
+    const Tensor want = a[i].second.dim() >= 2 ? a[i].second.to(DType::BFloat16) : a[i].second;
+    EXPECT_TRUE(equal(b[i].second.to(DType::Float32), want.to(DType::Float32)));
+  }
+  std::remove(file.c_str());
 }
 
 // store_in_bfloat16 changes a tensor's storage under everything that holds it, so it takes only what nothing
