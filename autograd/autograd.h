@@ -4,6 +4,7 @@
 // ...); the names a program uses are brought into autograd:: here, so `using namespace autograd;` is
 // all a program needs.
 #pragma once
+#include "autograd/autocast.h"
 #include "autograd/cpu/runtime/runtime.h"
 #include "autograd/device.h"
 #include "autograd/dtype.h"

@@ -131,6 +131,7 @@ template float* Tensor::data_ptr<float>() const;
 template double* Tensor::data_ptr<double>() const;
 template int64_t* Tensor::data_ptr<int64_t>() const;
 template bool* Tensor::data_ptr<bool>() const;
+template bfloat16* Tensor::data_ptr<bfloat16>() const;
 
 template <typename T> std::vector<T> Tensor::to_vector() const {
   Tensor c = to(Device::cpu()).to(dtype_of<T>::value).contiguous();
@@ -152,6 +153,7 @@ double Tensor::item() const {
     case DType::Float64: return *c.data_ptr<double>();
     case DType::Int64: return double(*c.data_ptr<int64_t>());
     case DType::Bool: return *c.data_ptr<bool>() ? 1.0 : 0.0;
+    case DType::BFloat16: return widen(*c.data_ptr<bfloat16>());
   }
   return 0;
 }

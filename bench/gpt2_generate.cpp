@@ -4,6 +4,12 @@
 //
 //   build/bin/bench_gpt2_generate [--file /tmp/gpt2_124M_random.safetensors] [--prompt 16] [--tokens 64]
 //                                 [--threads 1] [--loads 3] [--layers 12] [--numerics fast]
+//                                 [--precision fp32|bf16]
+//
+// --precision bf16 keeps the weights in bfloat16 (nn::load_gpt2 with DType::BFloat16: the matrices' bytes
+// halved, each float32 value of the file rounded as it is read; norms and biases float32) and runs under
+// autocast: each one-row product reads bfloat16 weights and sums in float32 (cpu/kernels/matmul_bfloat16.cpp's
+// row path). The bound is then the bfloat16 bytes over the bandwidth.
 //
 // The file is made here once (random weights, N(0, 0.02) as GPT-2 is initialised, in Hugging Face's
 // layout through nn::gpt2_state_dict) and reused when it exists: nothing is downloaded. Loading is timed
@@ -15,9 +21,9 @@
 // the same --threads OpenMP threads, by reading a buffer of the weights' size (best of 10 passes, after the
 // steps: read_bandwidth_gb_s) and prints the bound beside the step. The last line is machine-readable:
 //   RESULT load_ms=<median> tokens_per_s=<steps/s> ms_per_token=<median step> prefill_ms=<ms> threads=<n>
-//          weights_mb=<float32 weights> rss_mb=<peak RSS> numerics=<fast|exact> read_gb_s=<bandwidth>
+//          weights_mb=<the weights' bytes a step reads> rss_mb=<peak RSS> numerics=<fast|exact> read_gb_s=<bandwidth>
 //          bound_ms_per_token=<weights / bandwidth> of_bound=<bound / median step>
-//          cpu_ms_per_token=<median step in the process's CPU time, all threads>
+//          cpu_ms_per_token=<median step in the process's CPU time, all threads> precision=<fp32|bf16>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -26,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/cpu/kernels.h"
 #include "bench/bandwidth.h"
 #include "bench/common.h"
 #include "nn/generation.h"
@@ -38,7 +45,7 @@ namespace {
 struct Options {
   std::string file = "/tmp/gpt2_124M_random.safetensors";
   int64_t prompt = 16, tokens = 64, threads = 1, loads = 3, layers = 12;
-  std::string numerics = "fast";
+  std::string numerics = "fast", precision = "fp32";
 };
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -66,7 +73,7 @@ int main(int argc, char** argv) {
   bench::parse_flags(argc, argv,
                      {.ints = {{"--prompt", &o.prompt}, {"--tokens", &o.tokens}, {"--threads", &o.threads},
                                {"--loads", &o.loads}, {"--layers", &o.layers}},
-                      .strings = {{"--file", &o.file}, {"--numerics", &o.numerics}},
+                      .strings = {{"--file", &o.file}, {"--numerics", &o.numerics}, {"--precision", &o.precision}},
                       .switches = {}},
                      [](const std::string& problem) {
                        std::fprintf(stderr, "bench_gpt2_generate: %s\n", problem.c_str());
@@ -76,6 +83,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_gpt2_generate: --tokens needs at least 2 (one from the prefill, one cached step)\n");
     return 2;
   }
+  if (o.precision != "fp32" && o.precision != "bf16") {
+    std::fprintf(stderr, "bench_gpt2_generate: --precision must be fp32 or bf16, got '%s'\n", o.precision.c_str());
+    return 2;
+  }
+  const bool bf16 = o.precision == "bf16";
   set_num_threads(int(o.threads));
   try {
     set_numerics(parse_numerics(o.numerics, "--numerics"));
@@ -90,13 +102,17 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < o.loads; ++i) {
     model.reset();
     const auto start = std::chrono::steady_clock::now();
-    model = nn::load_gpt2(o.file);
+    model = nn::load_gpt2(o.file, 0, bf16 ? DType::BFloat16 : DType::Float32);
     load_ms.push_back(ms_since(start));
   }
-  const double weights_mb = double(model->num_parameters()) * 4 / 1e6;
-  std::printf("model: %lld blocks, %lld parameters (%.1f MB of float32), loaded in %.1f ms (median of %lld)\n",
+  if (bf16) set_autocast(DType::BFloat16);
+  double weights_bytes = 0;
+  for (const Tensor& p : model->parameters()) weights_bytes += double(p.numel()) * double(dtype_size(p.dtype()));
+  const double weights_mb = weights_bytes / 1e6;
+  std::printf("model: %lld blocks, %lld parameters (%.1f MB, %s), loaded in %.1f ms (median of %lld)%s\n",
               (long long)model->cfg.n_layers, (long long)model->num_parameters(), weights_mb,
-              bench::summarize(load_ms).median, (long long)o.loads);
+              bf16 ? "matrices in bfloat16" : "float32", bench::summarize(load_ms).median, (long long)o.loads,
+              bf16 ? (std::string("; bfloat16 products: ") + cpu::bfloat16_kernel_name()).c_str() : "");
 
   std::vector<int64_t> prompt;
   for (int64_t i = 0; i < o.prompt; ++i) prompt.push_back((i * 7919) % model->cfg.vocab_size);
@@ -128,8 +144,9 @@ int main(int argc, char** argv) {
   std::printf("bandwidth bound: %.1f MB of weights a token / %.2f GB/s = %.2f ms a token; the median step is at %.0f%% of it\n",
               weights_mb, gb_s, bound_ms, 100 * bound_ms / steps.median);
   std::printf("RESULT load_ms=%.1f tokens_per_s=%.2f ms_per_token=%.2f prefill_ms=%.1f threads=%lld weights_mb=%.1f rss_mb=%.1f "
-              "numerics=%s read_gb_s=%.2f bound_ms_per_token=%.2f of_bound=%.2f cpu_ms_per_token=%.2f\n",
+              "numerics=%s read_gb_s=%.2f bound_ms_per_token=%.2f of_bound=%.2f cpu_ms_per_token=%.2f precision=%s\n",
               bench::summarize(load_ms).median, tokens_per_s, steps.median, prefill_ms, (long long)o.threads, weights_mb,
-              rss_mb, o.numerics.c_str(), gb_s, bound_ms, bound_ms / steps.median, bench::summarize(step_cpu_ms).median);
+              rss_mb, o.numerics.c_str(), gb_s, bound_ms, bound_ms / steps.median, bench::summarize(step_cpu_ms).median,
+              o.precision.c_str());
   return 0;
 }

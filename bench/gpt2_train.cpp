@@ -4,7 +4,11 @@
 // bench/gpt2_train.sh runs both, full and LoRA, on 1 and 2 threads.
 //
 //   build/bin/bench_gpt2_train [--mode full|lora] [--threads 1] [--steps 5] [--warmup 2] [--batch 4]
-//                              [--context 64] [--layers 12] [--numerics fast]
+//                              [--context 64] [--layers 12] [--numerics fast] [--precision fp32|bf16]
+//
+// --precision bf16 runs the forward pass and the loss under AutocastGuard(DType::BFloat16) (autograd/autocast.h):
+// the products take bfloat16 operands with float32 sums (cpu/kernels/matmul_bfloat16.cpp), the rest stays float32.
+// Its MFU is over the bfloat16 peak (bench_ops' core_peak_bench/avx512_bf16_dot loop) where the CPU has one.
 //
 // The model is built from manual_seed(124) with its random initial weights (a step costs the same on any
 // values, and nothing is read from disk). The batch: random ids, the same every step. full: every parameter
@@ -22,7 +26,8 @@
 // The last line is machine-readable:
 //   RESULT mode=<full|lora> threads=<n> ms_per_step=<median> mfu=<fraction> cpu_ms_per_step=<median CPU time,
 //          all threads> cpu_mfu=<MFU over the CPU time> gflop_per_step=<model FLOPs> peak_gflops=<one core>
-//          isa=<avx512|avx2> numerics=<fast|exact> rss_mb=<peak RSS> loss=<first step's>
+//          isa=<avx512|avx2> numerics=<fast|exact> precision=<fp32|bf16> bf16_kernel=<the bfloat16 product's path>
+//          rss_mb=<peak RSS> loss=<first step's>
 //          products_ms=<median time in matrix products a step> products_util=<their FLOPs / that time / (peak ×
 //          threads)>
 // The products' line splits the step in two: the products (cpu/runtime/product_tally.h: their own FLOPs, not
@@ -33,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/cpu/kernels.h"
 #include "autograd/cpu/runtime/core_peak.h"
 #include "autograd/cpu/runtime/product_tally.h"
 #include "bench/common.h"
@@ -46,7 +52,7 @@ using namespace autograd;
 namespace {
 
 struct Options {
-  std::string mode = "full", numerics = "fast";
+  std::string mode = "full", numerics = "fast", precision = "fp32";
   int64_t threads = 1, steps = 5, warmup = 2, batch = 4, context = 64, layers = 12;
 };
 
@@ -61,17 +67,23 @@ int main(int argc, char** argv) {
   bench::parse_flags(argc, argv,
                      {.ints = {{"--threads", &o.threads}, {"--steps", &o.steps}, {"--warmup", &o.warmup},
                                {"--batch", &o.batch}, {"--context", &o.context}, {"--layers", &o.layers}},
-                      .strings = {{"--mode", &o.mode}, {"--numerics", &o.numerics}},
+                      .strings = {{"--mode", &o.mode}, {"--numerics", &o.numerics}, {"--precision", &o.precision}},
                       .switches = {}},
                      usage);
   if (o.mode != "full" && o.mode != "lora") usage("--mode must be full or lora, got '" + o.mode + "'");
+  if (o.precision != "fp32" && o.precision != "bf16") usage("--precision must be fp32 or bf16, got '" + o.precision + "'");
+  const bool bf16 = o.precision == "bf16";
   try {
     set_numerics(parse_numerics(o.numerics, "--numerics"));
   } catch (const std::invalid_argument& e) {
     usage(e.what());
   }
   set_num_threads(int(o.threads));
-  std::vector<double> peaks{cpu::measure_core_peak_flops()};  // before the model exists; then after every step
+  // One core's peak for the step's products: the float32 FMA loop, or in a bf16 run the peak of the path the
+  // bfloat16 products take (core_peak.h: the vdpbf16ps loop where the CPU has it, else the FMA loop).
+  auto measure_peak = [bf16] { return bf16 ? cpu::measure_bfloat16_core_peak_flops() : cpu::measure_core_peak_flops(); };
+  const char* peak_isa = bf16 ? cpu::bfloat16_core_peak_isa() : cpu::core_peak_isa();
+  std::vector<double> peaks{measure_peak()};  // before the model exists; then after every step
 
   manual_seed(124);
   nn::GPTModel model({.vocab_size = 50257, .context_length = 1024, .emb_dim = 768, .n_heads = 12,
@@ -119,7 +131,11 @@ int main(int argc, char** argv) {
     const double cpu_start = bench::cpu_ms();
     phases.start();
     {
-      Tensor loss = cross_entropy(model(x).view({-1, V}), y.view({-1}));
+      Tensor loss;
+      {
+        AutocastGuard precision(bf16 ? DType::BFloat16 : DType::Float32);
+        loss = cross_entropy(model(x).view({-1, V}), y.view({-1}));
+      }
       phases.mark();
       opt->zero_grad();
       phases.mark();
@@ -137,11 +153,12 @@ int main(int argc, char** argv) {
       ms.push_back(took), cpu.push_back(bench::cpu_ms() - cpu_start), phases.keep();
       product_ms.push_back(products.seconds * 1e3), product_gflop.push_back(products.flops / 1e9);
     }
-    peaks.push_back(cpu::measure_core_peak_flops());
+    peaks.push_back(measure_peak());
   }
   const double peak = *std::max_element(peaks.begin(), peaks.end());
-  std::printf("one core's peak (%s FMA loop), measured %zu times: best %.1f GFLOP/s, lowest %.1f\n",
-              cpu::core_peak_isa(), peaks.size(), peak / 1e9, *std::min_element(peaks.begin(), peaks.end()) / 1e9);
+  std::printf("one core's peak (%s loop), measured %zu times: best %.1f GFLOP/s, lowest %.1f; bfloat16 products: %s\n",
+              peak_isa, peaks.size(), peak / 1e9, *std::min_element(peaks.begin(), peaks.end()) / 1e9,
+              cpu::bfloat16_kernel_name());
   const bench::Times t = bench::summarize(ms), c = bench::summarize(cpu);
   std::printf("median ms by phase:");
   for (size_t p = 0; p < phases.names.size(); ++p)
@@ -160,9 +177,9 @@ int main(int argc, char** argv) {
               "(%.1f%% of the CPU time)\n",
               ms.size(), (long long)o.warmup, t.median, t.min, t.max, c.median, 100 * mfu, 100 * cpu_mfu);
   std::printf("RESULT mode=%s threads=%lld ms_per_step=%.1f mfu=%.3f cpu_ms_per_step=%.1f cpu_mfu=%.3f "
-              "gflop_per_step=%.2f peak_gflops=%.1f isa=%s numerics=%s rss_mb=%.1f loss=%.4f products_ms=%.1f "
+              "gflop_per_step=%.2f peak_gflops=%.1f isa=%s numerics=%s precision=%s bf16_kernel=%s rss_mb=%.1f loss=%.4f products_ms=%.1f "
               "products_util=%.3f\n",
               o.mode.c_str(), (long long)o.threads, t.median, mfu, c.median, cpu_mfu, flops_per_step / 1e9, peak / 1e9,
-              cpu::core_peak_isa(), o.numerics.c_str(), bench::peak_rss_mb(), first_loss, products, products_util);
+              peak_isa, o.numerics.c_str(), o.precision.c_str(), bf16 ? cpu::bfloat16_kernel_name() : "none", bench::peak_rss_mb(), first_loss, products, products_util);
   return 0;
 }

@@ -3,6 +3,9 @@
 # 2 threads: ours (bench_gpt2_train, fast numerics) and PyTorch 1.13's (bench/torch/gpt2_train.py), one after
 # the other in the same run, each printing its RESULT line. PyTorch's MFU divides by the peak ours measured.
 #   bench/gpt2_train.sh [build/bin] [steps]
+# PRECISIONS ("fp32") lists the precisions each runs in: "fp32 bf16" adds ours under --precision bf16 (the
+# products on bfloat16 operands, AutocastGuard) and PyTorch's step under torch.autocast("cpu", bfloat16),
+# after the float32 pair of the same mode and thread count; a bf16 MFU is over the bfloat16 path's peak.
 # THREADS ("1 2") lists the thread counts. WARMUP (2) untimed steps come first in ours and PyTorch's runs. PyTorch's lines need /usr/bin/python3 with
 # Debian's python3-torch (PYTHON names another); without it they say it is absent. Besides its RESULT line,
 # ours prints its step by phase and its matrix products' share ("ours phases:", "ours products:").
@@ -64,20 +67,24 @@ llmc() {
 
 echo "cpu: $("$here/cpu_name.sh")"
 for threads in ${THREADS:-1 2}; do
+  ours_full=""
   for mode in full lora; do
-    log=$("$bin/bench_gpt2_train" --mode "$mode" --threads "$threads" --steps "$steps" --warmup "$warmup")
+   for precision in ${PRECISIONS:-fp32}; do
+    log=$("$bin/bench_gpt2_train" --mode "$mode" --threads "$threads" --steps "$steps" --warmup "$warmup" \
+      --precision "$precision")
     ours=$(echo "$log" | tail -1)
     echo "ours:    $ours"
     echo "ours phases: $(echo "$log" | sed -n 's/^median ms by phase: *//p')"
     echo "ours products: $(echo "$log" | sed -n 's/^matrix products: *//p')"
-    if [ "$mode" = full ]; then ours_full=$ours; fi
+    if [ "$mode" = full ] && [ "$precision" = fp32 ]; then ours_full=$ours; fi
     peak=$(echo "$ours" | sed -n 's/.*peak_gflops=\([0-9.]*\).*/\1/p')
     if [ "$have_torch" = 1 ]; then
       echo "pytorch: $("$python" "$here/torch/gpt2_train.py" --mode "$mode" --threads "$threads" --steps "$steps" \
-        --warmup "$warmup" --peak-gflops "$peak" | tail -1)"
+        --warmup "$warmup" --peak-gflops "$peak" --precision "$precision" | tail -1)"
     else
       echo "pytorch: absent ($python cannot import torch: apt-get install python3-torch)"
     fi
+   done
   done
   if [ -n "${LLMC_DIR:-}" ]; then
     echo "llm.c:   $(llmc "$threads" "$ours_full")"

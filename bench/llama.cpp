@@ -5,6 +5,9 @@
 //
 //   build/bin/bench_llama generate [--prompt 16] [--tokens 64] [--threads 1] [--layers 30] [--numerics fast]
 //   build/bin/bench_llama train [--batch 4] [--context 64] [--steps 5] [--warmup 2] [--threads 1] [--layers 30]
+// Both take --precision fp32|bf16 (docs/precision.md): bf16 runs the products under autocast (bfloat16
+// operands, float32 sums); generate then keeps the matrices in bfloat16 (nn::keep_weights_in_bfloat16) and
+// its bound is their bytes; train's MFU is over the bfloat16 path's peak (cpu::bfloat16_core_peak_flops).
 //
 // The weights: manual_seed(135), then N(0, 0.02) for every matrix and 1 for the norms (nn::LlamaModel draws
 // them so); a step costs the same on any values, and nothing is read from disk.
@@ -19,9 +22,9 @@
 // times the threads. The last line is machine-readable:
 //   RESULT mode=generate tokens_per_s=<steps/s> ms_per_token=<median step> prefill_ms=<ms> threads=<n>
 //          weights_mb=<float32 weights> rss_mb=<peak> read_gb_s=<bandwidth> bound_ms_per_token=<weights / bandwidth>
-//          of_bound=<bound / median step>
+//          of_bound=<bound / median step> precision=<fp32|bf16>
 //   RESULT mode=train threads=<n> ms_per_step=<median> mfu=<fraction> gflop_per_step=<model FLOPs>
-//          peak_gflops=<one core> isa=<avx512|avx2> rss_mb=<peak> loss=<first step's>
+//          peak_gflops=<one core> isa=<avx512|avx2|avx512_bf16> rss_mb=<peak> loss=<first step's> precision=<fp32|bf16>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -41,7 +44,7 @@ using namespace autograd;
 namespace {
 
 struct Options {
-  std::string mode, numerics = "fast";
+  std::string mode, numerics = "fast", precision = "fp32";
   int64_t prompt = 16, tokens = 64, threads = 1, layers = 30, batch = 4, context = 64, steps = 5, warmup = 2;
 };
 
@@ -59,9 +62,13 @@ std::unique_ptr<nn::LlamaModel> smollm2_135m_shape(int64_t layers) {
 int generate(const Options& o) {
   const auto model = smollm2_135m_shape(o.layers);
   model->eval();
-  const double weights_mb = double(model->num_parameters()) * 4 / 1e6;
-  std::printf("SmolLM2-135M shape, %lld blocks, %lld parameters (%.1f MB of float32), %lld thread(s)\n",
-              (long long)o.layers, (long long)model->num_parameters(), weights_mb, (long long)o.threads);
+  if (o.precision == "bf16") nn::keep_weights_in_bfloat16(*model);
+  double weights_bytes = 0;
+  for (const Tensor& p : model->parameters()) weights_bytes += double(p.numel()) * double(dtype_size(p.dtype()));
+  const double weights_mb = weights_bytes / 1e6;
+  std::printf("SmolLM2-135M shape, %lld blocks, %lld parameters (%.1f MB, %s), %lld thread(s)\n", (long long)o.layers,
+              (long long)model->num_parameters(), weights_mb, o.precision == "bf16" ? "matrices in bfloat16" : "float32",
+              (long long)o.threads);
   std::vector<int64_t> prompt;
   for (int64_t i = 0; i < o.prompt; ++i) prompt.push_back((i * 7919) % model->vocab_size());
   nn::GenerationOptions options;
@@ -87,9 +94,9 @@ int generate(const Options& o) {
   std::printf("bandwidth bound: %.1f MB of weights a token / %.2f GB/s = %.2f ms a token; the median step is at %.0f%% of it\n",
               weights_mb, gb_s, bound_ms, 100 * bound_ms / steps.median);
   std::printf("RESULT mode=generate tokens_per_s=%.2f ms_per_token=%.2f prefill_ms=%.1f threads=%lld weights_mb=%.1f "
-              "rss_mb=%.1f read_gb_s=%.2f bound_ms_per_token=%.2f of_bound=%.2f\n",
+              "rss_mb=%.1f read_gb_s=%.2f bound_ms_per_token=%.2f of_bound=%.2f precision=%s\n",
               tokens_per_s, steps.median, prefill_ms, (long long)o.threads, weights_mb, rss_mb, gb_s, bound_ms,
-              bound_ms / steps.median);
+              bound_ms / steps.median, o.precision.c_str());
   return 0;
 }
 
@@ -102,7 +109,10 @@ double training_flops_per_token(const nn::LlamaModel& model, int64_t T) {
 }
 
 int train(const Options& o) {
-  std::vector<double> peaks{cpu::measure_core_peak_flops()};  // before the model exists; then after every step
+  const bool bf16 = o.precision == "bf16";
+  auto measure_peak = [bf16] { return bf16 ? cpu::measure_bfloat16_core_peak_flops() : cpu::measure_core_peak_flops(); };
+  const char* peak_isa = bf16 ? cpu::bfloat16_core_peak_isa() : cpu::core_peak_isa();
+  std::vector<double> peaks{measure_peak()};  // before the model exists; then after every step
   const auto model = smollm2_135m_shape(o.layers);
   model->train();
   std::vector<Tensor> decay, no_decay;
@@ -131,18 +141,18 @@ int train(const Options& o) {
       if (step == 0) first_loss = loss.item();
     }
     if (step >= o.warmup) ms.push_back(ms_since(start));
-    peaks.push_back(cpu::measure_core_peak_flops());
+    peaks.push_back(measure_peak());
   }
   const double peak = *std::max_element(peaks.begin(), peaks.end());
   const bench::Times t = bench::summarize(ms);
   const double mfu = peak > 0 ? flops_per_step / (t.median / 1e3) / (peak * double(o.threads)) : 0;
-  std::printf("one core's peak (%s FMA loop): best of %zu, %.1f GFLOP/s; %zu timed steps: median %.1f ms (min %.1f, "
+  std::printf("one core's peak (%s loop): best of %zu, %.1f GFLOP/s; %zu timed steps: median %.1f ms (min %.1f, "
               "max %.1f); MFU %.1f%%\n",
-              cpu::core_peak_isa(), peaks.size(), peak / 1e9, ms.size(), t.median, t.min, t.max, 100 * mfu);
+              peak_isa, peaks.size(), peak / 1e9, ms.size(), t.median, t.min, t.max, 100 * mfu);
   std::printf("RESULT mode=train threads=%lld ms_per_step=%.1f mfu=%.3f gflop_per_step=%.2f peak_gflops=%.1f isa=%s "
-              "rss_mb=%.1f loss=%.4f\n",
-              (long long)o.threads, t.median, mfu, flops_per_step / 1e9, peak / 1e9, cpu::core_peak_isa(),
-              bench::peak_rss_mb(), first_loss);
+              "rss_mb=%.1f loss=%.4f precision=%s\n",
+              (long long)o.threads, t.median, mfu, flops_per_step / 1e9, peak / 1e9, peak_isa, bench::peak_rss_mb(),
+              first_loss, o.precision.c_str());
   return 0;
 }
 
@@ -162,7 +172,7 @@ int main(int argc, char** argv) {
                      {.ints = {{"--prompt", &o.prompt}, {"--tokens", &o.tokens}, {"--threads", &o.threads},
                                {"--layers", &o.layers}, {"--batch", &o.batch}, {"--context", &o.context},
                                {"--steps", &o.steps}, {"--warmup", &o.warmup}},
-                      .strings = {{"--numerics", &o.numerics}},
+                      .strings = {{"--numerics", &o.numerics}, {"--precision", &o.precision}},
                       .switches = {}},
                      usage);
   if (o.mode == "generate" && o.tokens < 2) usage("--tokens needs at least 2 (one from the prefill, one cached step)");
@@ -171,6 +181,8 @@ int main(int argc, char** argv) {
   } catch (const std::invalid_argument& e) {
     usage(e.what());
   }
+  if (o.precision != "fp32" && o.precision != "bf16") usage("--precision must be fp32 or bf16, got '" + o.precision + "'");
+  if (o.precision == "bf16") set_autocast(DType::BFloat16);  // the products of both modes, process-wide
   set_num_threads(int(o.threads));
   return o.mode == "generate" ? generate(o) : train(o);
 }

@@ -18,10 +18,12 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "autograd/backend.h"
+#include "autograd/cpu/kernels.h"
 #include "autograd/cpu/runtime/core_peak.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
@@ -276,6 +278,57 @@ void core_peak_bench(benchmark::State& state, int bits, bool fused) {
   set_rate(state, "FLOPS", flops);
 }
 
+// The bfloat16 peak: 24 chains of vdpbf16ps (32 multiply-adds into 16 float32 lanes each), the ceiling of
+// the bfloat16 products below (cpu/kernels/matmul_bfloat16.cpp).
+void core_peak_bf16_bench(benchmark::State& state) {
+  constexpr int64_t kPeakRounds = 1 << 14;
+  if (autograd::cpu::bfloat16_peak_rounds(1) == 0) {
+    state.SkipWithError("this CPU has no AVX512_BF16");
+    return;
+  }
+  double flops = 0;
+  for (auto _ : state) flops = autograd::cpu::bfloat16_peak_rounds(kPeakRounds);
+  set_rate(state, "FLOPS", flops);
+}
+
+// The peak of the path bfloat16 products take on this CPU (core_peak.h's bfloat16_core_peak_flops, which a
+// bf16 run's MFU divides by): the vdpbf16ps loop above where the CPU has AVX512_BF16, else the float32 FMA
+// loop at the width the fast kernels use (the portable path widens, then multiplies in float32). The label
+// names the path.
+void core_peak_bf16_path_bench(benchmark::State& state) {
+  constexpr int64_t kPeakRounds = 1 << 14;
+  const bool dot = autograd::cpu::bfloat16_peak_rounds(1) > 0;
+  const int bits = autograd::cpu::core_peak_rounds(512, true, 1) > 0 && std::string(autograd::cpu::core_peak_isa()) == "avx512"
+                       ? 512
+                       : autograd::cpu::core_peak_rounds(256, true, 1) > 0 ? 256 : 128;
+  if (!dot && autograd::cpu::core_peak_rounds(bits, true, 1) == 0) {
+    state.SkipWithError("this CPU has no vector FMA loop");
+    return;
+  }
+  double flops = 0;
+  for (auto _ : state)
+    flops = dot ? autograd::cpu::bfloat16_peak_rounds(kPeakRounds) : autograd::cpu::core_peak_rounds(bits, true, kPeakRounds);
+  state.SetLabel(std::string(autograd::cpu::bfloat16_kernel_name()) + (dot ? ": vdpbf16ps" : ": float32 FMA"));
+  set_rate(state, "FLOPS", flops);
+}
+
+// The bfloat16 product kernel (bfloat16 operands, float32 sums and output) on the operands of
+// matmul_numerics_bench rounded to bfloat16: the rate to set beside the float32 kernels' at the same size.
+void matmul_bf16_bench(benchmark::State& state, int64_t m, int64_t n, int64_t k, bool a_t = false, bool b_t = false) {
+  const auto [a32, b32] = product_operands(m, n, k, a_t, b_t);
+  // a transposed operand stays a transposed view (rounded in its own layout), as in the float32 benches
+  const Tensor a_view = a_t ? a32.t().to(DType::BFloat16).t() : a32.to(DType::BFloat16);
+  const Tensor b_view = b_t ? b32.t().to(DType::BFloat16).t() : b32.to(DType::BFloat16);
+  Tensor out = empty({m, n});
+  autograd::cpu::bfloat16_matmul(a_view, b_view, out);
+  for (auto _ : state) {
+    autograd::cpu::bfloat16_matmul(a_view, b_view, out);
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(autograd::cpu::bfloat16_kernel_name());
+  set_rate(state, "FLOPS", 2.0 * double(m) * double(n) * double(k));
+}
+
 }  // namespace
 
 // seed sizes: D 24, T 8, B 16 (128 rows), V 13
@@ -395,6 +448,16 @@ BENCHMARK_CAPTURE(core_peak_bench, avx2_fma, 256, true)->UseRealTime();
 BENCHMARK_CAPTURE(core_peak_bench, avx2_mul_add, 256, false)->UseRealTime();
 BENCHMARK_CAPTURE(core_peak_bench, avx512_fma, 512, true)->UseRealTime();
 BENCHMARK_CAPTURE(core_peak_bench, avx512_mul_add, 512, false)->UseRealTime();
+BENCHMARK(core_peak_bf16_bench)->Name("core_peak_bench/avx512_bf16_dot")->UseRealTime();
+BENCHMARK(core_peak_bf16_path_bench)->Name("core_peak_bench/bf16_products_path")->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_1024x1024x1024, 1024, 1024, 1024)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_contract_forward_256x768x3072_bt, 256, 768, 3072, false, true)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_contract_input_grad_256x3072x768, 256, 3072, 768)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_contract_weight_grad_768x3072x256_at, 768, 3072, 256, true, false)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_head_forward_256x50257x768_bt, 256, 50257, 768, false, true)->UseRealTime();
+// one row times a weight (a cached generation step: the row path, memory-bound on the weight's bytes)
+BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_step_qkv_1x2304x768_bt, 1, 2304, 768, false, true)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_step_head_1x50257x768_bt, 1, 50257, 768, false, true)->UseRealTime();
 #endif
 
 BENCHMARK_MAIN();

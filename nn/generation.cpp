@@ -94,6 +94,13 @@ Tensor GPTModel::forward_cached(const Tensor& ids, KVCache& cache) const {
   return (*out_head)(last).view({ids.size(0), cfg.vocab_size});
 }
 
+// ---- weights in bfloat16
+
+void keep_weights_in_bfloat16(Module& model) {
+  for (const Tensor& p : model.parameters())  // (a tied weight is one tensor: rounded once)
+    if (p.dim() >= 2) store_in_bfloat16(p);
+}
+
 // ---- sampling
 
 void check_sampling_options(const SamplingOptions& o) {

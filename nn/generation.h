@@ -28,6 +28,13 @@ Tensor forward_cached(const LanguageModel& model, const Tensor& ids, KVCache& ca
 KVCache zeroed_kv_cache(size_t blocks, int64_t batch, int64_t kv_heads, int64_t capacity, int64_t head_dim,
                         int64_t context, const Tensor& like);
 
+// Generation on weights kept in bfloat16 (generate --precision bf16): every parameter of two or more dims
+// (the Linear weights, the embedding tables, a tied head once) rounded to bfloat16 in place
+// (autograd::store_in_bfloat16), half their bytes; the norms' weights and the biases stay float32. Run it
+// under autocast (set_autocast or AutocastGuard(BFloat16)): each product then rounds its float32 activations
+// to bfloat16 and sums in float32; the embeddings' rows are handed on widened (Embedding::forward).
+void keep_weights_in_bfloat16(Module& model);
+
 struct SamplingOptions {
   double temperature = 1.0;  // 0: greedy (the likeliest token)
   int64_t top_k = 0;         // sample among the k likeliest only; 0: all

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "nn/generation.h"
 #include "nn/numbers.h"
 
 namespace nn {
@@ -88,7 +89,7 @@ class Gpt2Tensors {
     if (t.shape != shape)
       fail(fmt::format("GPT-2 tensor '{}' has shape {}, expected {} ({})", name, shape_to_string(t.shape),
                        shape_to_string(shape), why));
-    if (t.dtype != DType::Float32 && t.dtype != DType::Float64)
+    if (!is_floating(t.dtype))  // (bfloat16 widened into the float32 parameter)
       fail(fmt::format("GPT-2 tensor '{}' has dtype {}, expected floating point", name, dtype_name(t.dtype)));
     taken_.insert(name);
   }
@@ -328,16 +329,22 @@ std::unique_ptr<GPTModel> gpt2_from_checkpoint(Checkpoint&& ck, const std::strin
 // the parameter that keeps them (a float32 tensor GPT-2 stores as the model does), or into a buffer of
 // that one tensor that is copied (transposed, cut, converted) into place and dropped. The load holds one
 // model's memory and one tensor more.
-std::unique_ptr<GPTModel> load_gpt2(const std::string& path, int64_t n_heads) {
+std::unique_ptr<GPTModel> load_gpt2(const std::string& path, int64_t n_heads, DType weights) {
+  if (weights != DType::Float32 && weights != DType::BFloat16)
+    throw std::invalid_argument("load_gpt2: the weights are kept in float32 or bfloat16");
   std::unique_ptr<GPTModel> model;
+  auto readable_into = [](const Tensor& place, DType file) {  // the reader rounds float32 into bfloat16
+    return place.dtype() == file || (place.dtype() == DType::BFloat16 && file == DType::Float32);
+  };
   read_safetensors(path, {.on_header =
                               [&](const std::vector<TensorHeader>& headers, const std::map<std::string, std::string>& metadata) {
                                 model = checked_empty_model(headers, metadata, path, n_heads);
+                                if (weights == DType::BFloat16) keep_weights_in_bfloat16(*model);
                               },
                           .destination =
                               [&](const TensorHeader& h) {
                                 const Tensor same = place_of(*model, without_prefix(h.name)).same;
-                                return same.defined() && same.dtype() == h.dtype && same.is_contiguous() ? same : Tensor();
+                                return same.defined() && readable_into(same, h.dtype) && same.is_contiguous() ? same : Tensor();
                               },
                           .on_tensor = [&](const TensorHeader& h, const Tensor& t) { put(*model, without_prefix(h.name), t, path); }});
   return model;

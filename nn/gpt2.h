@@ -48,7 +48,10 @@ std::unique_ptr<GPTModel> gpt2_from_checkpoint(const Checkpoint& checkpoint, con
 // The same, taking the checkpoint's tensors and dropping each once it is copied (a load then holds about
 // one model's memory, not two). `checkpoint` is left without tensors.
 std::unique_ptr<GPTModel> gpt2_from_checkpoint(Checkpoint&& checkpoint, const std::string& path, int64_t n_heads = 0);
-std::unique_ptr<GPTModel> load_gpt2(const std::string& path, int64_t n_heads = 0);
+// weights BFloat16 (generate --precision bf16): the model's matrices kept in bfloat16
+// (keep_weights_in_bfloat16), a float32 tensor read straight into its matrix is rounded as it is read.
+std::unique_ptr<GPTModel> load_gpt2(const std::string& path, int64_t n_heads = 0,
+                                    autograd::DType weights = autograd::DType::Float32);
 
 // What a GPT-2 file holds, read and checked as load_gpt2 reads it (every name, shape and value, and the
 // checksum of a file that has one) but one tensor at a time and without building the model: what `info`

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/atomic_file.h"
+#include "nn/generation.h"
 #include "nn/gpt2.h"
 #include "nn/json_depth.h"
 #include "nn/tokenizer/read_file.h"
@@ -362,12 +363,15 @@ class LlamaWeights {
           index_fail(fmt::format("does not list tensor '{}' {}", name, shape_to_string(tensor.shape())));
   }
 
-  void read(const std::string& file) {
+  // keep_bfloat16: a model whose matrices are bfloat16 (keep_weights_in_bfloat16) reads BF16 tensors as they
+  // are stored; F16 ones are widened, then rounded into such a matrix.
+  void read(const std::string& file, bool keep_bfloat16) {
     read_safetensors(file, {.on_header = [&](const std::vector<TensorHeader>& headers,
                                              const std::map<std::string, std::string>&) { check(file, headers); },
                             .destination = [&](const TensorHeader& h) { return destination(h); },
                             .on_tensor = [&](const TensorHeader& h, const Tensor& t) { put(file, h, t); },
-                            .widen_half_floats = true});
+                            .widen_half_floats = true,
+                            .keep_bfloat16 = keep_bfloat16});
   }
 
   void check_every_tensor_read() const {
@@ -397,7 +401,7 @@ class LlamaWeights {
       if (h.shape != it->second.shape())
         fail(fmt::format("tensor '{}' has shape {}, expected {} (from config.json)", h.name, shape_to_string(h.shape),
                          shape_to_string(it->second.shape())));
-      if (h.dtype != DType::Float32 && h.dtype != DType::Float64)
+      if (!is_floating(h.dtype))
         fail(fmt::format("tensor '{}' has dtype {}, expected floating point (BF16, F16, F32)", h.name, h.file_dtype));
       if (!folder_.shard_of.empty() && folder_.shard_of.at(h.name) != file)
         fail(fmt::format("holds tensor '{}', which the index puts in {}", h.name, folder_.shard_of.at(h.name)));
@@ -405,10 +409,11 @@ class LlamaWeights {
     }
   }
 
-  // A float32 tensor (BF16 and F16 widened) goes straight into its parameter; F64 into a buffer of its own.
+  // A tensor of its parameter's dtype (float32, BF16 and F16 widened; or bfloat16 into a bfloat16 matrix)
+  // goes straight into the parameter; any other into a buffer of its own, converted by put.
   Tensor destination(const TensorHeader& h) const {
     const auto it = parameters_.find(h.name);
-    return it != parameters_.end() && h.dtype == DType::Float32 ? it->second : Tensor();
+    return it != parameters_.end() && h.dtype == it->second.dtype() ? it->second : Tensor();
   }
 
   void put(const std::string& file, const TensorHeader& h, const Tensor& t) {
@@ -416,7 +421,7 @@ class LlamaWeights {
     if (it == parameters_.end()) return;  // tolerated, dropped
     if (!t.same(it->second)) {
       NoGradGuard no_grad;
-      Tensor(it->second).copy_(t.to(DType::Float32));
+      Tensor(it->second).copy_(t.to(it->second.dtype()));
     }
     check_finite(file, h.name, it->second, kNotFinite);
     read_.insert(h.name);
@@ -434,15 +439,19 @@ class LlamaWeights {
 
 }  // namespace
 
-std::unique_ptr<LlamaModel> load_llama_folder(const HfFolder& folder) {
+std::unique_ptr<LlamaModel> load_llama_folder(const HfFolder& folder, DType weights_dtype) {
   if (folder.is_gpt2()) throw std::invalid_argument("load_llama_folder: the folder holds GPT-2 (load_gpt2_folder)");
+  if (weights_dtype != DType::Float32 && weights_dtype != DType::BFloat16)
+    throw std::invalid_argument("load_llama_folder: the weights are kept in float32 or bfloat16");
   std::unique_ptr<LlamaModel> model;
   {
     SkipInitGuard every_value_is_read_below;
     model = std::make_unique<LlamaModel>(folder.llama);
   }
+  const bool bf16 = weights_dtype == DType::BFloat16;
+  if (bf16) keep_weights_in_bfloat16(*model);  // before reading: no float32 copy of the matrices is filled
   LlamaWeights weights(*model, folder);
-  for (const std::string& file : folder.weight_files) weights.read(file);
+  for (const std::string& file : folder.weight_files) weights.read(file, bf16);
   weights.check_every_tensor_read();
   model->eval();
   return model;

@@ -49,8 +49,11 @@ struct HfFolder {
 // Throws CheckpointError: "<folder>/config.json: <field> ...".
 HfFolder read_hf_folder(const std::string& path);
 
-// The model of a Llama-family folder, every weight read and checked; in eval mode.
-std::unique_ptr<LlamaModel> load_llama_folder(const HfFolder& folder);
+// The model of a Llama-family folder, every weight read and checked; in eval mode. weights BFloat16 (for
+// generate --precision bf16): the matrices (projections, embedding, head) are kept in bfloat16, a BF16 file's
+// read as they are stored, never widened (keep_weights_in_bfloat16, nn/generation.h); the norms' float32.
+std::unique_ptr<LlamaModel> load_llama_folder(const HfFolder& folder,
+                                              autograd::DType weights = autograd::DType::Float32);
 // The GPT-2 of a GPT2LMHeadModel folder (its model.safetensors through load_gpt2, with the config's n_head),
 // its sizes checked against the config's; in eval mode.
 std::unique_ptr<GPTModel> load_gpt2_folder(const HfFolder& folder);

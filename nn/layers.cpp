@@ -105,7 +105,12 @@ Embedding::Embedding(int64_t num, int64_t dim) {
   register_parameter("weight", weight);
 }
 
-Tensor Embedding::forward(const Tensor& indices) const { return embedding(weight, indices); }
+// A table kept in bfloat16 (keep_weights_in_bfloat16, for generation) hands its rows on widened to float32
+// (exact): the residual stream they start stays float32.
+Tensor Embedding::forward(const Tensor& indices) const {
+  Tensor rows = embedding(weight, indices);
+  return rows.dtype() == DType::BFloat16 ? rows.to(DType::Float32) : rows;
+}
 
 Dropout::Dropout(double prob) : p(prob) {
   if (p < 0.0 || p > 1.0)

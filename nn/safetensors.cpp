@@ -40,6 +40,7 @@ const char* dtype_code(DType d) {
     case DType::Float64: return "F64";
     case DType::Int64: return "I64";
     case DType::Bool: return "BOOL";
+    case DType::BFloat16: return "BF16";
   }
   return "?";
 }
@@ -49,6 +50,7 @@ std::optional<DType> dtype_from_code(const std::string& code) {
   if (code == "F64") return DType::Float64;
   if (code == "I64") return DType::Int64;
   if (code == "BOOL") return DType::Bool;
+  if (code == "BF16") return DType::BFloat16;  // kept as bfloat16: read and written as is
   return std::nullopt;
 }
 
@@ -64,12 +66,7 @@ HalfFloat half_float_from_code(const std::string& code) {
   return HalfFloat::none;
 }
 
-float bf16_to_float(uint16_t h) {
-  const uint32_t bits = uint32_t(h) << 16;  // the low 16 mantissa bits are zero
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+float bf16_to_float(uint16_t h) { return autograd::widen(autograd::bfloat16{h}); }  // exact: the top half
 
 float f16_to_float(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000) << 16, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
@@ -227,15 +224,18 @@ struct TensorEntry {
 };
 
 TensorEntry checked_entry(const std::string& path, const std::string& name, const json& entry, size_t data_size,
-                          bool widen_half_floats) {
+                          bool widen_half_floats, bool keep_bfloat16) {
   if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets"))
     fail(path, fmt::format("tensor {} lacks dtype, shape or data_offsets", quoted_name(name)));
   const std::string code = entry["dtype"].is_string() ? entry["dtype"].get<std::string>() : "";
-  const HalfFloat half = widen_half_floats ? half_float_from_code(code) : HalfFloat::none;
+  const bool widened = widen_half_floats && !(keep_bfloat16 && code == "BF16");
+  const HalfFloat half = widened ? half_float_from_code(code) : HalfFloat::none;
   auto dtype = half != HalfFloat::none ? std::optional(DType::Float32) : dtype_from_code(code);
   if (!dtype)
-    fail(path, fmt::format("tensor {} has unsupported dtype {} (the dtypes read are F32, F64, I64 and BOOL{})", quoted_name(name),
-                           shortened_json(entry["dtype"]), widen_half_floats ? ", and BF16 and F16 widened to F32" : ""));
+    fail(path, fmt::format("tensor {} has unsupported dtype {} (the dtypes read are {})", quoted_name(name),
+                           shortened_json(entry["dtype"]),
+                           widen_half_floats ? "F32, F64, I64 and BOOL, and BF16 and F16 widened to F32"
+                                             : "F32, F64, I64, BOOL and BF16"));
   Shape shape;
   if (!entry["shape"].is_array()) fail(path, fmt::format("tensor {} has a malformed shape", quoted_name(name)));
   for (const json& s : entry["shape"]) {
@@ -277,6 +277,23 @@ void read_widened(int fd, float* into, size_t n, HalfFloat half, const std::stri
     if (checksum) checksum->add(slice.data(), 2 * count);
     for (size_t i = 0; i < count; ++i)
       into[done + i] = half == HalfFloat::bf16 ? bf16_to_float(slice[i]) : f16_to_float(slice[i]);
+    done += count;
+  }
+}
+
+// Reads a float32 tensor's n bytes into `into` (bfloat16), a slice at a time, each value rounded to the
+// nearest bfloat16 (ties to even): a model kept in bfloat16 is filled from an F32 file without a float32
+// copy of the tensor. The checksum sees the file's bytes.
+void read_narrowed(int fd, bfloat16* into, size_t n, const std::string& path, const std::string& name,
+                   Fnv1a64* checksum) {
+  constexpr size_t kSliceValues = size_t(1) << 16;
+  std::vector<float> slice(std::min(n / 4, kSliceValues));
+  for (size_t done = 0; done < n / 4;) {
+    const size_t count = std::min(n / 4 - done, kSliceValues);
+    read_exactly(fd, reinterpret_cast<char*>(slice.data()), 4 * count, path,
+                 fmt::format("data of tensor {}", quoted_name(name)).c_str());
+    if (checksum) checksum->add(slice.data(), 4 * count);
+    for (size_t i = 0; i < count; ++i) into[done + i] = round_to_bfloat16(slice[i]);
     done += count;
   }
 }
@@ -330,7 +347,7 @@ void read_safetensors(const std::string& path, const TensorSink& sink) {
       }
       continue;
     }
-    entries.push_back(checked_entry(path, name, entry, data_size, sink.widen_half_floats));
+    entries.push_back(checked_entry(path, name, entry, data_size, sink.widen_half_floats, sink.keep_bfloat16));
   }
   // in file order (json iterates keys alphabetically; the writer lays tensors out one after another)
   std::stable_sort(entries.begin(), entries.end(), [](const TensorEntry& a, const TensorEntry& b) {
@@ -370,9 +387,13 @@ void read_safetensors(const std::string& path, const TensorSink& sink) {
     }
     const TensorHeader header{e.name, e.dtype, e.shape, e.file_dtype};
     Tensor t = sink.destination ? sink.destination(header) : Tensor();
+    // a float32 tensor read into a bfloat16 destination is rounded as it is read
+    const bool narrowed = t.defined() && e.dtype == DType::Float32 && e.half == HalfFloat::none &&
+                          t.dtype() == DType::BFloat16;
     if (!t.defined()) {
       t = empty(e.shape, e.dtype);
-    } else if (t.shape() != e.shape || t.dtype() != e.dtype || !t.is_contiguous() || t.device() != Device::cpu()) {
+    } else if (t.shape() != e.shape || (t.dtype() != e.dtype && !narrowed) || !t.is_contiguous() ||
+               t.device() != Device::cpu()) {
       throw std::logic_error(fmt::format("read_safetensors: the destination of '{}' is not a contiguous CPU {} {}", e.name,
                                          dtype_name(e.dtype), shape_to_string(e.shape)));
     }
@@ -380,6 +401,8 @@ void read_safetensors(const std::string& path, const TensorSink& sink) {
     const size_t n = e.end - e.begin;
     if (e.half != HalfFloat::none) {
       read_widened(file.fd, reinterpret_cast<float*>(bytes), n, e.half, path, e.name, checksummed ? &checksum : nullptr);
+    } else if (narrowed) {
+      read_narrowed(file.fd, reinterpret_cast<bfloat16*>(bytes), n, path, e.name, checksummed ? &checksum : nullptr);
     } else {
       if (n > 0) read_exactly(file.fd, bytes, n, path, fmt::format("data of tensor {}", quoted_name(e.name)).c_str());
       if (checksummed) checksum.add(bytes, n);
@@ -423,14 +446,22 @@ int64_t count_not_finite(const T* values, int64_t n) {
   return bad;
 }
 
+// bfloat16 as it is (a matrix kept in bfloat16 is not widened to be checked): all 8 exponent bits set.
+int64_t count_not_finite(const autograd::bfloat16* values, int64_t n) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) bad += (values[i].bits & 0x7F80) == 0x7F80;
+  return bad;
+}
+
 }  // namespace
 
 void check_finite(const std::string& path, const std::string& name, const Tensor& tensor, const std::string& why) {
-  if (tensor.dtype() != DType::Float32 && tensor.dtype() != DType::Float64) return;
+  if (!is_floating(tensor.dtype())) return;
   const Tensor values = tensor.cpu().contiguous();
   const int64_t n = values.numel();
-  const int64_t bad = values.dtype() == DType::Float32 ? count_not_finite(static_cast<const float*>(values.raw_data()), n)
-                                                        : count_not_finite(static_cast<const double*>(values.raw_data()), n);
+  const int64_t bad = values.dtype() == DType::Float32  ? count_not_finite(static_cast<const float*>(values.raw_data()), n)
+                      : values.dtype() == DType::Float64 ? count_not_finite(static_cast<const double*>(values.raw_data()), n)
+                                                        : count_not_finite(static_cast<const bfloat16*>(values.raw_data()), n);
   if (bad > 0)
     throw CheckpointError(fmt::format("{}: tensor {} holds {} NaN or infinite values of {}{}", path, quoted_name(name), bad,
                                       n, why.empty() ? "" : " (" + why + ")"));

@@ -52,7 +52,8 @@ Checkpoint load_safetensors(const std::string& path, bool widen_half_floats = fa
 // same checks run in the same order; the sink is told, in turn:
 //   on_header    the checked header: every tensor (file order) and the metadata, before any data is read;
 //   destination  where one tensor's bytes go: a contiguous CPU tensor of its dtype and shape, written in
-//                place, or an undefined Tensor for a new one;
+//                place (for a float32 tensor, also a bfloat16 one: each value rounded as it is read), or
+//                an undefined Tensor for a new one;
 //   on_tensor    the tensor once its data is read (the destination, or the new one).
 // The checksum covers every byte, so it is checked after the last on_tensor: a corrupt file throws then.
 //
@@ -72,6 +73,9 @@ struct TensorSink {
   std::function<Tensor(const TensorHeader&)> destination;
   std::function<void(const TensorHeader&, const Tensor&)> on_tensor;
   bool widen_half_floats = false;  // read BF16 and F16 tensors as float32 instead of refusing them
+  // With widen_half_floats: BF16 tensors are read as bfloat16, as they are stored (a model kept in bfloat16,
+  // generate --precision bf16), and only F16 ones widened. Their header then says dtype BFloat16.
+  bool keep_bfloat16 = false;
 };
 void read_safetensors(const std::string& path, const TensorSink& sink);
 

@@ -199,7 +199,7 @@ TEST(Hardening, RefusesGpt2TensorsOfOtherDtypesAndMetadataNotWhole) {
   for (int i = 0; i < 8; ++i) bytes[size_t(i)] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
   const fs::path f16 = write_file("files_f16.safetensors", bytes + header + std::string(8, '\0'));
   expect_refused(scratchgrad("generate --prompt-ids 1 --checkpoint " + f16.string()),
-                 "tensor 'wte.weight' has unsupported dtype \"F16\" (the dtypes read are F32, F64, I64 and BOOL)");
+                 "tensor 'wte.weight' has unsupported dtype \"F16\" (the dtypes read are F32, F64, I64, BOOL and BF16)");
   const fs::path i64 = gpt2_file("files_i64.safetensors", [](nn::Checkpoint& ck) {
     tensor_named(ck, "ln_f.bias") = zeros({32}, DType::Int64);
   });

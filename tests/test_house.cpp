@@ -133,7 +133,9 @@ TEST(House, TheTopOfAutogradHoldsOnlyReverseMode) {
                                           "compat.h",   // the C++20 library pieces a standard library may lack
                                           "numerics.h", "numerics.cpp",  // exact or fast: the one switch
                                           "cpu",        "reference",  // the kernels: fast, and the textbook loops
-                                          "memory",   "inspect",    "print",   "random"};
+                                          "memory",   "inspect",    "print",   "random",
+                                          "autocast.h", "autocast.cpp",  // bfloat16 or float32 products: the other switch
+                                          "precision"};  // bfloat16 at the fence: the widening backend
   std::set<std::string> found;
   for (const auto& e : fs::directory_iterator(kSource / "autograd")) found.insert(e.path().filename().string());
   EXPECT_EQ(found, expected) << "a new file at the top of autograd/: give it a folder that says what it is "

@@ -448,9 +448,9 @@ TEST(HfWeights, WidensBf16AndF16ExactlyAndRefusesThemWhereNotAsked) {
   EXPECT_EQ(h[3], std::ldexp(1.0f, -24));
   EXPECT_TRUE(h[4] == 0.0f && std::signbit(h[4]));
   EXPECT_EQ(h[5], 0.333251953125f);
-  // A reader that did not ask (GPT-2's files, our checkpoints) refuses them as before.
-  EXPECT_THROW_WITH(nn::load_safetensors(file.string()), nn::CheckpointError, "tensor 'b' has unsupported dtype \"BF16\"",
-                    "(the dtypes read are F32, F64, I64 and BOOL)");
+  // A reader that did not ask (GPT-2's files, our checkpoints) reads BF16 as bfloat16, and refuses F16.
+  EXPECT_THROW_WITH(nn::load_safetensors(file.string()), nn::CheckpointError, "tensor 'h' has unsupported dtype \"F16\"",
+                    "(the dtypes read are F32, F64, I64, BOOL and BF16)");
   fs::remove(file);
 }
 

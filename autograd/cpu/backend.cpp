@@ -4,6 +4,7 @@
 
 #include "autograd/cpu/runtime/buffer_cache.h"
 #include "autograd/cpu/kernels.h"
+#include "autograd/precision/widening_backend.h"
 
 namespace autograd::cpu {
 
@@ -139,8 +140,9 @@ class CpuBackend final : public Backend {
 Backend& cpu_backend() {
   // Never destroyed: a tensor held by a static (a program's global model) is freed during static
   // destruction, possibly after this function's own statics, and must still find its backend.
-  static CpuBackend* instance = new CpuBackend;
-  return *instance;
+  // bfloat16 tensors are computed in float32 in front of it (widening_backend.h).
+  static Backend& instance = widening_backend(*new CpuBackend, bfloat16_matmul);
+  return instance;
 }
 
 }  // namespace autograd::cpu

@@ -60,6 +60,16 @@ MatmulMode matmul_mode();
 // Below this many multiply-adds a BLIS call's fixed cost outweighs its speed, and a plain loop wins.
 inline constexpr int64_t kSmallMatmulFlops = 16 * 1024;
 
+// matmul_bfloat16.cpp
+// out (float32) = a @ b for bfloat16 a and b, float32 sums: the AVX512_BF16 kernel where the CPU has it,
+// else each operand widened to float32 and the float32 product (widening_backend.h calls it).
+void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out);
+// "avx512_bf16" or "float32 (widened)": the path bfloat16_matmul takes on this CPU.
+const char* bfloat16_kernel_name();
+// One core's bfloat16 product peak, for bench_ops: `rounds` rounds of 24 independent chains of vdpbf16ps;
+// returns the FLOPs done (2 per multiply-add), 0 where the CPU lacks AVX512_BF16.
+double bfloat16_peak_rounds(int64_t rounds);
+
 // attention.cpp
 void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above);
 bool zero_above_diagonal(const Tensor& p);

@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/autocast.h"
 #include "autograd/backend.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
@@ -150,6 +151,8 @@ Tensor causal_scores(const Tensor& q, const Tensor& k, double scale_divisor) {
   if (q.size(-1) != k.size(-1))
     throw std::invalid_argument(fmt::format("causal_scores: q and k need the same last dim, got {} and {}",
                                             q.shape_str(), k.shape_str()));
+  if (autocast_applies(q, k))  // bfloat16 operands, float32 sums (autocast.h)
+    return causal_scores(autocast_operand(q), autocast_operand(k), scale_divisor).to(DType::Float32);
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (!skips_work(q))
     return (matmul(q, k.mT()) / scale_divisor).masked_fill(above_diagonal(q.size(-2), q.device()), neg_inf);
@@ -161,6 +164,7 @@ Tensor causal_scores(const Tensor& q, const Tensor& k, double scale_divisor) {
 
 Tensor tril_matmul(const Tensor& p, const Tensor& v) {
   check_attention_operands("tril_matmul", p, v, true);
+  if (autocast_applies(p, v)) return tril_matmul(autocast_operand(p), autocast_operand(v)).to(DType::Float32);
   if (!skips_work(p)) return matmul(p.tril(), v);
 
   Tensor lower;  // tril(p): the kernels read entries above the diagonal inside tiles that straddle it

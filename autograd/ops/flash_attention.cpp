@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/autocast.h"
 #include "autograd/backend.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
@@ -107,6 +108,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (scale && !std::isfinite(*scale))
     throw std::invalid_argument(fmt::format("{}: scale must be finite, got {} (q {})", kOp, *scale, q.shape_str()));
   const double s = scale.value_or(1.0 / std::sqrt(double(q.size(-1))));
+  if (autocast_applies(q, k) && v.dtype() == DType::Float32)  // bfloat16 operands, float32 sums (autocast.h)
+    return scaled_dot_product_attention(autocast_operand(q), autocast_operand(k), autocast_operand(v), causal, s)
+        .to(DType::Float32);
   if (!backend(q.device()).has_flash_attention()) return composed_attention(q, k, v, causal, s);
 
   const int64_t T = q.size(-2), S = k.size(-2), d = q.size(-1), dv = v.size(-1);

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/autocast.h"
 #include "autograd/backend.h"
 #include "autograd/ops.h"
 #include "autograd/numerics.h"
@@ -96,6 +97,8 @@ struct UnsafeViewBackward0 final : BackwardFunction {
 };
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  // under autocast: bfloat16 operands, float32 sums, the product rounded to bfloat16 (autocast.h)
+  if (autocast_applies(a, b)) return matmul(autocast_operand(a), autocast_operand(b)).to(DType::Float32);
   check_same_dtype(a, b, "matmul");
   check_floating(a, "matmul");
   check_same_device(a, b, "matmul");
@@ -181,6 +184,8 @@ static void check_linear_shapes(const Tensor& x, const Tensor& weight, const Ten
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_linear_shapes(x, weight, bias, "linear");
+  if (autocast_applies(x, weight))  // bfloat16 operands and bias, float32 sums (autocast.h)
+    return linear(autocast_operand(x), autocast_operand(weight), autocast_operand(bias)).to(DType::Float32);
   if (!bias.defined()) return matmul(x, weight.t());  // MmBackward0 (then UnsafeViewBackward0 for a batch)
   if (x.dim() == 2) return addmm(bias, x, weight.t());
   // a batch of rows: flatten to one matrix, one addmm, view back (PyTorch's _flatten_3d_linear). The two
@@ -231,6 +236,8 @@ Tensor linear_after_gelu(const Tensor& h, const Tensor& weight, const Tensor& bi
   const bool tanh = gelu_uses_tanh(approximate, h, "linear_after_gelu");
   check_linear_shapes(h, weight, bias, "linear_after_gelu");
   check_floating(h, "linear_after_gelu");
+  // under autocast, the two ops: each node then multiplies in bfloat16, in backward too (autocast.h)
+  if (autocast_applies(h, weight)) return linear(gelu(h, approximate), weight, bias);
   Tensor out;
   {
     NoGradGuard no_grad;  // the forward is the two ops; the one node is recorded below

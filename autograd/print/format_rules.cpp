@@ -264,7 +264,7 @@ std::vector<std::string> derived_suffixes(const PrintData& data, bool empty) {
   if (empty) {
     if (data.shape.size() != 1) out.push_back(fmt::format("size={}", python_tuple(data.shape)));
     if (data.dtype != DType::Float32) out.push_back(fmt::format("dtype={}", torch_dtype(data.dtype)));
-  } else if (data.dtype == DType::Float64) {
+  } else if (data.dtype == DType::Float64 || data.dtype == DType::BFloat16) {
     out.push_back(fmt::format("dtype={}", torch_dtype(data.dtype)));
   }
   return out;

@@ -8,6 +8,7 @@
 #include "autograd/cpu/kernels.h"
 #include "autograd/reference/backend.h"
 #include "autograd/reference/kernels.h"
+#include "autograd/precision/widening_backend.h"
 
 namespace autograd::reference {
 
@@ -139,8 +140,9 @@ class ReferenceBackend final : public Backend {
 }  // namespace
 
 Backend& reference_backend() {
-  static ReferenceBackend* instance = new ReferenceBackend;  // never destroyed, as the CPU's (cpu/backend.cpp)
-  return *instance;
+  // never destroyed, as the CPU's (cpu/backend.cpp); bfloat16 tensors are computed in float32 in front of it
+  static Backend& instance = widening_backend(*new ReferenceBackend, reference::bfloat16_matmul);
+  return instance;
 }
 
 }  // namespace autograd::reference

@@ -76,6 +76,7 @@ template <typename S> void store(const Tensor& dst, const Shape& i, S x) {
     case DType::Float64: at<double>(dst, i) = double(x); return;
     case DType::Int64: at<int64_t>(dst, i) = int64_t(x); return;
     case DType::Bool: at<bool>(dst, i) = x != S(0); return;
+    case DType::BFloat16: refuse_unwidened("reference copy");
   }
 }
 

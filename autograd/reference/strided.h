@@ -69,6 +69,7 @@ Kernel* any_dtype(const Tensor& t, Kernel* for_float, Kernel* for_double, Kernel
     case DType::Float64: return for_double;
     case DType::Int64: return for_int64;
     case DType::Bool: return for_bool;
+    case DType::BFloat16: refuse_unwidened("reference kernel");
   }
   return for_float;
 }

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """PyTorch twin of bench/gpt2_train.cpp: one GPT-2 124M training step at B 4, T 64 with the real 50,257-token
-head (tied to wte), full or LoRA, float32 on the CPU. Random weights (N(0, 0.02)), made here; nothing is
+head (tied to wte), full or LoRA, float32 on the CPU (--precision bf16: the forward pass and the loss inside
+torch.autocast("cpu", dtype=torch.bfloat16), as bench_gpt2_train --precision bf16 runs under AutocastGuard). Random weights (N(0, 0.02)), made here; nothing is
 downloaded. The model is written from the architecture (as bench/torch/gpt2_generate.py's).
 
   /usr/bin/python3 bench/torch/gpt2_train.py [--mode full|lora] [--threads 1] [--steps 5] [--warmup 2]
-                                             [--peak-gflops G]
+                                             [--peak-gflops G] [--precision fp32|bf16]
 
 The step: forward, cross_entropy, zero_grad, backward, clip_grad_norm_(1.0), AdamW (lr 3e-4, betas 0.9/0.95,
 weight decay 0.1 on the 2-D weights; lora: rank 8, alpha 16 on c_attn, c_proj, c_fc, mlp.c_proj, AdamW on the
@@ -95,6 +96,7 @@ def main():
     p.add_argument("--context", type=int, default=64)
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--peak-gflops", type=float, default=0.0)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(124)
@@ -124,7 +126,8 @@ def main():
     ms, cpu, first_loss = [], [], None
     for step in range(a.warmup + a.steps):
         start, cpu_start = time.perf_counter(), time.process_time()
-        loss = F.cross_entropy(model(x).view(-1, V), y.view(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = F.cross_entropy(model(x).view(-1, V), y.view(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(trained, 1.0)
@@ -138,9 +141,9 @@ def main():
     peak = a.peak_gflops * 1e9
     mfu = flops / (med / 1e3) / (peak * a.threads) if peak else 0.0
     cpu_mfu = flops / (cmed / 1e3) / peak if peak else 0.0
-    print(f"torch {torch.__version__}: {a.mode}, {a.threads} thread(s): median {med:.1f} ms a step "
+    print(f"torch {torch.__version__}: {a.mode}, {a.precision}, {a.threads} thread(s): median {med:.1f} ms a step "
           f"(CPU time {cmed:.1f} ms); MFU {100 * mfu:.1f}%")
-    print(f"RESULT mode={a.mode} threads={a.threads} ms_per_step={med:.1f} mfu={mfu:.3f} cpu_ms_per_step={cmed:.1f} "
+    print(f"RESULT mode={a.mode} precision={a.precision} threads={a.threads} ms_per_step={med:.1f} mfu={mfu:.3f} cpu_ms_per_step={cmed:.1f} "
           f"cpu_mfu={cpu_mfu:.3f} gflop_per_step={flops / 1e9:.2f} "
           f"rss_mb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} loss={first_loss:.4f}")
 

@@ -94,6 +94,9 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
   train_cmd->add_option("--numerics", train.numerics,
                         "exact (PyTorch's bits) or fast (fused multiply-adds); default: SCRATCHGRAD_NUMERICS, "
                         "else exact for mini and fast for gpt");
+  train_cmd->add_option("--precision", train.precision,
+                        "fp32, or bf16: matrix products with bfloat16 operands and float32 sums, the rest float32 "
+                        "(fast numerics; docs/precision.md); default: fp32, or a resumed run's");
   train_cmd->add_option("--kernels", train.kernels,
                         "cpu (fast) or reference (the plain loops of autograd/reference/); default: "
                         "SCRATCHGRAD_KERNELS, else cpu");
@@ -178,6 +181,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
                       "never for train's)");
   gen_cmd->add_option("--numerics", gen.numerics, "exact or fast (default as for train)");
   gen_cmd->add_option("--kernels", gen.kernels, "cpu or reference (default as for train)");
+  gen_cmd->add_option("--precision", gen.precision, "fp32 or bf16 (as for train)")->capture_default_str();
   gen_cmd->add_option("--threads", gen.threads, "CPU threads")->capture_default_str();
   gen_cmd->add_flag("!--no-kv-cache", gen.kv_cache,
                     "GPT models: recompute the whole window for every token instead of caching keys and values (the "
@@ -255,6 +259,7 @@ Command parse_command_line(int argc, const char* const* argv, std::ostream& out,
                            "a classifier of GPT-2's tokens moved from where it was trained: GPT-2's tokenizer now");
   classify_cmd->add_option("--threads", cls.threads, "CPU threads")->capture_default_str();
   classify_cmd->add_option("--numerics", cls.numerics, "exact or fast (default: fast)");
+  eval_cmd->add_option("--precision", ev.precision, "fp32 or bf16 (as for train)")->capture_default_str();
 
   MergeOptions& mg = c.merge;
   CLI::App* merge_cmd = app.add_subcommand("merge", "add LoRA adapters into their GPT-2 base and write the merged model");

@@ -36,6 +36,7 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
   std::string note;
   set_num_threads(usable_threads(o.threads, note));
   if (!note.empty()) out << note << "\n";
+  (void)bf16_precision(o.precision, o.numerics);  // its checks, before any file is read
   const bool is_folder = nn::is_hf_folder(o.checkpoint);
   const bool is_gpt2 = !is_folder && nn::is_gpt2_file(o.checkpoint);
   std::vector<int64_t> ids;
@@ -48,6 +49,7 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
     folder = open_folder(o.checkpoint, "eval", o.given.count("--heads") > 0);
     refuse_flags_that_cannot_apply(eval_flag_scopes(), o.given, folder.kind(), o.checkpoint);
     use_numerics_for("gpt", o.numerics);
+    use_precision(o.precision, o.numerics);
     const int64_t vocab = folder.model->vocab_size();
     if (!o.text_file.empty()) {
       std::shared_ptr<const tokenizer::Tokenizer> tok = folder.tokenizer;
@@ -74,6 +76,7 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
             "encoder.json and vocab.bpe), or the text as token ids with --ids-file");
     require(o.ids_file.empty() || o.tokenizer_file.empty(), "eval: --tokenizer-file reads --text; --ids-file is ids already");
     use_numerics_for("gpt", o.numerics);
+    use_precision(o.precision, o.numerics);
     gpt2 = nn::load_gpt2(o.checkpoint, o.heads);
     if (!o.text_file.empty()) {
       const std::string text = read_text_file(o.text_file);
@@ -93,6 +96,7 @@ int run_eval(const EvalOptions& o, std::ostream& out) {
     refuse_flags_that_cannot_apply(eval_flag_scopes(), o.given, *kind_of_run(m.decoder() != nullptr, m.tokenizer.kind),
                                    o.checkpoint);
     use_numerics_for(m.decoder() ? "gpt" : "mini", o.numerics);
+    use_precision(o.precision, o.numerics);
     const std::string text = read_text_file(o.text_file);
     bytes = int64_t(text.size());
     ids = m.tokenizer.is_char() ? m.vocab.encode(decode_utf8(text))

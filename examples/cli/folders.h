@@ -21,7 +21,9 @@ struct FolderModel {
 // The folder at `dir` with its model and tokenizer.json, every file checked (nn::CheckpointError naming the
 // file and field; a tokenizer.json that cannot be read: UsageError naming it and `command`). GPT-2's folder
 // takes its head count from config.json, so `heads_flag_given` (--heads) is refused for any folder.
-FolderModel open_folder(const std::string& dir, const std::string& command, bool heads_flag_given);
+// weights BFloat16 (generate --precision bf16): the model's matrices kept in bfloat16, a BF16 file's as stored.
+FolderModel open_folder(const std::string& dir, const std::string& command, bool heads_flag_given,
+                        autograd::DType weights = autograd::DType::Float32);
 
 // "<dir>/tokenizer.json" when that file exists, else "".
 std::string folder_tokenizer_file(const std::string& dir);

@@ -18,6 +18,7 @@
 #include "autograd/numerics.h"
 #include "guards.h"
 #include "model_files.h"
+#include "nn/generation.h"
 #include "nn/gpt2.h"
 #include "nn/hf_folder.h"
 #include "sampling.h"
@@ -52,6 +53,7 @@ void check_generate_options(const GenerateOptions& o) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
+  (void)bf16_precision(o.precision, o.numerics);  // its checks, before any file is read
 }
 
 // A checkpoint of train (or of a LoRA fine-tune) opened for generate: its model, its tokenizer, the prompt of
@@ -159,6 +161,9 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
                                                         : open_gpt2_for_generate(o, file_kind);
   refuse_flags_that_cannot_apply(generate_flag_scopes(), o.given, m.kind, o.checkpoint);
   use_numerics_for(m.kind == kCharModel ? "mini" : "gpt", o.numerics);
+  use_precision(o.precision, o.numerics);
+  // bf16: the weights kept in bfloat16, half their bytes (a folder's read so, open_folder_for_generate)
+  if (bf16_precision(o.precision, o.numerics) && m.lm) nn::keep_weights_in_bfloat16(*m.lm);
 
   const std::vector<int64_t> prompt = prompt_of(o, m);
   const Continuation how{.tokens = o.tokens,

@@ -29,7 +29,9 @@ GenerationModel open_gpt2_for_generate(const GenerateOptions& o, ModelKind kind)
   m.at_context_end = nn::parse_context_full(o.context_full);  // (checked by run_generate)
   // llm.c's gpt2_124M.bin is read as such; a safetensors file straight into the model (one model's memory)
   if (kind == kLlmcFile) m.lm = nn::load_llmc_gpt2(o.checkpoint);
-  else m.lm = nn::load_gpt2(o.checkpoint, o.heads);
+  else  // bf16: the matrices kept in bfloat16, rounded as they are read
+    m.lm = nn::load_gpt2(o.checkpoint, o.heads,
+                         bf16_precision(o.precision, o.numerics) ? autograd::DType::BFloat16 : autograd::DType::Float32);
   if (m.lm->vocab_size() == kGpt2Vocab) m.end_of_text = {kEndOfText};
   if (!o.tokenizer_file.empty())
     m.bpe = std::make_shared<tokenizer::Tokenizer>(load_gpt2_tokenizer_for("generate", o.tokenizer_file));
@@ -37,7 +39,9 @@ GenerationModel open_gpt2_for_generate(const GenerateOptions& o, ModelKind kind)
 }
 
 GenerationModel open_folder_for_generate(const GenerateOptions& o) {
-  FolderModel folder = open_folder(o.checkpoint, "generate", o.given.count("--heads") > 0);
+  FolderModel folder = open_folder(o.checkpoint, "generate", o.given.count("--heads") > 0,
+                                   bf16_precision(o.precision, o.numerics) ? autograd::DType::BFloat16
+                                                                          : autograd::DType::Float32);
   GenerationModel m;
   m.kind = folder.kind();
   m.at_context_end = nn::parse_context_full(o.context_full);

@@ -157,7 +157,7 @@ void check_resume_flags(const std::function<bool(const char*)>& given) {
       throw UsageError(fmt::format("{} cannot change a resumed run (its model, data and recipe come from the "
                                    "checkpoint); with --resume give only --steps (to extend the run), --text, "
                                    "--allow-other-text, --save, --save-every, --plot, --graph, --threads, --device, "
-                                   "--numerics, --check-every, --no-overlap",
+                                   "--numerics, --precision, --check-every, --no-overlap",
                                    flag));
 }
 

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/autocast.h"
 #include "autograd/backend.h"
 #include "autograd/cpu/runtime/runtime.h"
 #include "autograd/random/generator.h"
@@ -286,6 +287,24 @@ autograd::Numerics use_numerics_for(const std::string& model, const std::string&
     throw UsageError(e.what());
   }
   return mode;
+}
+
+bool bf16_precision(const std::string& precision, const std::string& numerics_flag) {
+  if (precision.empty()) return false;  // (train's default, unless a resumed run recorded bf16)
+  if (precision != "fp32" && precision != "bf16")
+    throw UsageError("--precision: expected fp32 or bf16, got '" + precision + "'");
+  if (precision == "fp32") return false;
+  const bool exact_asked = numerics_flag.empty() ? numerics_from_environment() == Numerics::exact : numerics_flag == "exact";
+  if (exact_asked)
+    throw UsageError("--precision bf16 runs in fast numerics: --numerics exact (or SCRATCHGRAD_NUMERICS=exact) promises "
+                     "PyTorch's float32 bits, which bfloat16 products cannot give");
+  return true;
+}
+
+void use_precision(const std::string& precision, const std::string& numerics_flag) {
+  if (!bf16_precision(precision, numerics_flag)) return set_autocast(DType::Float32);
+  set_numerics(Numerics::fast);
+  set_autocast(DType::BFloat16);
 }
 
 void use_kernels(const std::string& requested) {

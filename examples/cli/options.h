@@ -50,6 +50,8 @@ struct TrainOptions {
   std::string numerics;
   // "cpu" or "reference" (autograd/numerics.h); empty: SCRATCHGRAD_KERNELS if set, else cpu
   std::string kernels;
+  // "fp32" or "bf16": products in bfloat16 (use_precision); empty: fp32, or a resumed run's own
+  std::string precision;
   // --model gpt and llama (apply_gpt_preset / apply_llama_preset fill what the command line left unset):
   int64_t layers = 3;
   int64_t kv_heads = 0;  // --model llama: key/value heads (0: --heads, plain multi-head attention)
@@ -121,6 +123,7 @@ struct GenerateOptions {
   uint64_t seed = 0;
   std::string numerics;  // as TrainOptions::numerics, for the checkpoint's model
   std::string kernels;   // as TrainOptions::kernels
+  std::string precision = "fp32";  // as TrainOptions::precision
   bool kv_cache = true;  // GPT models: a key/value cache (nn/generation.h); false: recompute the window a token
   bool print_ids = false;  // print the generated ids (not the prompt's), space-separated
   int64_t stop_id = -2;    // stop after this token; -1: never; -2: GPT-2's files: <|endoftext|> (50256), ours: never
@@ -149,6 +152,7 @@ struct EvalOptions {
   int64_t max_length = 0;
   std::string responses;       // --responses FILE: each example's generated reply beside the reference (JSONL)
   int64_t response_tokens = 256;  // --tokens: a generated reply's most tokens
+  std::string precision = "fp32";  // as TrainOptions::precision
   GivenFlags given;  // what the command line gave (eval_flag_scopes() checks them)
   // text: loss and perplexity on --text; classify: accuracy on --data (classify.h); instruct: the loss on
   // --data's replies (instruct.h)
@@ -209,6 +213,14 @@ void check_environment();
 // Sets the numerics a run of `model` ("mini" or "gpt") uses: `requested` if given (exact or fast, else
 // UsageError), else SCRATCHGRAD_NUMERICS, else exact for mini and fast for gpt. Returns the choice.
 autograd::Numerics use_numerics_for(const std::string& model, const std::string& requested);
+// --precision: "fp32" (the default) or "bf16", the matrix products in bfloat16 with float32 sums
+// (autograd/autocast.h, set process-wide) in fast numerics; called after use_numerics_for. bf16 with
+// exact numerics asked for (`numerics_flag` "exact", or SCRATCHGRAD_NUMERICS=exact without a flag) is a
+// UsageError: exact promises PyTorch's float32 bits, which bfloat16 products cannot give.
+void use_precision(const std::string& precision, const std::string& numerics_flag);
+// Whether --precision asks for bf16, with use_precision's checks (UsageError) and without setting anything:
+// for the checks made before any file is read.
+bool bf16_precision(const std::string& precision, const std::string& numerics_flag);
 // Sets the kernels CPU tensors use: `requested` if given (cpu or reference, else UsageError), else
 // SCRATCHGRAD_KERNELS (a bad value: UsageError), else the build's default.
 void use_kernels(const std::string& requested);

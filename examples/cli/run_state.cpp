@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "autograd/autocast.h"
 #include "autograd/random/generator.h"
 #include "guards.h"
 #include "model_files.h"
@@ -62,7 +63,8 @@ std::map<std::string, std::string> run_metadata(const TrainOptions& o, const Cor
           {"run.generator", hex_of(default_generator().get_state())},
           {"run.deterministic_reduce", o.deterministic_reduce ? "1" : "0"},
           {"run.reduce_shards", std::to_string(o.reduce_shards)}, {"run.check_every", std::to_string(o.check_every)},
-          {"run.numerics", numerics_name(numerics())}};
+          {"run.numerics", numerics_name(numerics())},
+          {"run.precision", autocast_dtype() == DType::BFloat16 ? "bf16" : "fp32"}};
 }
 
 namespace {
@@ -134,6 +136,7 @@ TrainOptions resumed_options(TrainOptions o) {
   o.tokenizer = m.count("tokenizer") ? m.at("tokenizer") : "char";
   // the run goes on in the numerics it started in, unless asked otherwise (older checkpoints: the default)
   if (o.numerics.empty() && m.count("run.numerics")) o.numerics = m.at("run.numerics");
+  if (o.precision.empty() && m.count("run.precision")) o.precision = m.at("run.precision");  // likewise
   return o;
 }
 

@@ -416,7 +416,9 @@ int train_decoder(const TrainOptions& o, const Corpus& corpus, Device device, Ra
   progress.bits_per_byte_factor = corpus.bits_per_byte_factor();
   if (device.is_cpu()) {
     progress.flops_per_token = flops_per_token(run, T);
-    progress.peak_flops = cpu::core_peak_flops() * get_num_threads() * ranks.size();
+    // a bf16 run's products are bounded by the bfloat16 path's peak (docs/precision.md)
+    const double core_peak = autocast_dtype() == DType::BFloat16 ? cpu::bfloat16_core_peak_flops() : cpu::core_peak_flops();
+    progress.peak_flops = core_peak * get_num_threads() * ranks.size();
     progress.start = std::chrono::steady_clock::now();  // the peak's measurement (about 100 ms) is not the run's
   }
   std::function<double()> held_out;
@@ -659,6 +661,7 @@ int run_train(const TrainOptions& given, std::ostream& given_out) {
   if (!note.empty()) out << note << "\n";
   set_num_threads(o.threads);
   use_numerics_for(o.model, o.numerics);
+  use_precision(o.precision, o.numerics);
   RunModel run;
   if (!o.init.empty()) run = finetune_model(o);
   Corpus corpus = load_corpus(o, run.base_tokenizer);

@@ -17,6 +17,16 @@ double measure_core_peak_flops();
 // "avx512", "avx2", "neon" or "none": the vectors core_peak_flops measured.
 const char* core_peak_isa();
 
+// The same for bfloat16 products (bfloat16 operands, float32 sums), by the path bfloat16_matmul takes on this
+// CPU (cpu/kernels/matmul_bfloat16.cpp): 24 chains of vdpbf16ps where it has AVX512_BF16 (each instruction
+// the work of two float32 FMAs: 64 FLOPs), else the float32 FMA peak above, since the portable path widens
+// the operands and runs the float32 kernel. The MFU of a bf16 run (train --precision bf16,
+// bench_gpt2_train --precision bf16) is over this peak. Measured once, as core_peak_flops is.
+double bfloat16_core_peak_flops();
+double measure_bfloat16_core_peak_flops();
+// "avx512_bf16", or core_peak_isa()'s name for the float32 loop the portable path is bound by.
+const char* bfloat16_core_peak_isa();
+
 // One run of the measurement: `rounds` rounds of every chain's instruction(s), fused (one FMA: the fast
 // kernels' way) or not (a multiply, then an add: the exact kernels' way). Returns the FLOPs it did, or 0
 // where the CPU lacks the instructions (bits 512: AVX-512 F; 256: AVX2 and FMA; 128: NEON, on aarch64 only).

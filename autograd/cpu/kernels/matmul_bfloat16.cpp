@@ -1,0 +1,288 @@
+// cpu/kernels/matmul_bfloat16.cpp — products of bfloat16 matrices with float32 sums.
+//
+// Where the CPU has AVX512_BF16 (Zen 4 and 5, Intel Cooper Lake and later), one instruction does the work
+// of two float32 fused multiply-adds per lane: vdpbf16ps takes 32 bfloat16 pairs from each operand and
+// adds a₂ⱼ·b₂ⱼ + a₂ⱼ₊₁·b₂ⱼ₊₁ into float32 lane j. So the packing puts pairs of consecutive p side by side:
+//
+//   A (rows)     packed_a[i][q]    = { A[i, 2q], A[i, 2q+1] }                 one 32-bit word per pair
+//   B (panel)    packed_b[q][c]    = { B[2q, j0+c], B[2q+1, j0+c] }  c < 32   two vectors per pair
+//
+// and the micro-kernel keeps an MR x 32 tile of C in 2·MR float32 registers; for each pair q it loads the
+// panel's two vectors, broadcasts row r's word to all lanes and does acc[r] += dot(word, panel) for every
+// row: 2·MR instructions, 64·MR multiply-adds per q. An odd K is padded with a zero term, N with zero
+// columns (never stored). p is taken in blocks of kPairsPerBlock pairs so that a block of the panel
+// (32 KiB) stays in L1 while every row block passes over it; the sums live in a float32 buffer until the
+// last block.
+//
+// A single row times a Linear's weight (a cached generation step) takes a second path, dot products
+// of contiguous rows without packing (row_product, below).
+//
+// Every product of two bfloat16 numbers is exact in float32; the sums are float32 roundings, in an order
+// that differs from the reference loop (reference/matmul.cpp: bfloat16_matmul) only in how each pair is
+// added, so the two agree exactly wherever the sums are exact and to a few float32 roundings elsewhere
+// (tests/test_bfloat16_kernels.cpp). Elsewhere (no AVX512_BF16, or SCRATCHGRAD_NO_AVX512) both operands are
+// widened to float32 and the float32 product runs: the same products, added in its own order.
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "autograd/cpu/kernels.h"
+#include "autograd/cpu/runtime/product_tally.h"
+#include "autograd/cpu/runtime/runtime.h"
+#include "autograd/precision/widening_backend.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SCRATCHGRAD_X86_BF16 1
+#endif
+
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace autograd::cpu {
+
+namespace {
+
+bool has_avx512_bf16() {
+#ifdef SCRATCHGRAD_X86_BF16
+  static const bool yes = avx512_kernels() && (__builtin_cpu_init(), __builtin_cpu_supports("avx512bf16")) &&
+                          std::getenv("SCRATCHGRAD_NO_AVX512_BF16") == nullptr;
+  return yes;
+#else
+  return false;
+#endif
+}
+
+// One matrix of a batch: where it starts and how to step along its rows and columns (in elements).
+template <typename T> struct Strided {
+  T* first;
+  int64_t rs, cs;
+  T& operator()(int64_t i, int64_t j) const { return first[i * rs + j * cs]; }
+};
+
+// The first element of t's matrix number n (t's batch dims in row-major order; expanded dims have stride 0).
+template <typename T> Strided<T> item(const Tensor& t, int64_t n) {
+  const int64_t dims = t.dim();
+  int64_t offset = 0;
+  for (int64_t d = dims - 3; d >= 0; --d) {
+    offset += (n % t.size(d)) * t.strides()[size_t(d)];
+    n /= t.size(d);
+  }
+  return {static_cast<T*>(t.raw_data()) + offset, t.strides()[size_t(dims - 2)], t.strides()[size_t(dims - 1)]};
+}
+
+#ifdef SCRATCHGRAD_X86_BF16
+
+constexpr int64_t kMr = 12;               // rows per micro-tile: 24 accumulators, a chain each
+constexpr int64_t kNr = 32;               // columns per panel: two vectors of 16 float32 lanes
+constexpr int64_t kPairsPerBlock = 256;   // 512 p per block: 256 pairs · 128 bytes = 32 KiB of panel
+
+uint32_t pair(bfloat16 even, bfloat16 odd) { return uint32_t(even.bits) | uint32_t(odd.bits) << 16; }
+
+// A's rows as words of two consecutive p (the last padded with a zero term when K is odd).
+std::vector<uint32_t> pack_a(Strided<const bfloat16> a, int64_t m, int64_t k) {
+  const int64_t pairs = (k + 1) / 2;
+  std::vector<uint32_t> packed(size_t(m * pairs));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t q = 0; q < pairs; ++q)
+      packed[size_t(i * pairs + q)] = pair(a(i, 2 * q), 2 * q + 1 < k ? a(i, 2 * q + 1) : bfloat16{0});
+  return packed;
+}
+
+// B's columns j0 .. j0+32 as 32 words per pair of p (zero past N and past K).
+void pack_b_panel(Strided<const bfloat16> b, int64_t n, int64_t k, int64_t j0, uint32_t* packed) {
+  const int64_t pairs = (k + 1) / 2;
+  for (int64_t q = 0; q < pairs; ++q)
+    for (int64_t c = 0; c < kNr; ++c) {
+      const int64_t j = j0 + c;
+      packed[q * kNr + c] = j >= n ? 0u : pair(b(2 * q, j), 2 * q + 1 < k ? b(2 * q + 1, j) : bfloat16{0});
+    }
+}
+
+// sums[r][0..32) (+)= Σ over pairs q in [q0, q1) of row r's words · the panel's words, for R rows.
+template <int R>
+[[gnu::target("avx512f,avx512bf16")]] void micro_kernel(const uint32_t* a, int64_t a_pairs, const uint32_t* panel,
+                                                         int64_t q0, int64_t q1, float* sums, bool first) {
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) {
+    acc[r][0] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(sums + r * kNr);
+    acc[r][1] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(sums + r * kNr + 16);
+  }
+  for (int64_t q = q0; q < q1; ++q) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(panel + q * kNr);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(panel + q * kNr + 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512bh word = (__m512bh)_mm512_set1_epi32(int(a[r * a_pairs + q]));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], word, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], word, b1);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(sums + r * kNr, acc[r][0]);
+    _mm512_storeu_ps(sums + r * kNr + 16, acc[r][1]);
+  }
+}
+
+using MicroKernel = void (*)(const uint32_t*, int64_t, const uint32_t*, int64_t, int64_t, float*, bool);
+template <size_t... R> constexpr auto kernels_by_rows(std::index_sequence<R...>) {
+  return std::array<MicroKernel, sizeof...(R)>{&micro_kernel<int(R) + 1>...};
+}
+constexpr auto kKernels = kernels_by_rows(std::make_index_sequence<kMr>());
+
+// C[:, j0 : j0+32] of one matrix: pack its panel of B, then every row block, block of pairs by block.
+void panel_product(const std::vector<uint32_t>& a, Strided<const bfloat16> b, Strided<float> c, int64_t m, int64_t n,
+                   int64_t k, int64_t j0, std::vector<uint32_t>& panel, std::vector<float>& sums) {
+  const int64_t pairs = (k + 1) / 2;
+  panel.resize(size_t(std::max<int64_t>(pairs, 1) * kNr));
+  sums.resize(size_t(m * kNr));
+  pack_b_panel(b, n, k, j0, panel.data());
+  if (pairs == 0) std::fill(sums.begin(), sums.end(), 0.0f);
+  for (int64_t q0 = 0; q0 < pairs; q0 += kPairsPerBlock) {
+    const int64_t q1 = std::min(pairs, q0 + kPairsPerBlock);
+    for (int64_t i0 = 0; i0 < m; i0 += kMr) {
+      const int64_t rows = std::min(kMr, m - i0);
+      kKernels[size_t(rows - 1)](a.data() + i0 * pairs, pairs, panel.data(), q0, q1, sums.data() + i0 * kNr, q0 == 0);
+    }
+  }
+  const int64_t width = std::min(kNr, n - j0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t col = 0; col < width; ++col) c(i, j0 + col) = sums[size_t(i * kNr + col)];
+}
+
+void avx512_bf16_product(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  const int64_t items = out.numel() / std::max<int64_t>(m * n, 1);
+  if (m == 0 || n == 0) return;
+  std::vector<std::vector<uint32_t>> packed_a(static_cast<size_t>(items));
+  for (int64_t t = 0; t < items; ++t) packed_a[size_t(t)] = pack_a(item<const bfloat16>(a, t), m, k);
+  const int64_t panels = (n + kNr - 1) / kNr, tasks = items * panels;
+  const int threads = int(std::min<int64_t>(get_num_threads(), tasks));
+  // Each task is one panel of one matrix: tasks share nothing they write, so threads split them freely.
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    std::vector<uint32_t> panel;
+    std::vector<float> sums;
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t t = task / panels, j0 = (task % panels) * kNr;
+      panel_product(packed_a[size_t(t)], item<const bfloat16>(b, t), item<float>(out, t), m, n, k, j0, panel, sums);
+    }
+  }
+}
+
+// ---- one row times a Linear's weight: generation's products
+
+// A cached generation step multiplies one row by each weight matrix: packing the weight for the kernel
+// above would cost more than the product. A Linear's weight W [N, K] is used transposed (b = Wᵀ), so
+// column j of b is row j of W, contiguous in p, and so is the row a: out[j] = Σ_p a[p]·W[j, p] is a dot
+// product of two contiguous bfloat16 vectors, 32 terms an instruction (16 lanes of pairs), each weight byte
+// read once. kDotColumns columns at a time share each load of a, and their independent chains of
+// vdpbf16ps hide the instruction's latency; each column's 16 lanes are added at the end.
+constexpr int64_t kDotColumns = 8;
+
+// The sum of v's 16 lanes, halves added pairwise (lanes 8 apart, then 4, 2, 1), in whole registers. (The
+// masked forms, all lanes kept: GCC 12's unmasked shuffles, 256-bit casts and _mm512_reduce_add_ps start
+// from an undefined register and draw a false "uninitialised" warning.)
+[[gnu::target("avx512f")]] float lane_sum(__m512 v) {
+  constexpr __mmask16 all = 0xFFFF;
+  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, 0x4E));  // 256-bit halves swapped
+  v = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, all, v, v, 0xB1));  // 128-bit quarters swapped in pairs
+  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, 0x4E));        // 64-bit halves of each quarter
+  v = _mm512_add_ps(v, _mm512_mask_permute_ps(v, all, v, 0xB1));        // neighbouring lanes
+  return _mm512_cvtss_f32(v);
+}
+
+template <int C>
+[[gnu::target("avx512f,avx512bw,avx512bf16")]] void dot_columns(const bfloat16* a, const bfloat16* w, int64_t w_row,
+                                                               int64_t k, float* out, int64_t out_step) {
+  __m512 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; p += 32) {
+    const __mmask32 live = k - p >= 32 ? ~__mmask32(0) : (__mmask32(1) << (k - p)) - 1;  // zeros past K
+    const __m512bh x = (__m512bh)_mm512_maskz_loadu_epi16(live, a + p);
+    for (int c = 0; c < C; ++c) {
+      _mm_prefetch(reinterpret_cast<const char*>(w + (c + C) * w_row + p), _MM_HINT_T0);  // the next block's line
+      acc[c] = _mm512_dpbf16_ps(acc[c], x, (__m512bh)_mm512_maskz_loadu_epi16(live, w + c * w_row + p));
+    }
+  }
+  for (int c = 0; c < C; ++c) out[c * out_step] = lane_sum(acc[c]);
+}
+
+// out[0, :] of one matrix, for a contiguous row a and b with contiguous columns (b.rs == 1).
+void row_product(Strided<const bfloat16> a, Strided<const bfloat16> b, Strided<float> c, int64_t n, int64_t k) {
+  const int64_t blocks = (n + kDotColumns - 1) / kDotColumns;
+  const int threads = int(std::min<int64_t>(get_num_threads(), blocks));
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t j = block * kDotColumns;
+    if (n - j >= kDotColumns) dot_columns<kDotColumns>(a.first, &b(0, j), b.cs, k, &c(0, j), c.cs);
+    else
+      for (int64_t jj = j; jj < n; ++jj) dot_columns<1>(a.first, &b(0, jj), b.cs, k, &c(0, jj), c.cs);
+  }
+}
+
+// Whether every matrix of the product is one contiguous row times columns contiguous in p (a Linear's weight).
+bool is_row_times_weight(const Tensor& a, const Tensor& b) {
+  return a.size(-2) == 1 && (a.size(-1) <= 1 || a.strides().back() == 1) &&
+         (b.size(-2) <= 1 || b.strides()[size_t(b.dim() - 2)] == 1);
+}
+
+void avx512_bf16_row_products(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t k = a.size(-1), n = b.size(-1);
+  const int64_t items = out.numel() / std::max<int64_t>(n, 1);
+  for (int64_t t = 0; t < items && n > 0; ++t)
+    row_product(item<const bfloat16>(a, t), item<const bfloat16>(b, t), item<float>(out, t), n, k);
+}
+
+#endif  // SCRATCHGRAD_X86_BF16
+
+}  // namespace
+
+const char* bfloat16_kernel_name() { return has_avx512_bf16() ? "avx512_bf16" : "float32 (widened)"; }
+
+void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+#ifdef SCRATCHGRAD_X86_BF16
+  if (has_avx512_bf16()) {
+    ProductTimer timer(2.0 * double(out.numel()) * double(a.size(-1)));  // bench_gpt2_train's products line
+    if (is_row_times_weight(a, b)) return avx512_bf16_row_products(a, b, out);
+    return avx512_bf16_product(a, b, out);
+  }
+#endif
+  // The portable path: both operands widened (exact), then the float32 product.
+  batched_matmul(widen_to_float32(a), widen_to_float32(b), out);
+}
+
+#ifdef SCRATCHGRAD_X86_BF16
+// One core's bfloat16 peak for bench_ops: 24 independent chains acc += dot(a, b) of vdpbf16ps on zmm0-23
+// (a and b in zmm30-31), `rounds` times, in assembly (as cpu/runtime/core_peak.cpp's FMA loop) so that the
+// chains stay in registers; 64 FLOPs (32 multiply-adds) per instruction. a holds bfloat16 1.0 pairs, b 2⁻²⁰
+// pairs: the chains grow by 2⁻¹⁹ a round, no overflow, no denormal.
+#define SG_BF16_CHAIN(i) "vdpbf16ps %%zmm30, %%zmm31, %%zmm" #i "\n\t"
+#define SG_BF16_CHAINS_12(op) op(0) op(1) op(2) op(3) op(4) op(5) op(6) op(7) op(8) op(9) op(10) op(11)
+#define SG_BF16_CHAINS_24(op) \
+  SG_BF16_CHAINS_12(op) op(12) op(13) op(14) op(15) op(16) op(17) op(18) op(19) op(20) op(21) op(22) op(23)
+[[gnu::target("avx512f")]] static double bf16_peak_rounds_avx512(int64_t rounds) {
+  static const uint32_t one_pair = 0x3F803F80u, small_pair = 0x35803580u;
+  const int64_t total = rounds;
+  if (rounds <= 0) return 0;
+  asm volatile("vpbroadcastd %1, %%zmm30\n\tvpbroadcastd %2, %%zmm31\n1:\n\t" SG_BF16_CHAINS_24(SG_BF16_CHAIN)
+               "dec %0\n\tjnz 1b\n\tvzeroupper"
+               : "+r"(rounds)
+               : "m"(one_pair), "m"(small_pair)
+               : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+                 "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
+                 "xmm23", "xmm30", "xmm31", "cc");
+  return double(total) * 24 * 64;
+}
+#endif
+
+double bfloat16_peak_rounds(int64_t rounds) {
+#ifdef SCRATCHGRAD_X86_BF16
+  if (has_avx512_bf16()) return bf16_peak_rounds_avx512(rounds);
+#endif
+  return 0;
+}
+
+}  // namespace autograd::cpu

@@ -1,0 +1,350 @@
+// precision/widening_backend.cpp — bfloat16 entries computed in float32 and rounded once (see widening_backend.h).
+#include "autograd/precision/widening_backend.h"
+
+#include <vector>
+
+#include "autograd/node.h"
+#include "autograd/reference/strided.h"
+
+namespace autograd {
+
+// ---------------------------------------------------------------- the two conversions
+
+namespace {
+// f(i, j) for every element, i its place in `a` and j in `b` (same shape), counted in elements.
+template <typename F> void for_each_pair(const Tensor& a, const Tensor& b, F&& f) {
+  const int64_t n = a.numel();
+  if (a.is_contiguous() && b.is_contiguous()) {
+    for (int64_t i = 0; i < n; ++i) f(i, i);
+    return;
+  }
+  for (reference::Index i(a.shape()); i.valid(); i.next()) f(reference::position(a, i), reference::position(b, i));
+}
+}  // namespace
+
+void round_into_bfloat16(const Tensor& src, const Tensor& dst) {
+  const float* s = static_cast<const float*>(src.raw_data());
+  bfloat16* d = static_cast<bfloat16*>(dst.raw_data());
+  for_each_pair(src, dst, [&](int64_t i, int64_t j) { d[j] = round_to_bfloat16(s[i]); });
+}
+
+Tensor widen_to_float32(const Tensor& t) {
+  Tensor wide = empty(t.shape(), DType::Float32, t.device());
+  const bfloat16* s = static_cast<const bfloat16*>(t.raw_data());
+  float* d = static_cast<float*>(wide.raw_data());
+  for_each_pair(t, wide, [&](int64_t i, int64_t j) { d[j] = widen(s[i]); });
+  return wide;
+}
+
+// ---------------------------------------------------------------- the wrapper
+
+namespace {
+
+// out[i, :] = weight[index[i], :] for a bfloat16 weight (any strides) and a contiguous bfloat16 out.
+void copy_rows(const Tensor& weight, const Tensor& index, const Tensor& out) {
+  const bfloat16* w = static_cast<const bfloat16*>(weight.raw_data());
+  bfloat16* o = static_cast<bfloat16*>(out.raw_data());
+  const int64_t dim = weight.size(1), rs = weight.strides()[0], cs = weight.strides()[1];
+  const std::vector<int64_t> rows = index.contiguous().to_vector<int64_t>();
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (int64_t j = 0; j < dim; ++j) o[int64_t(i) * dim + j] = w[rows[i] * rs + j * cs];
+}
+
+bool is_bf16(const Tensor& t) { return t.defined() && t.dtype() == DType::BFloat16; }
+template <typename... T> bool any_bf16(const T&... t) { return (is_bf16(t) || ...); }
+
+// What an entry reads: a float32 copy of a bfloat16 tensor, any other tensor as it is.
+Tensor wide(const Tensor& t) { return is_bf16(t) ? widen_to_float32(t) : t; }
+
+// A scalar that meets a bfloat16 tensor is that tensor's dtype first (PyTorch casts the wrapped number).
+double scalar_for(const Tensor& in, double s) { return is_bf16(in) ? widen(round_to_bfloat16(float(s))) : s; }
+
+// What an entry writes: float32 scratch for a bfloat16 output (holding its values where the entry also
+// reads them: gradients added into, Adam's state), rounded into it by store(); other outputs as they are.
+class Output {
+ public:
+  enum Mode { write, read_write };
+  explicit Output(const Tensor& target, Mode mode = write) : target_(target) {
+    if (!is_bf16(target)) wide_ = target;
+    else wide_ = mode == read_write ? widen_to_float32(target) : empty(target.shape(), DType::Float32, target.device());
+  }
+  operator const Tensor&() const { return wide_; }
+  void store() const {
+    if (is_bf16(target_)) round_into_bfloat16(wide_, target_);
+  }
+
+ private:
+  Tensor target_, wide_;
+};
+
+class WideningBackend final : public Backend {
+ public:
+  WideningBackend(Backend& inner, BFloat16Product product) : in_(inner), product_(product) {}
+
+  std::string unusable_reason() const override { return in_.unusable_reason(); }
+  void* allocate(size_t nbytes) override { return in_.allocate(nbytes); }
+  void deallocate(void* p, size_t nbytes) override { in_.deallocate(p, nbytes); }
+  void copy_to_cpu(const Tensor& src, void* dst, size_t nbytes) override { in_.copy_to_cpu(src, dst, nbytes); }
+  void copy_from_cpu(const void* src, const Tensor& dst, size_t nbytes) override { in_.copy_from_cpu(src, dst, nbytes); }
+  bool has_causal_kernels() const override { return in_.has_causal_kernels(); }
+  bool has_flash_attention() const override { return in_.has_flash_attention(); }
+
+  // The conversions to and from bfloat16 are this rule too: float32 in the middle, rounded once (a
+  // float64 source is rounded to float32 first, as PyTorch converts a double to bfloat16).
+  void copy(const Tensor& src, const Tensor& dst) override {
+    if (!any_bf16(src, dst)) return in_.copy(src, dst);
+    // float32 → bfloat16 rounds straight into dst: no float32 scratch the size of a whole weight matrix
+    if (src.dtype() == DType::Float32 && is_bf16(dst) && src.shape() == dst.shape())
+      return round_into_bfloat16(src, dst);
+    Output o(dst);
+    in_.copy(wide(src), o);
+    o.store();
+  }
+  void fill(const Tensor& dst, double value) override {
+    if (!any_bf16(dst)) return in_.fill(dst, value);
+    Output o(dst);
+    in_.fill(o, value);
+    o.store();
+  }
+  void unary(UnaryOp op, const Tensor& in, const Tensor& out, double scalar) override {
+    if (!any_bf16(in, out)) return in_.unary(op, in, out, scalar);
+    Output o(out);
+    in_.unary(op, wide(in), o, scalar_for(in, scalar));
+    o.store();
+  }
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
+    if (!any_bf16(a, b, out)) return in_.binary(op, a, b, out);
+    Output o(out);
+    in_.binary(op, wide(a), wide(b), o);
+    o.store();
+  }
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override {
+    if (!any_bf16(a, b, out)) return in_.where(cond, a, b, out);
+    Output o(out);
+    in_.where(cond, wide(a), wide(b), o);
+    o.store();
+  }
+  void masked_fill(const Tensor& x, const Tensor& mask, double value, const Tensor& out) override {
+    if (!any_bf16(x, out)) return in_.masked_fill(x, mask, value, out);
+    Output o(out);
+    in_.masked_fill(wide(x), mask, value, o);
+    o.store();
+  }
+
+  void sum_to(const Tensor& in, const Tensor& out) override {
+    if (!any_bf16(in, out)) return in_.sum_to(in, out);
+    Output o(out);
+    in_.sum_to(wide(in), o);
+    o.store();
+  }
+  void max_dim(const Tensor& in, int64_t dim, const Tensor& values, const Tensor& indices) override {
+    if (!any_bf16(in, values)) return in_.max_dim(in, dim, values, indices);
+    Output o(values);
+    in_.max_dim(wide(in), dim, o, indices);
+    o.store();
+  }
+
+  // ---- products: bfloat16 operands go to `product`, whose float32 sums are rounded once if out is bfloat16
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override {
+    if (!any_bf16(a, b, out)) return in_.matmul(a, b, out);
+    Output o(out);
+    if (is_bf16(a) && is_bf16(b)) product_(a, b, o);
+    else in_.matmul(wide(a), wide(b), o);
+    o.store();
+  }
+  void addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out) override {
+    if (!any_bf16(bias, a, b, out)) return in_.addmm(bias, a, b, out);
+    Output o(out);
+    if (is_bf16(a) && is_bf16(b)) {
+      const Tensor& sum = o;
+      product_(a, b, sum);
+      in_.binary(BinaryOp::Add, wide(bias).expand(sum.shape()), sum, sum);  // then the bias, in float32
+    } else {
+      in_.addmm(wide(bias), wide(a), wide(b), o);
+    }
+    o.store();
+  }
+  void matmul_structured(const Tensor& a, const Tensor& b, const Tensor& out, MatmulStructure structure) override {
+    if (!any_bf16(a, b, out)) return in_.matmul_structured(a, b, out, structure);
+    matmul(a, b, out);  // the full product has the same entries where the promised zeros are
+  }
+  void causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double divisor, double above) override {
+    if (!any_bf16(a, b, out)) return in_.causal_product(a, b, out, divisor, above);
+    Output o(out);
+    if (is_bf16(a) && is_bf16(b)) {
+      product_(a, b, o);
+      in_.causal_scale(o, o, divisor, above);
+    } else {
+      in_.causal_product(wide(a), wide(b), o, divisor, above);
+    }
+    o.store();
+  }
+  void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above) override {
+    if (!any_bf16(dst, src)) return in_.causal_scale(dst, src, divisor, above);
+    Output o(dst);
+    in_.causal_scale(o, wide(src), divisor, above);
+    o.store();
+  }
+  bool zero_above_diagonal(const Tensor& p) override { return in_.zero_above_diagonal(wide(p)); }
+
+  void flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
+                       const Tensor& out, const Tensor& lse) override {
+    if (!any_bf16(q, k, v, out, lse)) return in_.flash_attention(q, k, v, causal, scale, out, lse);
+    Output o(out), l(lse);
+    in_.flash_attention(wide(q), wide(k), wide(v), causal, scale, o, l);
+    o.store();
+    l.store();
+  }
+  void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                const Tensor& lse, const Tensor& grad_out, bool causal, double scale,
+                                const Tensor& dq, const Tensor& dk, const Tensor& dv) override {
+    if (!any_bf16(q, k, v, out, lse, grad_out, dq, dk, dv))
+      return in_.flash_attention_backward(q, k, v, out, lse, grad_out, causal, scale, dq, dk, dv);
+    Output oq(dq), ok(dk), ov(dv);
+    in_.flash_attention_backward(wide(q), wide(k), wide(v), wide(out), wide(lse), wide(grad_out), causal, scale,
+                                 oq, ok, ov);
+    oq.store();
+    ok.store();
+    ov.store();
+  }
+
+  void softmax(const Tensor& in, int64_t dim, bool log, const Tensor& out) override {
+    if (!any_bf16(in, out)) return in_.softmax(in, dim, log, out);
+    Output o(out);
+    in_.softmax(wide(in), dim, log, o);
+    o.store();
+  }
+  void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log, const Tensor& gx) override {
+    if (!any_bf16(y, g, gx)) return in_.softmax_backward(y, g, dim, log, gx);
+    Output o(gx);
+    in_.softmax_backward(wide(y), wide(g), dim, log, o);
+    o.store();
+  }
+
+  void index_select_rows(const Tensor& weight, const Tensor& index, const Tensor& out) override {
+    if (!any_bf16(weight, out)) return in_.index_select_rows(weight, index, out);
+    // a lookup only copies: bfloat16 rows go into a bfloat16 output as they are, and a table kept in
+    // bfloat16 (generation's embedding, 50257 rows for GPT-2) is never widened whole for a few of its rows
+    if (is_bf16(weight) && is_bf16(out) && out.is_contiguous()) return copy_rows(weight, index, out);
+    Output o(out);
+    in_.index_select_rows(wide(weight), index, o);
+    o.store();
+  }
+  void index_add_rows(const Tensor& grad, const Tensor& index, const Tensor& grad_weight) override {
+    if (!any_bf16(grad, grad_weight)) return in_.index_add_rows(grad, index, grad_weight);
+    Output o(grad_weight, Output::read_write);
+    in_.index_add_rows(wide(grad), index, o);
+    o.store();
+  }
+  bool add_rows_into_gradient(const Tensor& grad, const Tensor& index, const Tensor& grad_weight) override {
+    if (!any_bf16(grad, grad_weight)) return in_.add_rows_into_gradient(grad, index, grad_weight);
+    Output o(grad_weight, Output::read_write);
+    const bool done = in_.add_rows_into_gradient(wide(grad), index, o);
+    if (done) o.store();
+    return done;
+  }
+  int64_t find_index_outside(const Tensor& index, int64_t limit, int64_t allowed) override {
+    return in_.find_index_outside(index, limit, allowed);
+  }
+  void gather_rows(const Tensor& values, const Tensor& index, int64_t skip, const Tensor& out) override {
+    if (!any_bf16(values, out)) return in_.gather_rows(values, index, skip, out);
+    Output o(out);
+    in_.gather_rows(wide(values), index, skip, o);
+    o.store();
+  }
+  void scatter_rows(const Tensor& grad, const Tensor& index, int64_t skip, const Tensor& grad_values) override {
+    if (!any_bf16(grad, grad_values)) return in_.scatter_rows(grad, index, skip, grad_values);
+    Output o(grad_values, Output::read_write);
+    in_.scatter_rows(wide(grad), index, skip, o);
+    o.store();
+  }
+  int64_t nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, const Tensor& out) override {
+    if (!any_bf16(log_probs, out)) return in_.nll_loss(log_probs, targets, ignore_index, out);
+    Output o(out);
+    const int64_t count = in_.nll_loss(wide(log_probs), targets, ignore_index, o);
+    o.store();
+    return count;
+  }
+  void nll_loss_backward(const Tensor& grad, const Tensor& targets, int64_t ignore_index, int64_t count,
+                         const Tensor& grad_in) override {
+    if (!any_bf16(grad, grad_in)) return in_.nll_loss_backward(grad, targets, ignore_index, count, grad_in);
+    Output o(grad_in, Output::read_write);
+    in_.nll_loss_backward(wide(grad), targets, ignore_index, count, o);
+    o.store();
+  }
+
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                  const Tensor& mean, const Tensor& rstd) override {
+    if (!any_bf16(x, weight, bias, y, mean, rstd)) return in_.layer_norm(x, weight, bias, eps, y, mean, rstd);
+    Output oy(y), om(mean), orstd(rstd);
+    in_.layer_norm(wide(x), wide(weight), wide(bias), eps, oy, om, orstd);
+    oy.store();
+    om.store();
+    orstd.store();
+  }
+  void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                           const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
+                           const Tensor& grad_bias) override {
+    if (!any_bf16(grad_y, x, mean, rstd, weight, grad_x, grad_weight, grad_bias))
+      return in_.layer_norm_backward(grad_y, x, mean, rstd, weight, grad_x, grad_weight, grad_bias);
+    Output ox(grad_x), ow(grad_weight), ob(grad_bias);
+    in_.layer_norm_backward(wide(grad_y), wide(x), wide(mean), wide(rstd), wide(weight), ox, ow, ob);
+    ox.store();
+    ow.store();
+    ob.store();
+  }
+  void gelu(const Tensor& x, bool tanh, const Tensor& y) override {
+    if (!any_bf16(x, y)) return in_.gelu(x, tanh, y);
+    Output o(y);
+    in_.gelu(wide(x), tanh, o);
+    o.store();
+  }
+  void gelu_backward(const Tensor& grad_y, const Tensor& x, bool tanh, const Tensor& grad_x) override {
+    if (!any_bf16(grad_y, x, grad_x)) return in_.gelu_backward(grad_y, x, tanh, grad_x);
+    Output o(grad_x);
+    in_.gelu_backward(wide(grad_y), wide(x), tanh, o);
+    o.store();
+  }
+  void var(const Tensor& x, double correction, bool take_sqrt, bool all, const Tensor& out) override {
+    if (!any_bf16(x, out)) return in_.var(x, correction, take_sqrt, all, out);
+    Output o(out);
+    in_.var(wide(x), correction, take_sqrt, all, o);
+    o.store();
+  }
+  void norm2(const Tensor& x, const Tensor& out) override {
+    if (!any_bf16(x, out)) return in_.norm2(x, out);
+    Output o(out);
+    in_.norm2(wide(x), o);
+    o.store();
+  }
+  void norm2_each(const std::vector<Tensor>& xs, const Tensor& out) override {
+    bool any = is_bf16(out);
+    for (const Tensor& x : xs) any = any || is_bf16(x);
+    if (!any) return in_.norm2_each(xs, out);
+    std::vector<Tensor> wides;
+    for (const Tensor& x : xs) wides.push_back(wide(x));
+    Output o(out);
+    in_.norm2_each(wides, o);
+    o.store();
+  }
+
+  void adam_update(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                   const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) override {
+    if (!any_bf16(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq))
+      return in_.adam_update(step, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq);
+    Output p(param, Output::read_write), m(exp_avg, Output::read_write), v(exp_avg_sq, Output::read_write),
+        vmax(max_exp_avg_sq, Output::read_write);
+    in_.adam_update(step, p, wide(grad), m, v, vmax);
+    for (const Output* o : {&p, &m, &v, &vmax}) o->store();
+  }
+
+ private:
+  Backend& in_;
+  BFloat16Product product_;
+};
+
+}  // namespace
+
+Backend& widening_backend(Backend& inner, BFloat16Product product) { return *new WideningBackend(inner, product); }
+
+}  // namespace autograd

@@ -1,0 +1,33 @@
+// precision/widening_backend.h — bfloat16 tensors on the CPU: every kernel entry computes in float32 and rounds once.
+//
+// PyTorch's CPU kernels treat a bfloat16 tensor the same way: each element is widened to float32 (exact),
+// the op's float32 arithmetic runs, and the result is rounded to bfloat16 once. So instead of a bfloat16
+// instantiation of every kernel, one wrapper stands in front of a backend (the fast CPU one and the
+// reference one alike): an entry that meets no bfloat16 tensor goes straight through; one that does
+// gets float32 copies of its bfloat16 inputs, float32 scratch for its bfloat16 outputs, and rounds the
+// scratch into those outputs after the float32 entry has run.
+//
+// Two things are not a plain widening:
+//  - a scalar a unary entry combines with a bfloat16 tensor (x·0.1, x + s) is first rounded to bfloat16,
+//    as PyTorch casts a Python number to the tensor's dtype before the op;
+//  - matrix products with bfloat16 operands call `product` (bfloat16 operands, float32 sums): the
+//    AVX512_BF16 kernel or the portable path on the fast backend, the plain loop on the reference one.
+#pragma once
+#include "autograd/backend.h"
+
+namespace autograd {
+
+// out (float32, contiguous or not) = a @ b for bfloat16 a [..., M, K] and b [..., K, N] with identical
+// batch dims: every product of two bfloat16 numbers (exact in float32) added into a float32 sum.
+using BFloat16Product = void (*)(const Tensor& a, const Tensor& b, const Tensor& out);
+
+// A backend that runs `inner`'s entries on bfloat16 tensors as described above. Never destroyed
+// (the backends are process-wide).
+Backend& widening_backend(Backend& inner, BFloat16Product product);
+
+// dst (bfloat16, any strides) = src (float32, same shape) rounded to the nearest, ties to even.
+void round_into_bfloat16(const Tensor& src, const Tensor& dst);
+// A contiguous float32 copy of t (bfloat16, any strides): exact.
+Tensor widen_to_float32(const Tensor& t);
+
+}  // namespace autograd

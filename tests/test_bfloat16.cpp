@@ -1,0 +1,281 @@
+// test_bfloat16.cpp — the bfloat16 dtype against PyTorch 1.13: conversion, ops computed in float32 and
+// rounded once, printing, and safetensors' BF16. Fixtures: tests/reference/make_bf16_fixtures.py.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "autograd/numerics.h"
+#include "autograd/precision/widening_backend.h"
+#include "nn/safetensors.h"
+
+#ifndef SCRATCHGRAD_SOURCE_DIR
+#define SCRATCHGRAD_SOURCE_DIR "/work/main"
+#endif
+
+namespace {
+
+using namespace autograd;
+
+const std::string kFixtureDir = std::string(SCRATCHGRAD_SOURCE_DIR) + "/tests/reference/fixtures/bf16/";
+
+std::ifstream open_fixture(const std::string& name) {
+  std::ifstream in(kFixtureDir + name);
+  if (!in) throw std::runtime_error("cannot open fixture " + kFixtureDir + name);
+  return in;
+}
+
+// A bfloat16 tensor holding these bits.
+Tensor from_bits(const Shape& shape, const std::vector<uint16_t>& bits) {
+  Tensor t = empty(shape, DType::BFloat16);
+  if (!bits.empty()) std::memcpy(t.raw_data(), bits.data(), bits.size() * 2);
+  return t;
+}
+
+std::vector<uint16_t> bits_of(const Tensor& t) {
+  Tensor c = t.contiguous();
+  std::vector<uint16_t> bits(size_t(c.numel()));
+  if (!bits.empty()) std::memcpy(bits.data(), c.raw_data(), bits.size() * 2);
+  return bits;
+}
+
+// "in 4 37 ; c005 3feb ..." or "out bfloat16 4 ; ..." / "out bool 4 ; 0 1 ..."
+struct FixtureTensor {
+  std::string dtype = "bfloat16";
+  Shape shape;
+  std::vector<uint16_t> values;
+};
+FixtureTensor parse_tensor(const std::string& line) {
+  std::istringstream in(line);
+  FixtureTensor t;
+  std::string word;
+  in >> word;  // in / out
+  if (word == "out") in >> t.dtype;
+  while (in >> word && word != ";") t.shape.push_back(std::stoll(word));
+  while (in >> word) t.values.push_back(uint16_t(std::stoul(word, nullptr, t.dtype == "bool" ? 10 : 16)));
+  return t;
+}
+
+TEST(BFloat16, ConversionRoundsAsPyTorch) {
+  std::ifstream in = open_fixture("convert.txt");
+  std::vector<float> values;
+  std::vector<uint16_t> expected;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string f32, bf16;
+    fields >> f32 >> bf16;
+    values.push_back(std::bit_cast<float>(uint32_t(std::stoul(f32, nullptr, 16))));
+    expected.push_back(uint16_t(std::stoul(bf16, nullptr, 16)));
+  }
+  ASSERT_GT(values.size(), 250u);
+  for (size_t i = 0; i < values.size(); ++i)
+    EXPECT_EQ(round_to_bfloat16(values[i]).bits, expected[i]) << "float32 " << values[i];
+  // The same through a tensor's .to(), and back to float32 exactly (every bfloat16 is a float32).
+  const Tensor t = from_vector(values, {int64_t(values.size())}).to(DType::BFloat16);
+  EXPECT_EQ(t.dtype(), DType::BFloat16);
+  EXPECT_EQ(bits_of(t), expected);
+  const std::vector<float> back = t.to(DType::Float32).to_vector<float>();
+  for (size_t i = 0; i < back.size(); ++i) {
+    if (std::isnan(values[i])) {
+      EXPECT_TRUE(std::isnan(back[i]));  // a NaN stays a NaN
+      continue;
+    }
+    EXPECT_EQ(std::bit_cast<uint32_t>(back[i]), uint32_t(expected[i]) << 16);
+  }
+}
+
+TEST(BFloat16, ConversionFromFloat64AndIntegers) {
+  // float64 → bfloat16 goes through float32, as PyTorch converts: 1 + 2⁻⁸ + 2⁻³⁰ rounds to 1 + 2⁻⁸ in
+  // float32 first, a tie that goes to even (1), where a direct rounding would go up.
+  const double x = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30);
+  EXPECT_EQ(scalar_tensor(x, DType::Float64).to(DType::BFloat16).item(), 1.0);
+  EXPECT_EQ(tensor({1, 300, -7}).to(DType::BFloat16).to_vector<int64_t>(), (std::vector<int64_t>{1, 300, -7}));
+  EXPECT_EQ(tensor({257}).to(DType::BFloat16).item(), 256.0);  // 9 significant bits: rounded to even
+  EXPECT_EQ(full({}, 0.1, DType::BFloat16).item(), 0.10009765625);
+  EXPECT_EQ(dtype_size(DType::BFloat16), 2u);
+  EXPECT_TRUE(is_floating(DType::BFloat16));
+}
+
+// The ops of ops.txt by name, as make_bf16_fixtures.py applies them.
+const std::map<std::string, std::function<Tensor(const std::vector<Tensor>&)>>& fixture_ops() {
+  using In = const std::vector<Tensor>&;
+  static const std::map<std::string, std::function<Tensor(In)>> ops = {
+      {"neg", [](In x) { return neg(x[0]); }},
+      {"exp", [](In x) { return exp(x[0]); }},
+      {"log", [](In x) { return log(x[0]); }},
+      {"sqrt", [](In x) { return sqrt(x[0]); }},
+      {"tanh", [](In x) { return tanh(x[0]); }},
+      {"relu", [](In x) { return relu(x[0]); }},
+      {"abs", [](In x) { return abs(x[0]); }},
+      {"add_0.1", [](In x) { return x[0] + 0.1; }},
+      {"sub_0.3", [](In x) { return x[0] - 0.3; }},
+      {"mul_0.1", [](In x) { return x[0] * 0.1; }},
+      {"div_0.3", [](In x) { return x[0] / 0.3; }},
+      {"rsub_0.7", [](In x) { return 0.7 - x[0]; }},
+      {"rdiv_1.7", [](In x) { return 1.7 / x[0]; }},
+      {"pow_2", [](In x) { return pow(x[0], 2.0); }},
+      {"pow_1.3", [](In x) { return pow(x[0], 1.3); }},
+      {"gelu", [](In x) { return gelu(x[0]); }},
+      {"gelu_tanh", [](In x) { return gelu(x[0], "tanh"); }},
+      {"softmax", [](In x) { return softmax(x[0], -1); }},
+      {"log_softmax", [](In x) { return log_softmax(x[0], -1); }},
+      {"layer_norm", [](In x) { return layer_norm(x[0], {x[0].size(-1)}); }},
+      {"sum", [](In x) { return sum(x[0]); }},
+      {"sum_0", [](In x) { return sum(x[0], 0); }},
+      {"sum_1", [](In x) { return sum(x[0], 1); }},
+      {"mean", [](In x) { return mean(x[0]); }},
+      {"mean_1", [](In x) { return mean(x[0], 1); }},
+      {"max_1", [](In x) { return max(x[0], 1).first; }},
+      {"lt_0.1", [](In x) { return lt(x[0], 0.1); }},
+      {"to_float32_exp", [](In x) { return exp(x[0].to(DType::Float32)).to(DType::BFloat16); }},
+      {"add", [](In x) { return x[0] + x[1]; }},
+      {"sub", [](In x) { return x[0] - x[1]; }},
+      {"mul", [](In x) { return x[0] * x[1]; }},
+      {"div", [](In x) { return x[0] / x[1]; }},
+  };
+  return ops;
+}
+
+struct OpCase {
+  std::string op;
+  std::vector<FixtureTensor> inputs;
+  FixtureTensor output;
+};
+
+std::vector<OpCase> op_cases() {
+  std::ifstream in = open_fixture("ops.txt");
+  std::vector<OpCase> cases;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("case ", 0) == 0) cases.push_back({line.substr(5), {}, {}});
+    else if (line.rfind("in ", 0) == 0) cases.back().inputs.push_back(parse_tensor(line));
+    else if (line.rfind("out ", 0) == 0) cases.back().output = parse_tensor(line);
+  }
+  return cases;
+}
+
+// Every op of the fixture file: on the CPU kernels (whose float32 results are PyTorch's bits) the same
+// bits as PyTorch's bfloat16 kernels, which compute in float32 and round once; on the reference kernels
+// (textbook loops, whose float32 sums take another order) each value within one bfloat16 step.
+void check_ops_against_pytorch(Kernels kernels) {
+  KernelsGuard guard(kernels);
+  const std::vector<OpCase> cases = op_cases();
+  ASSERT_GT(cases.size(), 40u);
+  for (const OpCase& c : cases) {
+    SCOPED_TRACE(c.op + " on " + shape_to_string(c.inputs[0].shape));
+    std::vector<Tensor> inputs;
+    for (const FixtureTensor& t : c.inputs) inputs.push_back(from_bits(t.shape, t.values));
+    ASSERT_TRUE(fixture_ops().count(c.op)) << "no op named " << c.op;
+    const Tensor out = fixture_ops().at(c.op)(inputs);
+    EXPECT_EQ(out.shape(), c.output.shape);
+    if (c.output.dtype == "bool") {
+      EXPECT_EQ(out.dtype(), DType::Bool);
+      std::vector<uint16_t> got;
+      for (int64_t v : out.to_vector<int64_t>()) got.push_back(uint16_t(v));
+      EXPECT_EQ(got, c.output.values);
+      continue;
+    }
+    EXPECT_EQ(out.dtype(), DType::BFloat16);
+    const std::vector<uint16_t> got = bits_of(out);
+    ASSERT_EQ(got.size(), c.output.values.size());
+    int differ = 0, further = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      differ += got[i] != c.output.values[i];
+      further += std::abs(int(got[i]) - int(c.output.values[i])) > 1;  // more than one step (same sign)
+    }
+    if (kernels == Kernels::cpu) EXPECT_EQ(differ, 0) << "of " << got.size() << " values";
+    EXPECT_EQ(further, 0) << "of " << got.size() << " values";
+  }
+}
+
+TEST(BFloat16, OpsMatchPyTorch) { check_ops_against_pytorch(Kernels::cpu); }
+TEST(BFloat16, OpsMatchPyTorchOnReferenceKernels) { check_ops_against_pytorch(Kernels::reference); }
+
+TEST(BFloat16, PrintsAsPyTorch) {
+  std::ifstream in = open_fixture("print.txt");
+  std::string line;
+  int cases = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("case ", 0) != 0) continue;
+    const std::string name = line.substr(5);
+    std::getline(in, line);
+    const FixtureTensor t = parse_tensor(line);
+    std::getline(in, line);
+    const bool grad = line == "grad 1";
+    std::getline(in, line);
+    const int n = std::stoi(line.substr(9));
+    std::string expected;
+    for (int i = 0; i < n; ++i) {
+      std::getline(in, line);
+      expected += (i ? "\n" : "") + line;
+    }
+    Tensor x = from_bits(t.shape, t.values);
+    if (grad) x.requires_grad_();
+    std::ostringstream got;
+    got << x;
+    EXPECT_EQ(got.str(), expected) << name;
+    ++cases;
+  }
+  EXPECT_EQ(cases, 9);
+}
+
+// The widening reads views (strides, offsets, broadcasts) and writes into them, in place too.
+TEST(BFloat16, ViewsAndInPlaceWrites) {
+  const Tensor a = arange(0.0, 12.0, 1.0, DType::Float32).reshape({3, 4});
+  const Tensor b = a.to(DType::BFloat16);
+  EXPECT_TRUE(equal(b.t().contiguous().to(DType::Float32), a.t().contiguous()));
+  EXPECT_TRUE(equal((b.t() * 2.0).to(DType::Float32), a.t() * 2.0));
+  Tensor c = zeros({3, 4}, DType::BFloat16);
+  {
+    NoGradGuard no_grad;
+    c.narrow(1, 1, 2).copy_(b.narrow(1, 0, 2));
+    c.add_(ones({4}, DType::BFloat16));
+  }
+  EXPECT_EQ(c.to(DType::Float32).to_vector<float>(),
+            (std::vector<float>{1, 1, 2, 1, 1, 5, 6, 1, 1, 9, 10, 1}));
+}
+
+// Gradients flow through bfloat16 tensors (each gradient bfloat16 too) and through the conversions.
+TEST(BFloat16, GradientsThroughConversion) {
+  Tensor x = tensor({1.5, -2.0, 0.25}).requires_grad_();
+  Tensor y = (x.to(DType::BFloat16) * 3.0).sum();
+  EXPECT_EQ(y.dtype(), DType::BFloat16);
+  y.backward();
+  EXPECT_EQ(x.grad().dtype(), DType::Float32);
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{3, 3, 3}));
+}
+
+TEST(BFloat16, KernelsNeverSeeItUnwidened) {
+  EXPECT_THROW(dispatch(DType::BFloat16, [](auto) { return 0; }), std::logic_error);
+}
+
+TEST(BFloat16, SafetensorsKeepsTheBits) {
+  const std::string path = (std::filesystem::temp_directory_path() / "scratchgrad_bf16_test.safetensors").string();
+  const Tensor w = from_bits({2, 3}, {0x3f80, 0xc000, 0x7f80, 0xffff, 0x0001, 0x4049});
+  nn::save_safetensors(path, {{"w", w}});
+  // The header says BF16, and the 12 data bytes are the tensor's own.
+  std::ifstream in(path, std::ios::binary);
+  uint64_t header_length = 0;
+  in.read(reinterpret_cast<char*>(&header_length), 8);
+  std::string header(header_length, ' ');
+  in.read(header.data(), std::streamsize(header_length));
+  EXPECT_NE(header.find("\"dtype\":\"BF16\""), std::string::npos) << header;
+  const nn::Checkpoint loaded = nn::load_safetensors(path);
+  ASSERT_EQ(loaded.tensors.size(), 1u);
+  EXPECT_EQ(loaded.tensors[0].second.dtype(), DType::BFloat16);
+  EXPECT_EQ(bits_of(loaded.tensors[0].second), bits_of(w));
+  std::filesystem::remove(path);
+}
+
+}  // namespace
