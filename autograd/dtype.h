@@ -1,11 +1,12 @@
 // dtype.h — the five element types a Tensor can hold, and small helpers about them.
 #pragma once
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+
+#include "autograd/compat.h"  // bit_cast (the WebAssembly build's library has no std::bit_cast)
 
 namespace autograd {
 
@@ -20,7 +21,7 @@ struct bfloat16 {
 };
 
 // Exact: the 16 bits become the top half of a float32 whose low half is zero.
-inline float widen(bfloat16 x) { return std::bit_cast<float>(uint32_t(x.bits) << 16); }
+inline float widen(bfloat16 x) { return compat::bit_cast<float>(uint32_t(x.bits) << 16); }
 
 // float32 → bfloat16, rounding to the nearest and to the even one on a tie, as PyTorch's CPU kernels
 // round. Adding 0x7FFF plus the lowest kept bit to the 32 bits carries into the kept half exactly when
@@ -28,7 +29,7 @@ inline float widen(bfloat16 x) { return std::bit_cast<float>(uint32_t(x.bits) <<
 // 0x7FC0 that c10::BFloat16 and PyTorch's portable kernels write (its AVX-512 kernels write 0xFFFF).
 inline bfloat16 round_to_bfloat16(float x) {
   if (std::isnan(x)) return {0x7FC0};
-  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint32_t bits = compat::bit_cast<uint32_t>(x);
   return {uint16_t((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16)};
 }
 

@@ -202,6 +202,47 @@ void check_ops_against_pytorch(Kernels kernels) {
 TEST(BFloat16, OpsMatchPyTorch) { check_ops_against_pytorch(Kernels::cpu); }
 TEST(BFloat16, OpsMatchPyTorchOnReferenceKernels) { check_ops_against_pytorch(Kernels::reference); }
 
+// The Llama family's ops on bfloat16 tensors compute in float32 and round once, forward and backward: the
+// same bits as the float32 op on the widened values, rounded (on both kernel sets; the float32 ops' own
+// bits are held to PyTorch's in test_llama_ops.cpp).
+void check_llama_ops_round_once(Kernels kernels) {
+  KernelsGuard guard(kernels);
+  manual_seed(7);
+  const Tensor x32 = randn({2, 3, 8}).to(DType::BFloat16).to(DType::Float32);  // values a bfloat16 holds
+  const Tensor w32 = randn({8}).to(DType::BFloat16).to(DType::Float32);
+  // (any two tables do: the kernel does not assume cos² + sin² = 1)
+  const Tensor cos32 = randn({3, 4}).to(DType::BFloat16).to(DType::Float32);
+  const Tensor sin32 = randn({3, 4}).to(DType::BFloat16).to(DType::Float32);
+  const auto bf = [](const Tensor& t) { return t.to(DType::BFloat16); };
+  const auto rounded = [](const Tensor& t) { return bits_of(t.to(DType::BFloat16)); };
+  EXPECT_EQ(bits_of(silu(bf(x32))), rounded(silu(x32)));
+  EXPECT_EQ(bits_of(rms_norm(bf(x32), bf(w32), 1e-6)), rounded(rms_norm(x32, w32, 1e-6)));
+  EXPECT_EQ(bits_of(rotary_embedding(bf(x32), bf(cos32), bf(sin32))), rounded(rotary_embedding(x32, cos32, sin32)));
+  // backward: a bfloat16 leaf's gradient through each op, against the float32 op's gradient rounded
+  int which = 0;
+  for (const auto& op : std::vector<std::function<Tensor(const Tensor&)>>{
+           [](const Tensor& x) { return silu(x); },
+           [&](const Tensor& x) { return rms_norm(x, x.dtype() == DType::BFloat16 ? bf(w32) : w32, 1e-6); },
+           [&](const Tensor& x) {
+             return x.dtype() == DType::BFloat16 ? rotary_embedding(x, bf(cos32), bf(sin32)) : rotary_embedding(x, cos32, sin32);
+           }}) {
+    SCOPED_TRACE(which++ == 0 ? "silu" : which == 2 ? "rms_norm" : "rotary_embedding");
+    Tensor low = bf(x32).detach().requires_grad_(true), wide = x32.detach().requires_grad_(true);
+    op(low).sum().backward();
+    op(wide).sum().backward();
+    EXPECT_EQ(low.grad().dtype(), DType::BFloat16);
+    const std::vector<uint16_t> got = bits_of(low.grad()), want = rounded(wide.grad());
+    ASSERT_EQ(got.size(), want.size());
+    // rms_norm saves its rstd in the input's dtype, as PyTorch's layer_norm saves mean and rstd for a
+    // bfloat16 input: the backward reads the rounded rstd, a step or two from the float32 gradient
+    const int allowed_steps = which == 2 ? 2 : 0;
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(std::abs(int(got[i]) - int(want[i])), allowed_steps) << i;
+  }
+}
+
+TEST(BFloat16, LlamaOpsComputeInFloat32AndRoundOnce) { check_llama_ops_round_once(Kernels::cpu); }
+TEST(BFloat16, LlamaOpsComputeInFloat32AndRoundOnceOnReferenceKernels) { check_llama_ops_round_once(Kernels::reference); }
+
 TEST(BFloat16, PrintsAsPyTorch) {
   std::ifstream in = open_fixture("print.txt");
   std::string line;

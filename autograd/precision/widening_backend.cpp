@@ -305,6 +305,41 @@ class WideningBackend final : public Backend {
     in_.gelu_backward(wide(grad_y), wide(x), tanh, o);
     o.store();
   }
+  void silu(const Tensor& x, const Tensor& y) override {
+    if (!any_bf16(x, y)) return in_.silu(x, y);
+    Output o(y);
+    in_.silu(wide(x), o);
+    o.store();
+  }
+  void silu_backward(const Tensor& grad_y, const Tensor& x, const Tensor& grad_x) override {
+    if (!any_bf16(grad_y, x, grad_x)) return in_.silu_backward(grad_y, x, grad_x);
+    Output o(grad_x);
+    in_.silu_backward(wide(grad_y), wide(x), o);
+    o.store();
+  }
+  void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd) override {
+    if (!any_bf16(x, weight, y, rstd)) return in_.rms_norm(x, weight, eps, y, rstd);
+    Output oy(y), orstd(rstd);
+    in_.rms_norm(wide(x), wide(weight), eps, oy, orstd);
+    oy.store();
+    orstd.store();
+  }
+  void rms_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& rstd, const Tensor& weight,
+                         const Tensor& grad_x, const Tensor& grad_weight) override {
+    if (!any_bf16(grad_y, x, rstd, weight, grad_x, grad_weight))
+      return in_.rms_norm_backward(grad_y, x, rstd, weight, grad_x, grad_weight);
+    Output ox(grad_x), ow(grad_weight);
+    in_.rms_norm_backward(wide(grad_y), wide(x), wide(rstd), wide(weight), ox, ow);
+    ox.store();
+    ow.store();
+  }
+  void rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse,
+                        const Tensor& out) override {
+    if (!any_bf16(x, cos, sin, out)) return in_.rotary_embedding(x, cos, sin, inverse, out);
+    Output o(out);
+    in_.rotary_embedding(wide(x), wide(cos), wide(sin), inverse, o);
+    o.store();
+  }
   void var(const Tensor& x, double correction, bool take_sqrt, bool all, const Tensor& out) override {
     if (!any_bf16(x, out)) return in_.var(x, correction, take_sqrt, all, out);
     Output o(out);

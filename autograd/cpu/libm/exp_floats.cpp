@@ -37,6 +37,7 @@
 #define SCRATCHGRAD_HAVE_AVX512_EXP 1
 #endif
 
+#include "autograd/compat.h"
 #include "autograd/cpu/kernels.h"
 #include "autograd/cpu/kernels/lanes.h"
 #include "autograd/cpu/libm/expf_constants.h"
@@ -205,14 +206,14 @@ bool vector_matches_library(ExpLoop vectorised) {
                                -103.0f, -103.97f, -103.98f, -104.0f, 89.0f, std::numeric_limits<float>::infinity(),
                                -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
   for (uint32_t bits = 0; bits < kBitsOf88; bits += 65521) {
-    inputs.push_back(std::bit_cast<float>(bits));
-    inputs.push_back(std::bit_cast<float>(bits | 0x80000000u));
+    inputs.push_back(compat::bit_cast<float>(bits));
+    inputs.push_back(compat::bit_cast<float>(bits | 0x80000000u));
   }
-  for (uint32_t bits = 0xc2b00000u; bits < 0xc2e00000u; bits += 4099) inputs.push_back(std::bit_cast<float>(bits));
+  for (uint32_t bits = 0xc2b00000u; bits < 0xc2e00000u; bits += 4099) inputs.push_back(compat::bit_cast<float>(bits));
   std::vector<float> fast(inputs.size());
   vectorised(inputs.data(), fast.data(), int64_t(inputs.size()));
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (std::bit_cast<uint32_t>(fast[i]) != std::bit_cast<uint32_t>(std::exp(inputs[i]))) return false;
+    if (compat::bit_cast<uint32_t>(fast[i]) != compat::bit_cast<uint32_t>(std::exp(inputs[i]))) return false;
   return true;
 }
 

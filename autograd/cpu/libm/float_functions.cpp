@@ -27,14 +27,15 @@
 #include <cstdint>
 #include <limits>
 
+#include "autograd/compat.h"
 #include "autograd/cpu/libm/expf_constants.h"
 
 namespace autograd::cpu {
 
 namespace {
 
-constexpr float from_bits(uint32_t bits) { return std::bit_cast<float>(bits); }
-uint32_t bits_of(float v) { return std::bit_cast<uint32_t>(v); }
+constexpr float from_bits(uint32_t bits) { return compat::bit_cast<float>(bits); }
+uint32_t bits_of(float v) { return compat::bit_cast<uint32_t>(v); }
 // y · 2^k, by adding k to y's exponent field (y normal and the result in range, as the callers ensure)
 float times_power_of_two(float y, int32_t k) { return from_bits(bits_of(y) + (uint32_t(k) << 23)); }
 
@@ -159,10 +160,10 @@ float exp_below_88(float x) {
   using namespace expf_constants;
   const double xd = x;
   const double kd_shifted = std::fma(kInvLn2Scaled, xd, kShift);
-  const uint64_t k = std::bit_cast<uint64_t>(kd_shifted);  // k in the low bits
+  const uint64_t k = compat::bit_cast<uint64_t>(kd_shifted);  // k in the low bits
   const double kd = kd_shifted - kShift;
   const double r = std::fma(kInvLn2Scaled, xd, -kd);
-  const double scale = std::bit_cast<double>(kExp2Table[k % 32] + (k << 47));  // 2^(k/32)
+  const double scale = compat::bit_cast<double>(kExp2Table[k % 32] + (k << 47));  // 2^(k/32)
   const double cubic_hi = std::fma(kC0, r, kC1);
   const double r2 = r * r;
   double p = std::fma(kC2, r, 1.0);

@@ -41,6 +41,7 @@
 #define SCRATCHGRAD_HAVE_AVX512_TANH 1
 #endif
 
+#include "autograd/compat.h"
 #include "autograd/cpu/kernels/lanes.h"
 #include "autograd/cpu/libm/float_functions.h"
 #include "autograd/cpu/runtime/runtime.h"
@@ -291,13 +292,13 @@ bool vector_matches_library(TanhLoop vectorised) {
                                std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                                std::numeric_limits<float>::quiet_NaN()};
   for (uint32_t bits = 0; bits < 0x7f800000u; bits += 65521) {
-    inputs.push_back(std::bit_cast<float>(bits));
-    inputs.push_back(std::bit_cast<float>(bits | 0x80000000u));
+    inputs.push_back(compat::bit_cast<float>(bits));
+    inputs.push_back(compat::bit_cast<float>(bits | 0x80000000u));
   }
   std::vector<float> fast(inputs.size());
   vectorised(inputs.data(), fast.data(), int64_t(inputs.size()));
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (std::bit_cast<uint32_t>(fast[i]) != std::bit_cast<uint32_t>(tanh_float(inputs[i]))) return false;
+    if (compat::bit_cast<uint32_t>(fast[i]) != compat::bit_cast<uint32_t>(tanh_float(inputs[i]))) return false;
   return true;
 }
 
