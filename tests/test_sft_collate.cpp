@@ -240,6 +240,10 @@ TEST(SftCollate, MaskedCrossEntropyGradchecksInFloat64) {
     EXPECT_GRADCHECK([targets](const Inputs& x) { return cross_entropy(x[0].view({-1, 10}), targets); },
                      Inputs{testing_helpers::leaf({2, 4, 10}, 4900 + train_on_prompt, -3, 3)});
   }
+  // non-contiguous logits: the rows of a transposed [10, 8] leaf
+  const Tensor targets = collate_instruct(kTwo, kBoth, {.padding_id = 9}).target_tensor().view({-1});
+  EXPECT_GRADCHECK([targets](const Inputs& x) { return cross_entropy(x[0].t(), targets); },
+                   Inputs{testing_helpers::leaf({10, 8}, 4910, -3, 3)});
 }
 
 }  // namespace
