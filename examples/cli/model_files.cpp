@@ -228,16 +228,7 @@ LoadedModel load_model(const std::string& path, nn::Checkpoint&& ck, const std::
   if (format == ck.metadata.end() || (format->second != "scratchgrad-char-model" && !gpt))
     throw nn::CheckpointError(fmt::format("{}: not a scratchgrad checkpoint (metadata 'format' missing)", path));
   const RunTokenizer tok = gpt ? tokenizer_of_checkpoint(ck.metadata, path, gpt2_tokenizer_file) : RunTokenizer();
-  std::u32string chars;
-  if (tok.is_char()) {
-    try {
-      chars = decode_utf8(ck.metadata.count("vocab") ? ck.metadata["vocab"] : "");
-    } catch (const UsageError&) {
-      throw nn::CheckpointError(fmt::format("{}: vocabulary is not valid UTF-8", path));
-    }
-    if (chars.empty()) throw nn::CheckpointError(fmt::format("{}: metadata has an empty vocabulary", path));
-    check_distinct_characters(chars, path);
-  }
+  const std::u32string chars = tok.is_char() ? recorded_characters(ck, path) : std::u32string();
   check_finite_parameters(without_optimizer(ck.tensors), path);
   const int64_t dim = metadata_int(ck, path, "dim"), context = metadata_int(ck, path, "context"),
                 heads = metadata_int(ck, path, "heads");
