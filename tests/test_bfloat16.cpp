@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -93,6 +94,41 @@ TEST(BFloat16, ConversionRoundsAsPyTorch) {
     }
     EXPECT_EQ(std::bit_cast<uint32_t>(back[i]), uint32_t(expected[i]) << 16);
   }
+}
+
+// The conversions take three paths (precision/widening_backend.cpp): one loop over contiguous tensors, 32 x 32
+// tiles when a matrix meets its transpose (a weight's gradient), the index walk otherwise. Each must round every
+// element as round_to_bfloat16 does and put it in its place: a 70 x 45 matrix (partial tiles on both edges),
+// with ties, NaN and infinities among its values, rounded into a transposed view and from one, widened from a
+// transposed bfloat16 matrix, and a 3-D permuted copy.
+TEST(BFloat16, ConversionsInEveryLayout) {
+  std::vector<float> values(70 * 45);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = std::ldexp(float(1 + (i * 7919) % 1000), int(i % 9) - 4) * (i % 2 ? -1 : 1);
+  values[3] = std::bit_cast<float>(0x3F808000u);  // a tie: 1 + 2⁻⁸, rounded to even (1)
+  values[100] = std::bit_cast<float>(0x3F818000u);  // a tie rounded up to even
+  values[200] = std::numeric_limits<float>::quiet_NaN();
+  values[300] = -std::numeric_limits<float>::infinity();
+  const Tensor a = from_vector(values, {70, 45});
+  auto expected_bits = [](const Tensor& t) {  // t's float32 values, rounded one by one, in t's logical order
+    std::vector<uint16_t> bits;
+    for (float v : t.contiguous().to_vector<float>()) bits.push_back(round_to_bfloat16(v).bits);
+    return bits;
+  };
+  EXPECT_EQ(bits_of(a.to(DType::BFloat16)), expected_bits(a)) << "contiguous";
+  Tensor into_transposed = zeros({45, 70}, DType::BFloat16).t();  // [70, 45] with strides (1, 70)
+  {
+    NoGradGuard no_grad;
+    into_transposed.copy_(a);
+  }
+  EXPECT_EQ(bits_of(into_transposed.contiguous()), expected_bits(a)) << "into a transposed view";
+  EXPECT_EQ(bits_of(a.t().to(DType::BFloat16).contiguous()), expected_bits(a.t())) << "from a transposed view";
+  const Tensor widened = into_transposed.to(DType::Float32).contiguous();
+  const std::vector<uint16_t> kept = expected_bits(a);
+  const std::vector<float> back = widened.to_vector<float>();
+  for (size_t i = 0; i < back.size(); ++i)
+    EXPECT_EQ(std::bit_cast<uint32_t>(back[i]) >> 16, kept[i]) << "widened from a transposed view, element " << i;
+  const Tensor cube = a.reshape({7, 10, 45}).permute({2, 0, 1});
+  EXPECT_EQ(bits_of(cube.to(DType::BFloat16).contiguous()), expected_bits(cube)) << "3-D, permuted";
 }
 
 TEST(BFloat16, ConversionFromFloat64AndIntegers) {
