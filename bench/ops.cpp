@@ -329,6 +329,27 @@ void matmul_bf16_bench(benchmark::State& state, int64_t m, int64_t n, int64_t k,
   set_rate(state, "FLOPS", 2.0 * double(m) * double(n) * double(k));
 }
 
+// One row times every Linear weight of `blocks` SmolLM2-135M blocks (q, k, v, o: 576 wide, 3 kv heads of 64;
+// gate, up, down: 1536), as a cached generation step reads them: 14.2 MB a block, the blocks together larger
+// than the L3 cache, so each weight comes from memory. The rate is the weights' bytes a second: the
+// one-row kernel's share of bench_llama's bandwidth bound (bench/bandwidth.h) without the rest of the step.
+void row_products_bench(benchmark::State& state, int64_t blocks, DType dtype) {
+  manual_seed(0);
+  const int64_t d = 576, kv = 192, ffn = 1536;
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{d, d}, {kv, d}, {kv, d}, {d, d}, {ffn, d}, {ffn, d}, {d, ffn}};
+  std::vector<Tensor> weights;  // [N, K], used transposed as Linear uses them
+  double bytes = 0;
+  for (int64_t b = 0; b < blocks; ++b)
+    for (const auto& [n, k] : shapes) {
+      weights.push_back(random_input({n, k}).to(dtype));
+      bytes += double(n * k) * double(dtype_size(dtype));
+    }
+  const Tensor x = random_input({1, d}).to(dtype), x_wide = random_input({1, ffn}).to(dtype);
+  for (auto _ : state)
+    for (const Tensor& w : weights) benchmark::DoNotOptimize(matmul(w.size(1) == d ? x : x_wide, w.t()));
+  set_rate(state, "bytes", bytes);
+}
+
 }  // namespace
 
 // seed sizes: D 24, T 8, B 16 (128 rows), V 13
@@ -460,4 +481,5 @@ BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_step_qkv_1x2304x768_bt, 1, 2304, 
 BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_step_head_1x50257x768_bt, 1, 50257, 768, false, true)->UseRealTime();
 #endif
 
+BENCHMARK_CAPTURE(row_products_bench, smollm2_30_blocks_fp32, 30, DType::Float32)->UseRealTime();
 BENCHMARK_MAIN();
