@@ -52,6 +52,14 @@ std::string table_cell(std::string s) {
   return out;
 }
 
+// A call recorded with the program's path (a cross build's tests start bin-emulated/'s scripts, which the
+// callers' "/bin/scratchgrad " does not strip) reads from the program's name on, as the others do.
+std::string from_program_name(const std::string& call) {
+  const std::string path = "build/bin/";
+  const std::string shown = stable(call);
+  return shown.rfind(path + "scratchgrad ", 0) == 0 ? shown.substr(path.size()) : shown;
+}
+
 // "<test>\t<call>\t<message>" lines → one table per test, in the order the tests ran.
 std::string render(const std::string& records) {
   std::ostringstream md;
@@ -66,7 +74,7 @@ std::string render(const std::string& records) {
       md << "\n**" << test << "**\n\n| call | message |\n|---|---|\n";
       current = test;
     }
-    md << "| `" << table_cell(call) << "` | " << table_cell(message) << " |\n";
+    md << "| `" << table_cell(from_program_name(call)) << "` | " << table_cell(message) << " |\n";
     ++rows;
   }
   return std::to_string(rows) + " refusals, each with the message it gets.\n" + md.str();
