@@ -27,6 +27,17 @@ inline std::string slurp(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// Whether this is an aarch64 build run by qemu-user on an x86-64 host (make test-arm64). There /proc/cpuinfo
+// is the host's, and a program cannot start its own file again (the host cannot run an aarch64 file): what
+// the command line does to choose OpenMP's wait (it runs itself again) can only be seen on a real ARM machine.
+inline bool emulated_on_x86() {
+#if defined(__x86_64__)
+  return false;
+#else
+  return slurp("/proc/cpuinfo").find("vendor_id") != std::string::npos;
+#endif
+}
+
 // A file name inside this test process's own temporary folder (tests run in parallel under ctest).
 inline fs::path scratch(const std::string& name) {
   fs::path dir = fs::temp_directory_path() / ("scratchgrad_tests_" + std::to_string(::getpid()));

@@ -250,6 +250,8 @@ OpenMPWait openmp_wait(const std::string& env) {
 // default is 300,000) unless the user chose a wait, which is then kept as it is. (Timing it is
 // bench/oversubscribed.sh's job.)
 TEST(Threads, TheCommandLineSpinsBrieflyUnlessTheUserChoseAWait) {
+  if (testing_process::emulated_on_x86())
+    GTEST_SKIP() << "under qemu-user the command line cannot run itself again (the host cannot run its aarch64 file)";
   const OpenMPWait chosen_by_us = openmp_wait("");
   if (chosen_by_us.starts == 0) GTEST_SKIP() << "the OpenMP runtime is not libgomp: it does not say what it took";
   EXPECT_EQ(chosen_by_us.starts, 2);  // libgomp's own default first, then the program run again
