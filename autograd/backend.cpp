@@ -81,6 +81,17 @@ void Backend::addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const 
   binary(BinaryOp::Add, bias.expand(out.shape()), product, out);  // the bias row broadcast over the rows
 }
 
+void Backend::panel_linear(const Tensor& x, const Tensor& panels, const Tensor& bias, const Tensor& out) {
+  NoGradGuard no_grad;
+  const int64_t width = panels.size(2), n = out.size(1);
+  for (int64_t i = 0; i < panels.size(0); ++i) {  // panel i: out's columns i·width .. as x · panel
+    const int64_t j0 = i * width, w = std::min(width, n - j0);
+    const Tensor panel = panels.select(0, i).narrow(1, 0, w), columns = out.narrow(1, j0, w);
+    if (bias.defined()) addmm(bias.narrow(0, j0, w).contiguous(), x, panel, columns);
+    else matmul(x, panel, columns);
+  }
+}
+
 void Backend::matmul_structured(const Tensor& a, const Tensor& b, const Tensor& out, MatmulStructure) {
   matmul(a, b, out);  // the full product has the same entries where the promised zeros are
 }

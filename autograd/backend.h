@@ -43,6 +43,9 @@ struct AdamStep {
   double grad_scale = 1;
 };
 
+// Columns of Wᵀ in one panel of a weight packed for generation (pack_panels, ops/panels.cpp: [P, K, 16]).
+constexpr int64_t kPanelWidth = 16;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -69,6 +72,11 @@ class Backend {
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
   // out[M, N] = bias + a[M, K] @ b[K, N], the bias ([N], contiguous) as the sum's starting value (addmm).
   virtual void addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out);
+
+  // out [M, N] = x [M, K] · Wᵀ (+ bias [N], or undefined) for W [N, K] packed in panels [P, K, 16]
+  // (ops/panels.cpp: panel i holds Wᵀ's columns 16i .. 16i + 15, zeros past N). By default one addmm (or
+  // matmul) per panel; the CPU reads a row's panels as runs of memory (a cached generation step).
+  virtual void panel_linear(const Tensor& x, const Tensor& panels, const Tensor& bias, const Tensor& out);
 
   // Causal attention (ops/attention.cpp). A device without these kernels says false, and the ops use
   // the dense composition instead; the three entries below are only called where it says true.

@@ -109,6 +109,15 @@ Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 Tensor linear_after_gelu(const Tensor& h, const Tensor& weight, const Tensor& bias = Tensor(),
                          const std::string& approximate = "none");
 
+// ---- a Linear's weight laid out for generation (ops/panels.cpp) ----
+// W [out, in] as panels [ceil(out / 16), in, 16]: panel i holds Wᵀ's columns 16i .. 16i + 15, p by p (zeros
+// past `out`), so that one row times W reads each panel as one run of memory (a cached generation step).
+Tensor pack_panels(const Tensor& weight);
+// W back from its panels, exactly.
+Tensor unpack_panels(const Tensor& panels, int64_t out_features);
+// linear(x, W, bias) for W packed by pack_panels: in fast numerics the same bits; no gradient (a packed
+// weight only generates: refused when grad mode is on and an input requires grad).
+Tensor panel_linear(const Tensor& x, const Tensor& panels, int64_t out_features, const Tensor& bias = Tensor());
 // ---- the Llama family's ops (ops/llama.cpp), rounded as PyTorch 1.13's CPU kernels and Hugging Face's modules ----
 // x·σ(x) (torch.nn.functional.silu): the gate of the SwiGLU feed-forward, down(silu(gate(x))·up(x)).
 Tensor silu(const Tensor& x);

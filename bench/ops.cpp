@@ -333,7 +333,8 @@ void matmul_bf16_bench(benchmark::State& state, int64_t m, int64_t n, int64_t k,
 // gate, up, down: 1536), as a cached generation step reads them: 14.2 MB a block, the blocks together larger
 // than the L3 cache, so each weight comes from memory. The rate is the weights' bytes a second: the
 // one-row kernel's share of bench_llama's bandwidth bound (bench/bandwidth.h) without the rest of the step.
-void row_products_bench(benchmark::State& state, int64_t blocks, DType dtype) {
+// In place (x·Wᵀ reading W as it is) or packed (panel_linear on pack_panels(W), autograd/ops/panels.cpp).
+void row_products_bench(benchmark::State& state, int64_t blocks, DType dtype, bool packed) {
   manual_seed(0);
   const int64_t d = 576, kv = 192, ffn = 1536;
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{d, d}, {kv, d}, {kv, d}, {d, d}, {ffn, d}, {ffn, d}, {d, ffn}};
@@ -345,8 +346,18 @@ void row_products_bench(benchmark::State& state, int64_t blocks, DType dtype) {
       bytes += double(n * k) * double(dtype_size(dtype));
     }
   const Tensor x = random_input({1, d}).to(dtype), x_wide = random_input({1, ffn}).to(dtype);
-  for (auto _ : state)
-    for (const Tensor& w : weights) benchmark::DoNotOptimize(matmul(w.size(1) == d ? x : x_wide, w.t()));
+  std::vector<std::pair<Tensor, int64_t>> panels;  // packed: what nn::pack_weights_for_generation makes
+  if (packed)
+    for (Tensor& w : weights) {
+      panels.emplace_back(pack_panels(w), w.size(0));
+      w = Tensor();  // (the packed copy replaces it, as in a packed model)
+    }
+  for (auto _ : state) {
+    if (packed)
+      for (const auto& [p, n] : panels) benchmark::DoNotOptimize(panel_linear(p.size(1) == d ? x : x_wide, p, n));
+    else
+      for (const Tensor& w : weights) benchmark::DoNotOptimize(matmul(w.size(1) == d ? x : x_wide, w.t()));
+  }
   set_rate(state, "bytes", bytes);
 }
 
@@ -481,5 +492,6 @@ BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_step_qkv_1x2304x768_bt, 1, 2304, 
 BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_step_head_1x50257x768_bt, 1, 50257, 768, false, true)->UseRealTime();
 #endif
 
-BENCHMARK_CAPTURE(row_products_bench, smollm2_30_blocks_fp32, 30, DType::Float32)->UseRealTime();
+BENCHMARK_CAPTURE(row_products_bench, smollm2_30_blocks_fp32_in_place, 30, DType::Float32, false)->UseRealTime();
+BENCHMARK_CAPTURE(row_products_bench, smollm2_30_blocks_fp32_packed, 30, DType::Float32, true)->UseRealTime();
 BENCHMARK_MAIN();

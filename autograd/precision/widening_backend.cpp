@@ -121,6 +121,11 @@ class WideningBackend final : public Backend {
     in_.copy(wide(src), o);
     o.store();
   }
+  // bfloat16 panels: one addmm a panel (Backend's default), each the bfloat16 product's
+  void panel_linear(const Tensor& x, const Tensor& panels, const Tensor& bias, const Tensor& out) override {
+    if (!any_bf16(x, panels, bias, out)) return in_.panel_linear(x, panels, bias, out);
+    Backend::panel_linear(x, panels, bias, out);
+  }
   void fill(const Tensor& dst, double value) override {
     if (!any_bf16(dst)) return in_.fill(dst, value);
     Output o(dst);

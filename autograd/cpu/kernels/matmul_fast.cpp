@@ -297,6 +297,49 @@ template <typename T, int VB>
   }
 }
 
+// One row times a weight packed in panels (ops/panels.cpp): panel i holds Wᵀ's columns 16i .. 16i + 15, p by
+// p, so it is one run of memory read front to back, where gemv above reads 16 rows of W side by side (16
+// streams with a stride between them, which the prefetchers serve at about 70% of the memory's speed). Each
+// column is one chain over p in blocks of kKc, the bias added after the first block and each later block
+// added on: gemv's order, so an entry has the bits of linear(x, W, bias). PANELS panels go together: two
+// streams of memory and two chains of FMAs a thread, where one alone keeps too few reads in flight.
+template <typename T, int VB, int64_t PANELS>
+[[gnu::always_inline]] inline void panels_together(const int64_t (&index)[PANELS], int64_t k, int64_t n, const T* a,
+                                                   const T* panels, const T* bias, T* out) {
+  using V = typename Vec<T, VB>::type;
+  constexpr int64_t VL = VB / int64_t(sizeof(T)), W = kPanelWidth / VL;  // vectors in a panel's row
+  for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+    const int64_t p_end = std::min(k, p0 + kKc);
+    V acc[PANELS][W] = {};
+    for (int64_t p = p0; p < p_end; ++p) {
+      const T x = a[p];
+#pragma GCC unroll 4
+      for (int64_t i = 0; i < PANELS; ++i)
+#pragma GCC unroll 4
+        for (int64_t w = 0; w < W; ++w)
+          acc[i][w] = acc[i][w] + load_vector<V>(panels + (index[i] * k + p) * kPanelWidth + w * VL) * x;
+    }
+    for (int64_t i = 0; i < PANELS; ++i) {
+      const int64_t j0 = index[i] * kPanelWidth, columns = std::min(kPanelWidth, n - j0);
+      for (int64_t l = 0; l < columns; ++l) {  // written back as gemv writes
+        T& entry = out[j0 + l];
+        const T sum = acc[i][l / VL][l % VL];
+        entry = p0 > 0 ? sum + entry : bias ? sum + bias[j0 + l] : sum;
+      }
+    }
+  }
+}
+
+// Panels [first, last): the first half's panel i beside the second half's panel i.
+template <typename T, int VB>
+[[gnu::always_inline]] inline void row_times_panels(int64_t first, int64_t last, int64_t k, int64_t n, const T* a,
+                                                    const T* panels, const T* bias, T* out) {
+  const int64_t half = (last - first) / 2;
+  for (int64_t i = first; i < first + half; ++i)
+    panels_together<T, VB, 2>({i, i + half}, k, n, a, panels, bias, out);
+  if ((last - first) % 2) panels_together<T, VB, 1>({last - 1}, k, n, a, panels, bias, out);
+}
+
 // One tile of rows of A and C within a block: A's rows (in place, or `packed` among their neighbours) from
 // term offset p_begin of the block for kw terms, and the rows of C they add to.
 template <typename T> struct RowTile {
@@ -420,6 +463,24 @@ template <typename T>
 }
 #endif
 
+template <typename T>
+void panels_baseline(int64_t first, int64_t last, int64_t k, int64_t n, const T* a, const T* panels, const T* bias,
+                     T* out) {
+  row_times_panels<T, 16>(first, last, k, n, a, panels, bias, out);
+}
+#if defined(__x86_64__) && defined(__GNUC__)
+template <typename T>
+[[gnu::target("avx2,fma")]] void panels_avx2(int64_t first, int64_t last, int64_t k, int64_t n, const T* a,
+                                             const T* panels, const T* bias, T* out) {
+  row_times_panels<T, 32>(first, last, k, n, a, panels, bias, out);
+}
+template <typename T>
+[[gnu::target("avx512f,avx512vl,fma")]] void panels_avx512(int64_t first, int64_t last, int64_t k, int64_t n,
+                                                           const T* a, const T* panels, const T* bias, T* out) {
+  row_times_panels<T, 64>(first, last, k, n, a, panels, bias, out);
+}
+#endif
+
 }  // namespace
 
 template <typename T>
@@ -430,6 +491,16 @@ void fast_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t
   if (has_avx2() && has_fma()) return gemm_avx2(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
 #endif
   gemm_baseline(items, m, n, k, a, ars, acs, b, brs, bcs, c, crs, ccs, options);
+}
+
+template <typename T>
+void fast_row_times_panels(int64_t first, int64_t last, int64_t k, int64_t n, const T* a, const T* panels,
+                           const T* bias, T* out) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (avx512_kernels() && has_fma()) return panels_avx512(first, last, k, n, a, panels, bias, out);
+  if (has_avx2() && has_fma()) return panels_avx2(first, last, k, n, a, panels, bias, out);
+#endif
+  panels_baseline(first, last, k, n, a, panels, bias, out);
 }
 
 int64_t fast_gemm_tile_rows() {
@@ -444,5 +515,10 @@ template void fast_gemm<float>(int64_t, int64_t, int64_t, const float*, int64_t,
                                int64_t, float*, int64_t, int64_t, ProductOptions, Items);
 template void fast_gemm<double>(int64_t, int64_t, int64_t, const double*, int64_t, int64_t, const double*, int64_t,
                                 int64_t, double*, int64_t, int64_t, ProductOptions, Items);
+
+template void fast_row_times_panels<float>(int64_t, int64_t, int64_t, int64_t, const float*, const float*,
+                                           const float*, float*);
+template void fast_row_times_panels<double>(int64_t, int64_t, int64_t, int64_t, const double*, const double*,
+                                            const double*, double*);
 
 }  // namespace autograd::cpu

@@ -163,4 +163,11 @@ void fast_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t ars, int64_t
 // Rows of C in one register tile of the FMA kernel this CPU runs (12 with AVX-512, 6 otherwise).
 int64_t fast_gemm_tile_rows();
 
+// matmul_fast.cpp: out[j] for the columns j of panels [first, last) of one row a [k] times a packed weight
+// (n columns in all; the last panel's columns past n are padding, never written): each entry the chain of
+// fast_gemm with bias (optional, [n]) as its start row, so the bits of linear(a, W, bias) in fast numerics.
+template <typename T>
+void fast_row_times_panels(int64_t first, int64_t last, int64_t k, int64_t n, const T* a, const T* panels,
+                           const T* bias, T* out);
+
 }  // namespace autograd::cpu
