@@ -4,8 +4,11 @@
 //
 //   build/bin/bench_gpt2_generate [--file /tmp/gpt2_124M_random.safetensors] [--prompt 16] [--tokens 64]
 //                                 [--threads 1] [--loads 3] [--layers 12] [--numerics fast]
-//                                 [--precision fp32|bf16]
+//                                 [--precision fp32|bf16] [--layout packed|in-place]
 //
+// --layout packed (the default, as `scratchgrad generate` runs a float32 GPT-2 in fast numerics) packs the
+// Linear weights for generation (nn::pack_weights_for_generation; the head, tied to wte, stays as it is);
+// --layout in-place reads them as they are, to compare in the same run.
 // --precision bf16 keeps the weights in bfloat16 (nn::load_gpt2 with DType::BFloat16: the matrices' bytes
 // halved, each float32 value of the file rounded as it is read; norms and biases float32) and runs under
 // autocast: each one-row product reads bfloat16 weights and sums in float32 (cpu/kernels/matmul_bfloat16.cpp's
@@ -24,6 +27,7 @@
 //          weights_mb=<the weights' bytes a step reads> rss_mb=<peak RSS> numerics=<fast|exact> read_gb_s=<bandwidth>
 //          bound_ms_per_token=<weights / bandwidth> of_bound=<bound / median step>
 //          cpu_ms_per_token=<median step in the process's CPU time, all threads> precision=<fp32|bf16>
+//          layout=<packed|in-place> packed=<weights packed>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -45,7 +49,7 @@ namespace {
 struct Options {
   std::string file = "/tmp/gpt2_124M_random.safetensors";
   int64_t prompt = 16, tokens = 64, threads = 1, loads = 3, layers = 12;
-  std::string numerics = "fast", precision = "fp32";
+  std::string numerics = "fast", precision = "fp32", layout = "packed";
 };
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -73,7 +77,8 @@ int main(int argc, char** argv) {
   bench::parse_flags(argc, argv,
                      {.ints = {{"--prompt", &o.prompt}, {"--tokens", &o.tokens}, {"--threads", &o.threads},
                                {"--loads", &o.loads}, {"--layers", &o.layers}},
-                      .strings = {{"--file", &o.file}, {"--numerics", &o.numerics}, {"--precision", &o.precision}},
+                      .strings = {{"--file", &o.file}, {"--numerics", &o.numerics}, {"--precision", &o.precision},
+                                  {"--layout", &o.layout}},
                       .switches = {}},
                      [](const std::string& problem) {
                        std::fprintf(stderr, "bench_gpt2_generate: %s\n", problem.c_str());
@@ -85,6 +90,10 @@ int main(int argc, char** argv) {
   }
   if (o.precision != "fp32" && o.precision != "bf16") {
     std::fprintf(stderr, "bench_gpt2_generate: --precision must be fp32 or bf16, got '%s'\n", o.precision.c_str());
+    return 2;
+  }
+  if (o.layout != "packed" && o.layout != "in-place") {
+    std::fprintf(stderr, "bench_gpt2_generate: --layout must be packed or in-place, got '%s'\n", o.layout.c_str());
     return 2;
   }
   const bool bf16 = o.precision == "bf16";
@@ -106,6 +115,7 @@ int main(int argc, char** argv) {
     load_ms.push_back(ms_since(start));
   }
   if (bf16) set_autocast(DType::BFloat16);
+  const int64_t packed = !bf16 && o.layout == "packed" ? nn::pack_weights_for_generation(*model) : 0;
   double weights_bytes = 0;
   for (const Tensor& p : model->parameters()) weights_bytes += double(p.numel()) * double(dtype_size(p.dtype()));
   const double weights_mb = weights_bytes / 1e6;
@@ -144,9 +154,10 @@ int main(int argc, char** argv) {
   std::printf("bandwidth bound: %.1f MB of weights a token / %.2f GB/s = %.2f ms a token; the median step is at %.0f%% of it\n",
               weights_mb, gb_s, bound_ms, 100 * bound_ms / steps.median);
   std::printf("RESULT load_ms=%.1f tokens_per_s=%.2f ms_per_token=%.2f prefill_ms=%.1f threads=%lld weights_mb=%.1f rss_mb=%.1f "
-              "numerics=%s read_gb_s=%.2f bound_ms_per_token=%.2f of_bound=%.2f cpu_ms_per_token=%.2f precision=%s\n",
+              "numerics=%s read_gb_s=%.2f bound_ms_per_token=%.2f of_bound=%.2f cpu_ms_per_token=%.2f precision=%s layout=%s "
+              "packed=%lld\n",
               bench::summarize(load_ms).median, tokens_per_s, steps.median, prefill_ms, (long long)o.threads, weights_mb,
               rss_mb, o.numerics.c_str(), gb_s, bound_ms, bound_ms / steps.median, bench::summarize(step_cpu_ms).median,
-              o.precision.c_str());
+              o.precision.c_str(), packed > 0 ? "packed" : "in-place", (long long)packed);
   return 0;
 }

@@ -4,10 +4,14 @@
 // B 4, T 64 (ms and MFU). Its twin is bench/torch/llama.py; bench/llama.sh runs both, 1 and 2 threads.
 //
 //   build/bin/bench_llama generate [--prompt 16] [--tokens 64] [--threads 1] [--layers 30] [--numerics fast]
+//                                  [--layout packed|in-place]
 //   build/bin/bench_llama train [--batch 4] [--context 64] [--steps 5] [--warmup 2] [--threads 1] [--layers 30]
 // Both take --precision fp32|bf16 (docs/precision.md): bf16 runs the products under autocast (bfloat16
 // operands, float32 sums); generate then keeps the matrices in bfloat16 (nn::keep_weights_in_bfloat16) and
 // its bound is their bytes; train's MFU is over the bfloat16 path's peak (cpu::bfloat16_core_peak_flops).
+// generate's --layout packed (the default, as `scratchgrad generate` runs a float32 model in fast numerics)
+// packs the Linear weights for generation (nn::pack_weights_for_generation); --layout in-place reads them as
+// they are, to compare in the same run.
 //
 // The weights: manual_seed(135), then N(0, 0.02) for every matrix and 1 for the norms (nn::LlamaModel draws
 // them so); a step costs the same on any values, and nothing is read from disk.
@@ -22,7 +26,7 @@
 // times the threads. The last line is machine-readable:
 //   RESULT mode=generate tokens_per_s=<steps/s> ms_per_token=<median step> prefill_ms=<ms> threads=<n>
 //          weights_mb=<float32 weights> rss_mb=<peak> read_gb_s=<bandwidth> bound_ms_per_token=<weights / bandwidth>
-//          of_bound=<bound / median step> precision=<fp32|bf16>
+//          of_bound=<bound / median step> precision=<fp32|bf16> layout=<packed|in-place> packed=<weights packed>
 //   RESULT mode=train threads=<n> ms_per_step=<median> mfu=<fraction> gflop_per_step=<model FLOPs>
 //          peak_gflops=<one core> isa=<avx512|avx2|avx512_bf16> rss_mb=<peak> loss=<first step's> precision=<fp32|bf16>
 #include <algorithm>
@@ -44,7 +48,7 @@ using namespace autograd;
 namespace {
 
 struct Options {
-  std::string mode, numerics = "fast", precision = "fp32";
+  std::string mode, numerics = "fast", precision = "fp32", layout = "packed";
   int64_t prompt = 16, tokens = 64, threads = 1, layers = 30, batch = 4, context = 64, steps = 5, warmup = 2;
 };
 
@@ -63,6 +67,7 @@ int generate(const Options& o) {
   const auto model = smollm2_135m_shape(o.layers);
   model->eval();
   if (o.precision == "bf16") nn::keep_weights_in_bfloat16(*model);
+  const int64_t packed = o.precision == "fp32" && o.layout == "packed" ? nn::pack_weights_for_generation(*model) : 0;
   double weights_bytes = 0;
   for (const Tensor& p : model->parameters()) weights_bytes += double(p.numel()) * double(dtype_size(p.dtype()));
   const double weights_mb = weights_bytes / 1e6;
@@ -94,9 +99,9 @@ int generate(const Options& o) {
   std::printf("bandwidth bound: %.1f MB of weights a token / %.2f GB/s = %.2f ms a token; the median step is at %.0f%% of it\n",
               weights_mb, gb_s, bound_ms, 100 * bound_ms / steps.median);
   std::printf("RESULT mode=generate tokens_per_s=%.2f ms_per_token=%.2f prefill_ms=%.1f threads=%lld weights_mb=%.1f "
-              "rss_mb=%.1f read_gb_s=%.2f bound_ms_per_token=%.2f of_bound=%.2f precision=%s\n",
+              "rss_mb=%.1f read_gb_s=%.2f bound_ms_per_token=%.2f of_bound=%.2f precision=%s layout=%s packed=%lld\n",
               tokens_per_s, steps.median, prefill_ms, (long long)o.threads, weights_mb, rss_mb, gb_s, bound_ms,
-              bound_ms / steps.median, o.precision.c_str());
+              bound_ms / steps.median, o.precision.c_str(), packed > 0 ? "packed" : "in-place", (long long)packed);
   return 0;
 }
 
@@ -172,7 +177,7 @@ int main(int argc, char** argv) {
                      {.ints = {{"--prompt", &o.prompt}, {"--tokens", &o.tokens}, {"--threads", &o.threads},
                                {"--layers", &o.layers}, {"--batch", &o.batch}, {"--context", &o.context},
                                {"--steps", &o.steps}, {"--warmup", &o.warmup}},
-                      .strings = {{"--numerics", &o.numerics}, {"--precision", &o.precision}},
+                      .strings = {{"--numerics", &o.numerics}, {"--precision", &o.precision}, {"--layout", &o.layout}},
                       .switches = {}},
                      usage);
   if (o.mode == "generate" && o.tokens < 2) usage("--tokens needs at least 2 (one from the prefill, one cached step)");
@@ -182,6 +187,7 @@ int main(int argc, char** argv) {
     usage(e.what());
   }
   if (o.precision != "fp32" && o.precision != "bf16") usage("--precision must be fp32 or bf16, got '" + o.precision + "'");
+  if (o.layout != "packed" && o.layout != "in-place") usage("--layout must be packed or in-place, got '" + o.layout + "'");
   if (o.precision == "bf16") set_autocast(DType::BFloat16);  // the products of both modes, process-wide
   set_num_threads(int(o.threads));
   return o.mode == "generate" ? generate(o) : train(o);

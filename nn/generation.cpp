@@ -2,6 +2,7 @@
 #include "nn/generation.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -99,6 +100,42 @@ Tensor GPTModel::forward_cached(const Tensor& ids, KVCache& cache) const {
 void keep_weights_in_bfloat16(Module& model) {
   for (const Tensor& p : model.parameters())  // (a tied weight is one tensor: rounded once)
     if (p.dim() >= 2) store_in_bfloat16(p);
+}
+
+// ---- weights packed for generation
+
+namespace {
+using Uses = std::map<const autograd::TensorImpl*, int>;
+
+// How many Linear and Embedding modules hold each weight (a head tied to the embedding: two).
+void count_uses(const Module& module, Uses& uses) {
+  if (auto* layer = dynamic_cast<const Linear*>(&module); layer && layer->weight.defined()) ++uses[&layer->weight.impl()];
+  if (auto* table = dynamic_cast<const Embedding*>(&module)) ++uses[&table->weight.impl()];
+  for (const auto& [name, child] : module.named_children()) count_uses(*child, uses);
+}
+
+void pack_linears(Module& module, const Uses& uses, int64_t& packed) {
+  if (auto* layer = dynamic_cast<Linear*>(&module)) {
+    const Tensor& w = layer->weight;
+    const bool eligible = !layer->packed() && !layer->lora && w.defined() && w.device() == autograd::Device::cpu() &&
+                          (w.dtype() == DType::Float32 || w.dtype() == DType::Float64) && layer->out_features >= 49 &&
+                          uses.at(&w.impl()) == 1;
+    if (eligible) {
+      layer->pack_for_generation();
+      ++packed;
+    }
+  }
+  for (const auto& [name, child] : module.named_children()) pack_linears(*child, uses, packed);
+}
+}  // namespace
+
+int64_t pack_weights_for_generation(Module& model) {
+  if (autograd::numerics() != autograd::Numerics::fast) return 0;
+  Uses uses;
+  count_uses(model, uses);
+  int64_t packed = 0;
+  pack_linears(model, uses, packed);
+  return packed;
 }
 
 // ---- sampling

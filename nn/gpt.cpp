@@ -33,7 +33,8 @@ FeedForward::FeedForward(const GPTConfig& cfg) {
 // The book's contract(gelu(expand(x))), with the last two as one op (linear_after_gelu: the same bits, but
 // backward recomputes the 4·emb_dim-wide GELU output instead of keeping it, a quarter of a block's memory).
 Tensor FeedForward::forward(const Tensor& x) const {
-  if (contract->lora) return (*contract)((*gelu)((*expand)(x)));  // the adapter reads the GELU's output
+  // the adapter reads the GELU's output; packed for generation, the contraction runs panel_linear
+  if (contract->lora || contract->packed()) return (*contract)((*gelu)((*expand)(x)));
   return linear_after_gelu((*expand)(x), contract->weight, contract->bias, "tanh");
 }
 

@@ -52,11 +52,22 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias) : in_features(in), out_fe
 }
 
 Tensor Linear::forward(const Tensor& x) const {
+  if (packed()) return panel_linear(x, panels, out_features, bias);
   Tensor y = linear(x, weight, bias);
   return lora ? y + (*lora)(x) : y;
 }
 
+void Linear::pack_for_generation() {
+  if (packed()) return;
+  if (lora) throw std::invalid_argument("Linear::pack_for_generation: this layer has a LoRA adapter (merge it first)");
+  panels = pack_panels(weight);
+  set_parameter("weight", panels);
+  weight = Tensor();  // its memory goes: the panels hold every value
+}
+
 void Linear::add_lora(int64_t rank, double alpha) {
+  if (packed())
+    throw std::invalid_argument("Linear::add_lora: this layer's weight is packed for generation (it only generates)");
   if (lora) throw std::invalid_argument("Linear::add_lora: this layer has an adapter already");
   lora = register_module("lora", std::make_shared<LoRA>(in_features, out_features, rank, alpha));
   weight.requires_grad_(false);

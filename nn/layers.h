@@ -35,7 +35,14 @@ class Linear : public Module {
   void add_lora(int64_t rank, double alpha);
   // weight += (α/r)·B·A, then the adapter is removed (the weight stays frozen).
   void merge_lora();
+  // For a model that will only generate (nn::pack_weights_for_generation): the weight's values move into
+  // `panels` (autograd::pack_panels, the layout one row times W reads fastest), which then stands as the
+  // parameter "weight"; `weight` itself is undefined from then on, and forward runs panel_linear, with the bits
+  // of linear and no gradient. Refused with an adapter (merge it first).
+  void pack_for_generation();
+  bool packed() const { return panels.defined(); }
   Tensor weight, bias;
+  Tensor panels;  // undefined unless packed
   int64_t in_features, out_features;
   std::shared_ptr<LoRA> lora;  // null: no adapter
 };

@@ -8,6 +8,9 @@
 #include <fmt/format.h>
 
 #include "autograd/autograd.h"
+#include "nn/generation.h"
+#include "nn/llama.h"
+#include "nn/nn.h"
 #include "tests/test_helpers.h"
 
 using namespace autograd;
@@ -110,4 +113,84 @@ TEST(Panels, RefusesWhatItCannotMultiply) {
   EXPECT_THROW_WITH(unpack_panels(panels, 33), std::invalid_argument, "unpack_panels", "33 rows");
   NoGradGuard no_grad;
   EXPECT_NO_THROW(panel_linear(trained, panels, 20));
+}
+
+// ---- models packed for generation (nn::pack_weights_for_generation)
+
+namespace {
+
+// Every step's logits of a greedy generation (prefill, then cached steps) and the tokens.
+struct Generated {
+  std::vector<int64_t> ids;
+  std::vector<Tensor> logits;
+};
+Generated greedy(const nn::LanguageModel& model, const std::vector<int64_t>& prompt, int64_t tokens) {
+  nn::GenerationOptions options;
+  options.sampling.temperature = 0;
+  options.max_new_tokens = tokens;
+  Generator unused(1);
+  Generated run;
+  run.ids = nn::generate(model, prompt, options, unused, [&](int64_t, const Tensor& l) { run.logits.push_back(l.clone()); });
+  return run;
+}
+
+void expect_same_run(const Generated& packed, const Generated& unpacked) {
+  EXPECT_EQ(packed.ids, unpacked.ids);
+  ASSERT_EQ(packed.logits.size(), unpacked.logits.size());
+  for (size_t i = 0; i < packed.logits.size(); ++i)
+    testing_helpers::expect_same_float_bits(packed.logits[i], unpacked.logits[i], fmt::format("step {}", i));
+}
+
+}  // namespace
+
+// A GPT whose layers are wide enough to pack (64 wide, a 256-wide feed-forward, 80 tokens, biases in q, k and v,
+// its own head) and a Llama with grouped-query attention and a head tied to the embedding: packed, each
+// generates the same tokens with the same logits to the last bit, prompt and cached steps alike. What is
+// left unpacked: the tied head, and layers under 49 outputs.
+TEST(PackedModels, GenerateWithTheBitsOfTheUnpackedModel) {
+  NumericsGuard fast(Numerics::fast);
+  const nn::GPTConfig gpt_cfg{.vocab_size = 80, .context_length = 24, .emb_dim = 64, .n_heads = 4, .n_layers = 2,
+                              .drop_rate = 0.0, .qkv_bias = true};
+  manual_seed(5);
+  nn::GPTModel gpt(gpt_cfg), gpt_packed(gpt_cfg);
+  gpt_packed.load_state_dict(gpt.state_dict());
+  gpt.eval();
+  gpt_packed.eval();
+  const Generated gpt_before = greedy(gpt, {3, 14, 15, 9, 26}, 12);
+  EXPECT_EQ(nn::pack_weights_for_generation(gpt_packed), 2 * 6 + 1);  // q, k, v, out, expand, contract; the head
+  expect_same_run(greedy(gpt_packed, {3, 14, 15, 9, 26}, 12), gpt_before);
+
+  const nn::LlamaConfig llama_cfg{.vocab_size = 60, .hidden_size = 64, .intermediate_size = 96, .num_hidden_layers = 2,
+                                  .num_attention_heads = 4, .num_key_value_heads = 2, .max_position_embeddings = 32};
+  manual_seed(6);
+  nn::LlamaModel llama(llama_cfg), llama_packed(llama_cfg);
+  llama_packed.load_state_dict(llama.state_dict());
+  const Generated llama_before = greedy(llama, {1, 2, 3}, 10);
+  // q and o (64), gate, up and down (96, 96, 64) of each block; k and v (32 outputs) and the tied head stay
+  EXPECT_EQ(nn::pack_weights_for_generation(llama_packed), 2 * 5);
+  expect_same_run(greedy(llama_packed, {1, 2, 3}, 10), llama_before);
+  EXPECT_EQ(nn::pack_weights_for_generation(llama_packed), 0) << "packing twice packs nothing more";
+}
+
+// A packed model only generates: a gradient cannot reach a packed weight, an adapter cannot be added, and in
+// exact numerics (PyTorch's order of sums in W's own layout) nothing is packed.
+TEST(PackedModels, OnlyGenerate) {
+  const nn::GPTConfig cfg{.vocab_size = 80, .context_length = 16, .emb_dim = 64, .n_heads = 4, .n_layers = 1,
+                          .drop_rate = 0.0};
+  manual_seed(7);
+  nn::GPTModel model(cfg);
+  {
+    NumericsGuard exact(Numerics::exact);
+    EXPECT_EQ(nn::pack_weights_for_generation(model), 0);
+  }
+  NumericsGuard fast(Numerics::fast);
+  EXPECT_GT(nn::pack_weights_for_generation(model), 0);
+  const nn::Linear& query = *(*model.trf_blocks)[0].att->W_query;
+  EXPECT_TRUE(query.packed());
+  EXPECT_FALSE(query.weight.defined());
+  const Tensor ids = from_vector(std::vector<int64_t>{1, 2, 3}, {1, 3});
+  EXPECT_THROW_WITH(model.forward(ids), std::invalid_argument, "panel_linear", "no gradient");
+  EXPECT_THROW_WITH((*model.trf_blocks)[0].att->W_query->add_lora(4, 8.0), std::invalid_argument, "packed for generation");
+  NoGradGuard no_grad;
+  EXPECT_EQ(model.forward(ids).shape(), (Shape{1, 3, 80}));
 }

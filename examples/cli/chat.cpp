@@ -198,6 +198,7 @@ int run_chat(const ChatOptions& o, std::istream& in, std::ostream& out, std::ost
   const std::unique_ptr<finetune::ChatTemplate> chat = choose_template(o, m, tokenizer);
   check_template_fits_model(*chat, m.model, o.checkpoint);
 
+  nn::pack_weights_for_generation(*m.model.lm);  // the layout a cached step reads fastest (the same bits)
   finetune::ChatSession session(*m.model.lm, *chat);
   session.on_context_full([&](const std::string& line) { err << "chat: " << line << "\n" << std::flush; });
   const finetune::ReplyOptions reply_options{

@@ -803,53 +803,37 @@ void causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double 
   if (!fused) causal_scale(out, out, divisor, above);
 }
 
-// linear(x, W, bias) on W's panels with linear's bits. Where linear runs the FMA kernels (fast numerics, at
-// least kNarrowestFastProduct columns) one row goes to fast_row_times_panels, the threads splitting the panels,
-// and several rows to fast_gemm a panel at a time (a [K, 16] row-major matrix), each entry the same chain as in
-// the unpacked product (it depends only on its row, its column and k). Elsewhere the exact kernels' order
-// depends on W's layout (one row takes dot products along Wᵀ's columns), so W is unpacked and multiplied as
-// linear multiplies it: narrow layers and exact numerics, which nn::pack_weights_for_generation leaves unpacked.
+// linear(x, W, bias) on W's panels with linear's bits. One row where linear runs the FMA kernels (fast
+// numerics, at least kNarrowestFastProduct columns) goes to fast_row_times_panels, the threads splitting the
+// panels: each column is the chain it is in the unpacked product (it depends only on its row, its column and
+// k). Anything else (several rows: a prompt; narrow layers and exact numerics, whose one-row order depends on
+// W's layout) unpacks W and multiplies as linear does: the same kernel on the same operands. A prompt's
+// product packs B for its tiles anyway, and the copy costs one pass over W.
 void panel_linear(const Tensor& x, const Tensor& panels, const Tensor& bias, const Tensor& out) {
   init_cpu_runtime();
   const int64_t m = x.size(0), k = x.size(1), n = out.size(1), count = panels.size(0), width = kPanelWidth;
   if (m * n == 0) return;
-  Backend& device = backend(out.device());
-  const bool fma_product = uses_fast_kernels(out) && k > 0 && x.is_contiguous() && panels.is_contiguous() &&
-                           out.is_contiguous() && (!bias.defined() || bias.is_contiguous());
-  if (!fma_product) {
+  const bool one_row = m == 1 && uses_fast_kernels(out) && k > 0 && x.is_contiguous() && panels.is_contiguous() &&
+                       out.is_contiguous() && (!bias.defined() || bias.is_contiguous());
+  if (!one_row) {
     const Tensor w = empty({count * width, k}, panels.dtype(), panels.device());
-    device.copy(panels.permute({0, 2, 1}), w.view({count, width, k}));
+    backend(out.device()).copy(panels.permute({0, 2, 1}), w.view({count, width, k}));
     return batched_matmul(x, w.narrow(0, 0, n).t(), out, MatmulStructure::dense, false, bias);
   }
-  const ProductTimer timer(2.0 * double(m) * double(n) * double(k));
-  const int threads = product_work(1, m, n, k) < kParallelMatmulWork ? 1 : get_num_threads();
-  // several rows: each panel's [m, 16] into sums [P, m, 16], its bias (padded to whole panels) as the start
-  const Tensor sums = m == 1 ? Tensor() : empty({count, m, width}, out.dtype(), out.device());
-  Tensor padded_bias = bias;
-  if (m > 1 && bias.defined() && n < count * width) {
-    padded_bias = zeros({count * width}, out.dtype(), out.device());
-    device.copy(bias, padded_bias.narrow(0, 0, n));
-  }
+  const ProductTimer timer(2.0 * double(n) * double(k));
+  // One row reads a packed weight at the memory's speed: from 64K values (256 KB of float32, 20 µs on one
+  // thread) two threads save more than starting them costs (SmolLM2's key and value projections, 576 x 192).
+  const int threads = n * k >= (int64_t(1) << 16) ? get_num_threads() : 1;
   dispatch_floating(out.dtype(), "panel_linear", [&](auto tag) {
     using T = decltype(tag);
     const T* a = ptr<T>(x);
     const T* w = ptr<T>(panels);
-    const T* b = bias.defined() ? ptr<T>(m == 1 ? bias : padded_bias) : nullptr;
-    auto run = [&](int64_t first, int64_t last) {  // panels [first, last)
-      if (m == 1) return fast_row_times_panels<T>(first, last, k, n, a, w, b, ptr<T>(out));
-      for (int64_t i = first; i < last; ++i)
-        fast_gemm<T>(m, width, k, a, k, 1, w + i * k * width, width, 1, ptr<T>(sums) + i * m * width, width, 1,
-                     ProductOptions{MatmulStructure::dense, 0, b != nullptr, b ? b + i * width : nullptr});
-    };
-    if (threads == 1 || count == 1) return run(0, count);
+    const T* b = bias.defined() ? ptr<T>(bias) : nullptr;
+    T* c = ptr<T>(out);
+    if (threads == 1 || count == 1) return fast_row_times_panels<T>(0, count, k, n, a, w, b, c);
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (int t = 0; t < threads; ++t) run(count * t / threads, count * (t + 1) / threads);
+    for (int t = 0; t < threads; ++t) fast_row_times_panels<T>(count * t / threads, count * (t + 1) / threads, k, n, a, w, b, c);
   });
-  if (m == 1) return;
-  const bool in_place = n == count * width;  // else through a padded copy
-  const Tensor all = in_place ? out : empty({m, count * width}, out.dtype(), out.device());
-  device.copy(sums.permute({1, 0, 2}), all.view({m, count, width}));
-  if (!in_place) device.copy(all.narrow(1, 0, n), out);
 }
 
 }  // namespace autograd::cpu
