@@ -118,6 +118,8 @@ Tensor unpack_panels(const Tensor& panels, int64_t out_features);
 // linear(x, W, bias) for W packed by pack_panels: in fast numerics the same bits; no gradient (a packed
 // weight only generates: refused when grad mode is on and an input requires grad).
 Tensor panel_linear(const Tensor& x, const Tensor& panels, int64_t out_features, const Tensor& bias = Tensor());
+// Rows of a table packed by pack_panels (a head tied to its embedding): out[..., :] = W[indices[...], :], no gradient.
+Tensor panel_rows(const Tensor& panels, const Tensor& indices, int64_t num_rows);
 // ---- the Llama family's ops (ops/llama.cpp), rounded as PyTorch 1.13's CPU kernels and Hugging Face's modules ----
 // x·σ(x) (torch.nn.functional.silu): the gate of the SwiGLU feed-forward, down(silu(gate(x))·up(x)).
 Tensor silu(const Tensor& x);

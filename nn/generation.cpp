@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "nn/llama.h"
+
 namespace nn {
 
 using namespace autograd;
@@ -52,7 +54,7 @@ Tensor forward_cached(const LanguageModel& model, const Tensor& ids, KVCache& ca
 
 KVCache GPTModel::make_kv_cache(int64_t batch, int64_t capacity) const {
   return zeroed_kv_cache(trf_blocks->size(), batch, cfg.n_heads, capacity, cfg.emb_dim / cfg.n_heads, cfg.context_length,
-                         tok_emb->weight);
+                         tok_emb->table());
 }
 
 namespace {
@@ -105,36 +107,50 @@ void keep_weights_in_bfloat16(Module& model) {
 // ---- weights packed for generation
 
 namespace {
-using Uses = std::map<const autograd::TensorImpl*, int>;
-
-// How many Linear and Embedding modules hold each weight (a head tied to the embedding: two).
-void count_uses(const Module& module, Uses& uses) {
-  if (auto* layer = dynamic_cast<const Linear*>(&module); layer && layer->weight.defined()) ++uses[&layer->weight.impl()];
-  if (auto* table = dynamic_cast<const Embedding*>(&module)) ++uses[&table->weight.impl()];
-  for (const auto& [name, child] : module.named_children()) count_uses(*child, uses);
+bool packable(const Tensor& w, int64_t rows) {
+  return w.defined() && w.device() == autograd::Device::cpu() &&
+         (w.dtype() == DType::Float32 || w.dtype() == DType::Float64) && rows >= 49;
 }
 
-void pack_linears(Module& module, const Uses& uses, int64_t& packed) {
-  if (auto* layer = dynamic_cast<Linear*>(&module)) {
-    const Tensor& w = layer->weight;
-    const bool eligible = !layer->packed() && !layer->lora && w.defined() && w.device() == autograd::Device::cpu() &&
-                          (w.dtype() == DType::Float32 || w.dtype() == DType::Float64) && layer->out_features >= 49 &&
-                          uses.at(&w.impl()) == 1;
-    if (eligible) {
-      layer->pack_for_generation();
-      ++packed;
-    }
-  }
-  for (const auto& [name, child] : module.named_children()) pack_linears(*child, uses, packed);
+// The Linear and Embedding modules below `module`, by the weight they hold (a head tied to its table: both).
+struct Holders {
+  std::vector<Linear*> layers;
+  std::vector<Embedding*> tables;
+};
+void collect(Module& module, std::map<const autograd::TensorImpl*, Holders>& by_weight) {
+  if (auto* layer = dynamic_cast<Linear*>(&module); layer && layer->weight.defined())
+    by_weight[&layer->weight.impl()].layers.push_back(layer);
+  if (auto* table = dynamic_cast<Embedding*>(&module); table && table->weight.defined())
+    by_weight[&table->weight.impl()].tables.push_back(table);
+  for (const auto& [name, child] : module.named_children()) collect(*child, by_weight);
 }
 }  // namespace
 
 int64_t pack_weights_for_generation(Module& model) {
   if (autograd::numerics() != autograd::Numerics::fast) return 0;
-  Uses uses;
-  count_uses(model, uses);
+  std::map<const autograd::TensorImpl*, Holders> by_weight;
+  collect(model, by_weight);
   int64_t packed = 0;
-  pack_linears(model, uses, packed);
+  for (auto& [weight, holders] : by_weight) {
+    if (holders.layers.size() != 1 || holders.tables.size() > 1) continue;  // shared some other way: left alone
+    Linear& layer = *holders.layers[0];
+    if (layer.lora || !packable(layer.weight, layer.out_features)) continue;
+    if (holders.tables.empty()) {
+      layer.pack_for_generation();
+    } else {  // GPT-2's head, tied to wte: the table's lookups read the same panels
+      holders.tables[0]->pack_for_generation();
+      layer.pack_for_generation(*holders.tables[0]);
+    }
+    ++packed;
+  }
+  // A Llama's tied head multiplies by the embedding table itself (no Linear holds it)
+  if (auto* llama = dynamic_cast<LlamaModel*>(&model); llama && !llama->lm_head) {
+    Embedding& table = *llama->model->embed_tokens;
+    if (!table.packed() && packable(table.weight, table.num_embeddings)) {
+      table.pack_for_generation();
+      ++packed;
+    }
+  }
   return packed;
 }
 

@@ -38,12 +38,13 @@ void keep_weights_in_bfloat16(Module& model);
 // Generation on weights packed for it (generate, chat and the benchmarks, in fast numerics): each Linear's
 // float32 weight moves into the layout that one row times it reads fastest (Linear::pack_for_generation,
 // autograd::pack_panels): every cached step's products then read each weight as runs of memory, with the same
-// bits. The memory stays the same (each packed copy replaces its weight). Left as they are: layers under 49
-// outputs (their products run the exact kernels, which gain nothing), bfloat16 weights, weights with a LoRA
-// adapter, weights shared with another module (a head tied to the embedding, which the lookups read too),
-// weights on a GPU, and everything in exact numerics (whose one-row products follow PyTorch's order in W's
-// own layout). Afterwards the model only generates: no gradient reaches a packed weight, and its parameters
-// named "weight" hold the panels. Returns how many weights it packed.
+// bits. The memory stays the same (each packed copy replaces its weight). A head tied to the token embedding
+// (GPT-2's, a tied Llama's) is packed too, and the table's lookups read their rows from the panels. Left as
+// they are: layers under 49 outputs (their products run the exact kernels, which gain nothing), bfloat16
+// weights, weights with a LoRA adapter, weights on a GPU, and everything in exact numerics (whose one-row
+// products follow PyTorch's order in W's own layout). Afterwards the model only generates: no gradient
+// reaches a packed weight, and its parameters named "weight" hold the panels. Returns how many weights
+// (a tied head and its table: one) it packed.
 int64_t pack_weights_for_generation(Module& model);
 
 struct SamplingOptions {

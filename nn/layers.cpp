@@ -65,6 +65,13 @@ void Linear::pack_for_generation() {
   weight = Tensor();  // its memory goes: the panels hold every value
 }
 
+void Linear::pack_for_generation(const Embedding& tied_table) {
+  if (lora) throw std::invalid_argument("Linear::pack_for_generation: this layer has a LoRA adapter (merge it first)");
+  panels = tied_table.panels;
+  set_parameter("weight", panels);
+  weight = Tensor();
+}
+
 void Linear::add_lora(int64_t rank, double alpha) {
   if (packed())
     throw std::invalid_argument("Linear::add_lora: this layer's weight is packed for generation (it only generates)");
@@ -109,7 +116,7 @@ Tensor LoRA::forward(const Tensor& x) const { return linear(linear(x, A), B) * s
 
 Tensor LoRA::delta_weight() const { return matmul(B, A) * scale; }
 
-Embedding::Embedding(int64_t num, int64_t dim) {
+Embedding::Embedding(int64_t num, int64_t dim) : num_embeddings(num) {
   if (num < 0 || dim < 0) throw std::invalid_argument(fmt::format("Embedding: negative size ({}, {})", num, dim));
   weight = empty({num, dim});
   if (!SkipInitGuard::active()) normal_(weight, 0.0, 1.0);
@@ -118,7 +125,16 @@ Embedding::Embedding(int64_t num, int64_t dim) {
 
 // A table kept in bfloat16 (keep_weights_in_bfloat16, for generation) hands its rows on widened to float32
 // (exact): the residual stream they start stays float32.
+void Embedding::pack_for_generation() {
+  if (packed()) return;
+  num_embeddings = weight.size(0);
+  panels = pack_panels(weight);
+  set_parameter("weight", panels);
+  weight = Tensor();
+}
+
 Tensor Embedding::forward(const Tensor& indices) const {
+  if (packed()) return panel_rows(panels, indices, num_embeddings);
   Tensor rows = embedding(weight, indices);
   return rows.dtype() == DType::BFloat16 ? rows.to(DType::Float32) : rows;
 }

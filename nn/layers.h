@@ -23,6 +23,8 @@ class LoRA : public Module {
   double alpha, scale;  // scale = α / r
 };
 
+class Embedding;
+
 // y = x Wᵀ + b. Weight [out, in] ~ kaiming_uniform(a = √5) = U(−1/√in, 1/√in); then bias ~ U(−1/√in, 1/√in).
 // With an adapter (add_lora), y = x Wᵀ + b + lora(x).
 class Linear : public Module {
@@ -40,6 +42,8 @@ class Linear : public Module {
   // parameter "weight"; `weight` itself is undefined from then on, and forward runs panel_linear, with the bits
   // of linear and no gradient. Refused with an adapter (merge it first).
   void pack_for_generation();
+  // The same with a weight shared with an Embedding that is packed already (a head tied to the table).
+  void pack_for_generation(const Embedding& tied_table);
   bool packed() const { return panels.defined(); }
   Tensor weight, bias;
   Tensor panels;  // undefined unless packed
@@ -53,7 +57,15 @@ class Embedding : public Module {
   Embedding(int64_t num_embeddings, int64_t embedding_dim);
   Tensor forward(const Tensor& indices) const;
   Tensor operator()(const Tensor& indices) const { return forward(indices); }
+  // For a table that is also a model's output head, in a model that will only generate
+  // (nn::pack_weights_for_generation): as Linear::pack_for_generation, the values move into `panels`, which
+  // the head multiplies by (panel_linear) and the lookups read rows from (panel_rows).
+  void pack_for_generation();
+  bool packed() const { return panels.defined(); }
+  const Tensor& table() const { return packed() ? panels : weight; }  // whichever holds the values
   Tensor weight;
+  Tensor panels;  // undefined unless packed
+  int64_t num_embeddings;
 };
 
 // y = x · rsqrt(mean(x²) + eps) · weight over the last dim (autograd::rms_norm), as Hugging Face's

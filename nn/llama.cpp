@@ -203,7 +203,9 @@ const Tensor& LlamaModel::head_weight() const { return lm_head ? lm_head->weight
 namespace {
 
 Tensor output_head(const LlamaModel& m, const Tensor& x) {
-  return m.lm_head ? (*m.lm_head)(x) : linear(x, m.model->embed_tokens->weight);  // tied: logits = x · Eᵀ
+  if (m.lm_head) return (*m.lm_head)(x);
+  const Embedding& table = *m.model->embed_tokens;  // tied: logits = x · Eᵀ (packed for generation, or as it is)
+  return table.packed() ? panel_linear(x, table.panels, m.cfg.vocab_size) : linear(x, table.weight);
 }
 
 }  // namespace
@@ -222,7 +224,7 @@ Tensor LlamaModel::forward(const Tensor& ids) const {
 
 KVCache LlamaModel::make_kv_cache(int64_t batch, int64_t capacity) const {
   return zeroed_kv_cache(model->layers->size(), batch, cfg.num_key_value_heads, capacity, cfg.head_size(),
-                         cfg.max_position_embeddings, model->embed_tokens->weight);
+                         cfg.max_position_embeddings, model->embed_tokens->table());
 }
 
 Tensor LlamaModel::forward_cached(const Tensor& ids, KVCache& cache) const {

@@ -97,6 +97,16 @@ TEST(Panels, OtherNumericsKernelsAndBfloat16) {
                                           linear(xb, wb, bb).to(DType::Float32), "bfloat16");
 }
 
+// A table's rows read from its panels: the rows of the table, in the indices' shape.
+TEST(Panels, RowsOfAPackedTable) {
+  const Tensor table = randish({37, 5}, 90, -1, 1, DType::Float32), panels = pack_panels(table);
+  const Tensor indices = from_vector(std::vector<int64_t>{36, 0, 17, 17, 15, 16}, {2, 3});
+  testing_helpers::expect_same_float_bits(panel_rows(panels, indices, 37), embedding(table, indices), "rows");
+  EXPECT_EQ(panel_rows(panels, from_vector(std::vector<int64_t>{}, {0}), 37).shape(), (Shape{0, 5}));
+  EXPECT_THROW_WITH(panel_rows(panels, from_vector(std::vector<int64_t>{37}, {1}), 37), std::invalid_argument,
+                    "panel_rows", "index 37", "37 rows");
+}
+
 TEST(Panels, RefusesWhatItCannotMultiply) {
   const Tensor w = randish({20, 8}, 80, -1, 1, DType::Float32), panels = pack_panels(w);
   const Tensor x = randish({1, 8}, 81, -1, 1, DType::Float32);
@@ -143,22 +153,31 @@ void expect_same_run(const Generated& packed, const Generated& unpacked) {
 
 }  // namespace
 
-// A GPT whose layers are wide enough to pack (64 wide, a 256-wide feed-forward, 80 tokens, biases in q, k and v,
-// its own head) and a Llama with grouped-query attention and a head tied to the embedding: packed, each
-// generates the same tokens with the same logits to the last bit, prompt and cached steps alike. What is
-// left unpacked: the tied head, and layers under 49 outputs.
+// A GPT whose layers are wide enough to pack (64 wide, a 256-wide feed-forward, 80 tokens, biases in q, k and v),
+// with its own head and with a head tied to the token embedding as GPT-2's, and a Llama with grouped-query
+// attention and a tied head: packed, each generates the same tokens with the same logits to the last bit,
+// prompt and cached steps alike (a tied table's lookups read its panels). Left unpacked: layers under 49
+// outputs.
 TEST(PackedModels, GenerateWithTheBitsOfTheUnpackedModel) {
   NumericsGuard fast(Numerics::fast);
   const nn::GPTConfig gpt_cfg{.vocab_size = 80, .context_length = 24, .emb_dim = 64, .n_heads = 4, .n_layers = 2,
                               .drop_rate = 0.0, .qkv_bias = true};
-  manual_seed(5);
-  nn::GPTModel gpt(gpt_cfg), gpt_packed(gpt_cfg);
-  gpt_packed.load_state_dict(gpt.state_dict());
-  gpt.eval();
-  gpt_packed.eval();
-  const Generated gpt_before = greedy(gpt, {3, 14, 15, 9, 26}, 12);
-  EXPECT_EQ(nn::pack_weights_for_generation(gpt_packed), 2 * 6 + 1);  // q, k, v, out, expand, contract; the head
-  expect_same_run(greedy(gpt_packed, {3, 14, 15, 9, 26}, 12), gpt_before);
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "GPT, tied head" : "GPT, its own head");
+    manual_seed(5);
+    nn::GPTModel gpt(gpt_cfg), gpt_packed(gpt_cfg);
+    if (tied) {
+      gpt.tie_weights();
+      gpt_packed.tie_weights();
+    }
+    gpt_packed.load_state_dict(gpt.state_dict());
+    gpt.eval();
+    gpt_packed.eval();
+    const Generated gpt_before = greedy(gpt, {3, 14, 15, 9, 26}, 12);
+    EXPECT_EQ(nn::pack_weights_for_generation(gpt_packed), 2 * 6 + 1);  // q, k, v, out, expand, contract; the head
+    EXPECT_EQ(gpt_packed.tok_emb->packed(), tied);
+    expect_same_run(greedy(gpt_packed, {3, 14, 15, 9, 26}, 12), gpt_before);
+  }
 
   const nn::LlamaConfig llama_cfg{.vocab_size = 60, .hidden_size = 64, .intermediate_size = 96, .num_hidden_layers = 2,
                                   .num_attention_heads = 4, .num_key_value_heads = 2, .max_position_embeddings = 32};
@@ -166,8 +185,9 @@ TEST(PackedModels, GenerateWithTheBitsOfTheUnpackedModel) {
   nn::LlamaModel llama(llama_cfg), llama_packed(llama_cfg);
   llama_packed.load_state_dict(llama.state_dict());
   const Generated llama_before = greedy(llama, {1, 2, 3}, 10);
-  // q and o (64), gate, up and down (96, 96, 64) of each block; k and v (32 outputs) and the tied head stay
-  EXPECT_EQ(nn::pack_weights_for_generation(llama_packed), 2 * 5);
+  // q and o (64), gate, up and down (96, 96, 64) of each block, and the tied table; k and v (32 outputs) stay
+  EXPECT_EQ(nn::pack_weights_for_generation(llama_packed), 2 * 5 + 1);
+  EXPECT_TRUE(llama_packed.model->embed_tokens->packed());
   expect_same_run(greedy(llama_packed, {1, 2, 3}, 10), llama_before);
   EXPECT_EQ(nn::pack_weights_for_generation(llama_packed), 0) << "packing twice packs nothing more";
 }

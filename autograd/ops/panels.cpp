@@ -71,4 +71,24 @@ Tensor panel_linear(const Tensor& x, const Tensor& panels, int64_t out_features,
   return out.view(out_shape);
 }
 
+Tensor panel_rows(const Tensor& panels, const Tensor& indices, int64_t num_rows) {
+  if (panels.dim() != 3 || panels.size(2) != kPanelWidth || num_rows <= (panels.size(0) - 1) * kPanelWidth ||
+      num_rows > panels.size(0) * kPanelWidth)
+    throw std::invalid_argument(fmt::format("panel_rows: panels {} do not hold a table of {} rows", panels.shape_str(),
+                                            num_rows));
+  if (indices.dtype() != DType::Int64)
+    throw std::invalid_argument(fmt::format("panel_rows: indices must be int64, got {}", dtype_name(indices.dtype())));
+  NoGradGuard no_grad;
+  std::vector<Tensor> rows;
+  for (int64_t i : indices.cpu().contiguous().to_vector<int64_t>()) {
+    if (i < 0 || i >= num_rows)
+      throw std::invalid_argument(fmt::format("panel_rows: index {} is out of range for a table of {} rows", i, num_rows));
+    rows.push_back(panels.select(0, i / kPanelWidth).select(1, i % kPanelWidth));  // row i: lane i % 16, p by p
+  }
+  Shape shape = indices.shape();
+  shape.push_back(panels.size(1));
+  if (rows.empty()) return empty(shape, panels.dtype(), panels.device());
+  return stack(rows, 0).reshape(shape);
+}
+
 }  // namespace autograd
