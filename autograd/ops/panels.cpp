@@ -24,10 +24,17 @@ Tensor pack_panels(const Tensor& weight) {
     throw std::invalid_argument(fmt::format("pack_panels: expected a weight [out, in], got {}", weight.shape_str()));
   check_floating(weight, "pack_panels");
   NoGradGuard no_grad;
-  const int64_t n = weight.size(0), k = weight.size(1), width = kPanelWidth, count = (n + width - 1) / width;
-  Tensor rows = zeros({count * width, k}, weight.dtype(), weight.device());  // W, then zero rows to a whole panel
-  rows.narrow(0, 0, n).copy_(weight);
-  return rows.view({count, width, k}).transpose(1, 2).contiguous();  // [P, K, 16]: panel i's row p is W[16i.., p]
+  const int64_t n = weight.size(0), k = weight.size(1), width = kPanelWidth, whole = n / width, rest = n % width;
+  // [P, K, 16]: panel i's row p is W[16i .. 16i + 15, p]; W's values are copied straight into place (no
+  // intermediate copy: packing a 49,152-row table holds the table and its panels, no more)
+  Tensor panels = empty({whole + (rest > 0), k, width}, weight.dtype(), weight.device());
+  if (whole > 0) panels.narrow(0, 0, whole).copy_(weight.narrow(0, 0, whole * width).view({whole, width, k}).transpose(1, 2));
+  if (rest > 0) {  // the last panel: its rows, then zeros
+    Tensor last = panels.select(0, whole);
+    last.fill_(0.0);
+    last.narrow(1, 0, rest).copy_(weight.narrow(0, whole * width, rest).t());
+  }
+  return panels;
 }
 
 Tensor unpack_panels(const Tensor& panels, int64_t out_features) {
