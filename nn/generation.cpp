@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "autograd/cpu/runtime/buffer_cache.h"
 #include "nn/llama.h"
 
 namespace nn {
@@ -151,6 +152,9 @@ int64_t pack_weights_for_generation(Module& model) {
       ++packed;
     }
   }
+  // The unpacked weights' buffers go back to the system, not to the CPU backend's cache of freed buffers
+  // (where the largest, the token table, would stay as long as the process)
+  autograd::cpu::release_cached_buffers();
   return packed;
 }
 
