@@ -6,8 +6,8 @@
 //                                 [--threads 1] [--loads 3] [--layers 12] [--numerics fast]
 //                                 [--precision fp32|bf16] [--layout packed|in-place]
 //
-// --layout packed (the default, as `scratchgrad generate` runs a float32 GPT-2 in fast numerics) packs the
-// Linear weights for generation (nn::pack_weights_for_generation; the head, tied to wte, stays as it is);
+// --layout packed (the default, as `scratchgrad generate` runs GPT-2 in fast numerics) packs the weights for
+// generation (nn::pack_weights_for_generation: the Linears', and the head with wte, float32 or bfloat16);
 // --layout in-place reads them as they are, to compare in the same run.
 // --precision bf16 keeps the weights in bfloat16 (nn::load_gpt2 with DType::BFloat16: the matrices' bytes
 // halved, each float32 value of the file rounded as it is read; norms and biases float32) and runs under
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
     load_ms.push_back(ms_since(start));
   }
   if (bf16) set_autocast(DType::BFloat16);
-  const int64_t packed = !bf16 && o.layout == "packed" ? nn::pack_weights_for_generation(*model) : 0;
+  const int64_t packed = o.layout == "packed" ? nn::pack_weights_for_generation(*model) : 0;
   double weights_bytes = 0;
   for (const Tensor& p : model->parameters()) weights_bytes += double(p.numel()) * double(dtype_size(p.dtype()));
   const double weights_mb = weights_bytes / 1e6;

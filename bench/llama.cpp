@@ -9,7 +9,7 @@
 // Both take --precision fp32|bf16 (docs/precision.md): bf16 runs the products under autocast (bfloat16
 // operands, float32 sums); generate then keeps the matrices in bfloat16 (nn::keep_weights_in_bfloat16) and
 // its bound is their bytes; train's MFU is over the bfloat16 path's peak (cpu::bfloat16_core_peak_flops).
-// generate's --layout packed (the default, as `scratchgrad generate` runs a float32 model in fast numerics)
+// generate's --layout packed (the default, as `scratchgrad generate` runs a model in fast numerics)
 // packs the Linear weights for generation (nn::pack_weights_for_generation); --layout in-place reads them as
 // they are, to compare in the same run.
 //
@@ -67,7 +67,7 @@ int generate(const Options& o) {
   const auto model = smollm2_135m_shape(o.layers);
   model->eval();
   if (o.precision == "bf16") nn::keep_weights_in_bfloat16(*model);
-  const int64_t packed = o.precision == "fp32" && o.layout == "packed" ? nn::pack_weights_for_generation(*model) : 0;
+  const int64_t packed = o.layout == "packed" ? nn::pack_weights_for_generation(*model) : 0;
   double weights_bytes = 0;
   for (const Tensor& p : model->parameters()) weights_bytes += double(p.numel()) * double(dtype_size(p.dtype()));
   const double weights_mb = weights_bytes / 1e6;

@@ -110,7 +110,7 @@ void keep_weights_in_bfloat16(Module& model) {
 namespace {
 bool packable(const Tensor& w, int64_t rows) {
   return w.defined() && w.device() == autograd::Device::cpu() &&
-         (w.dtype() == DType::Float32 || w.dtype() == DType::Float64) && rows >= 49;
+         (w.dtype() == DType::Float32 || w.dtype() == DType::Float64 || w.dtype() == DType::BFloat16) && rows >= 49;
 }
 
 // The Linear and Embedding modules below `module`, by the weight they hold (a head tied to its table: both).

@@ -134,8 +134,7 @@ void Embedding::pack_for_generation() {
 }
 
 Tensor Embedding::forward(const Tensor& indices) const {
-  if (packed()) return panel_rows(panels, indices, num_embeddings);
-  Tensor rows = embedding(weight, indices);
+  Tensor rows = packed() ? panel_rows(panels, indices, num_embeddings) : embedding(weight, indices);
   return rows.dtype() == DType::BFloat16 ? rows.to(DType::Float32) : rows;
 }
 

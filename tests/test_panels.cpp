@@ -192,6 +192,28 @@ TEST(PackedModels, GenerateWithTheBitsOfTheUnpackedModel) {
   EXPECT_EQ(nn::pack_weights_for_generation(llama_packed), 0) << "packing twice packs nothing more";
 }
 
+// A Llama kept in bfloat16 (generate --precision bf16), packed: its logits stay within bfloat16's rounding of
+// the unpacked model's, the prompt's and each cached step's (fed the same tokens).
+TEST(PackedModels, Bfloat16LlamaStaysWithinRounding) {
+  NumericsGuard fast(Numerics::fast);
+  AutocastGuard autocast(DType::BFloat16);
+  const nn::LlamaConfig cfg{.vocab_size = 60, .hidden_size = 64, .intermediate_size = 96, .num_hidden_layers = 2,
+                            .num_attention_heads = 4, .num_key_value_heads = 2, .max_position_embeddings = 32};
+  manual_seed(8);
+  nn::LlamaModel plain(cfg), packed(cfg);
+  packed.load_state_dict(plain.state_dict());
+  nn::keep_weights_in_bfloat16(plain);
+  nn::keep_weights_in_bfloat16(packed);
+  EXPECT_EQ(nn::pack_weights_for_generation(packed), 2 * 5 + 1);
+  nn::KVCache plain_cache = plain.make_kv_cache(), packed_cache = packed.make_kv_cache();
+  std::vector<std::vector<int64_t>> feeds{{1, 2, 3, 4}, {5}, {6}, {7}};
+  for (const auto& ids : feeds) {
+    const Tensor in = from_vector(ids, {1, int64_t(ids.size())});
+    const Tensor a = plain.forward_cached(in, plain_cache), b = packed.forward_cached(in, packed_cache);
+    EXPECT_TRUE(allclose(b, a, 0.05, 0.05)) << "after " << ids.size() << " new token(s)";
+  }
+}
+
 // A packed model only generates: a gradient cannot reach a packed weight, an adapter cannot be added, and in
 // exact numerics (PyTorch's order of sums in W's own layout) nothing is packed.
 TEST(PackedModels, OnlyGenerate) {
@@ -213,4 +235,31 @@ TEST(PackedModels, OnlyGenerate) {
   EXPECT_THROW_WITH((*model.trf_blocks)[0].att->W_query->add_lora(4, 8.0), std::invalid_argument, "packed for generation");
   NoGradGuard no_grad;
   EXPECT_EQ(model.forward(ids).shape(), (Shape{1, 3, 80}));
+}
+
+// bfloat16 weights (generate --precision bf16) are packed too. One row goes through the CPU's widening kernel
+// (AVX-512: each bfloat16 panel row widened to float32 and added by fused multiply-adds) where it has one, else
+// the weight is unpacked for the bfloat16 product. Both round each sum to bfloat16 once, from float32 sums
+// added in their own orders: they agree with linear to within a bfloat16 rounding of each output, under
+// autocast (float32 activations rounded first) as without.
+TEST(Panels, Bfloat16WeightsAgreeWithTheBfloat16Product) {
+  NumericsGuard fast(Numerics::fast);
+  uint32_t seed = 100;
+  for (auto [n, k] : {std::array<int64_t, 2>{100, 300}, {49, 64}, {2304, 768}}) {
+    SCOPED_TRACE(fmt::format("n {} k {}", n, k));
+    const Tensor x = randish({1, k}, seed++, -1, 1, DType::Float32), w = randish({n, k}, seed++, -1, 1, DType::Float32);
+    const Tensor bias = randish({n}, seed++, -1, 1, DType::Float32);
+    const Tensor wb = w.to(DType::BFloat16), packed = pack_panels(wb);
+    const Tensor xb = x.to(DType::BFloat16), bb = bias.to(DType::BFloat16);
+    const Tensor got = panel_linear(xb, packed, n, bb), want = linear(xb, wb, bb);
+    EXPECT_EQ(got.dtype(), DType::BFloat16);
+    EXPECT_TRUE(allclose(got.to(DType::Float32), want.to(DType::Float32), 1.0 / 128, 1e-6));
+    AutocastGuard autocast(DType::BFloat16);
+    const Tensor got_autocast = panel_linear(x, packed, n, bias), want_autocast = linear(x, wb, bias);
+    EXPECT_EQ(got_autocast.dtype(), DType::Float32);
+    EXPECT_TRUE(allclose(got_autocast, want_autocast, 1.0 / 128, 1e-6));
+    // several rows: the weight unpacked for the bfloat16 product, linear's own bits
+    const Tensor rows = randish({3, k}, seed++, -1, 1, DType::Float32);
+    testing_helpers::expect_same_float_bits(panel_linear(rows, packed, n, bias), linear(rows, wb, bias), "three rows");
+  }
 }

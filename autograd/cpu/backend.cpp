@@ -144,7 +144,7 @@ Backend& cpu_backend() {
   // Never destroyed: a tensor held by a static (a program's global model) is freed during static
   // destruction, possibly after this function's own statics, and must still find its backend.
   // bfloat16 tensors are computed in float32 in front of it (widening_backend.h).
-  static Backend& instance = widening_backend(*new CpuBackend, bfloat16_matmul);
+  static Backend& instance = widening_backend(*new CpuBackend, bfloat16_matmul, bfloat16_row_times_panels);
   return instance;
 }
 

@@ -69,6 +69,10 @@ inline constexpr int64_t kSmallMatmulFlops = 16 * 1024;
 void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out);
 // "avx512_bf16" or "float32 (widened)": the path bfloat16_matmul takes on this CPU.
 const char* bfloat16_kernel_name();
+// out [1, N] (float32) = a (bfloat16, one row of K) times a bfloat16 weight packed in panels [P, K, 16]
+// (autograd/ops/panels.cpp): each column one float32 chain of FMAs over p. False (nothing written) where
+// the CPU has no AVX-512 or the layouts are not contiguous: the caller then takes the general way.
+bool bfloat16_row_times_panels(const Tensor& a, const Tensor& panels, const Tensor& out);
 // One core's bfloat16 product peak, for bench_ops: `rounds` rounds of 24 independent chains of vdpbf16ps;
 // returns the FLOPs done (2 per multiply-add), 0 where the CPU lacks AVX512_BF16.
 double bfloat16_peak_rounds(int64_t rounds);

@@ -13,6 +13,7 @@
 // makes once (nn::pack_weights_for_generation), never per step; there is no gradient through it.
 #include <fmt/format.h>
 
+#include "autograd/autocast.h"
 #include "autograd/backend.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
@@ -61,6 +62,9 @@ Tensor panel_linear(const Tensor& x, const Tensor& panels, int64_t out_features,
   if (bias.defined() && (bias.dim() != 1 || bias.size(0) != out_features))
     throw std::invalid_argument(
         fmt::format("{}: bias of shape {} does not match out_features {}", op, bias.shape_str(), out_features));
+  if (autocast_applies(x, panels))  // bfloat16 operands and bias, float32 sums, as linear under autocast
+    return panel_linear(autocast_operand(x), autocast_operand(panels), out_features, autocast_operand(bias))
+        .to(DType::Float32);
   check_floating(x, op);
   check_same_dtype(x, panels, op);
   check_same_device(x, panels, op);

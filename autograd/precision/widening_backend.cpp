@@ -42,13 +42,27 @@ void convert_each(const Tensor& src, const Tensor& dst, Convert convert) {
       }
     return;
   }
-  for (reference::Index i(src.shape()); i.valid(); i.next())
-    d[reference::position(dst, i)] = convert(s[reference::position(src, i)]);
+  if (src.dim() == 0) {
+    d[0] = convert(s[0]);
+    return;
+  }
+  // the index walk over every dim but the last, then a plain loop along it (a panel's rows: ops/panels.cpp)
+  const int64_t length = src.size(-1), s_step = src.strides().back(), d_step = dst.strides().back();
+  for (reference::Index i(Shape(src.shape().begin(), src.shape().end() - 1)); i.valid(); i.next()) {
+    const S* from = s + reference::position(src, i);
+    D* to = d + reference::position(dst, i);
+    for (int64_t j = 0; j < length; ++j) to[j * d_step] = convert(from[j * s_step]);
+  }
 }
 }  // namespace
 
 void round_into_bfloat16(const Tensor& src, const Tensor& dst) {
   convert_each<float, bfloat16>(src, dst, [](float x) { return round_to_bfloat16(x); });
+}
+
+// dst = src, both bfloat16: the 16 bits as they are (no float32 in the middle)
+void copy_bfloat16(const Tensor& src, const Tensor& dst) {
+  convert_each<bfloat16, bfloat16>(src, dst, [](bfloat16 x) { return x; });
 }
 
 Tensor widen_to_float32(const Tensor& t) {
@@ -100,7 +114,8 @@ class Output {
 
 class WideningBackend final : public Backend {
  public:
-  WideningBackend(Backend& inner, BFloat16Product product) : in_(inner), product_(product) {}
+  WideningBackend(Backend& inner, BFloat16Product product, BFloat16RowPanels row_panels)
+      : in_(inner), product_(product), row_panels_(row_panels) {}
 
   std::string unusable_reason() const override { return in_.unusable_reason(); }
   void* allocate(size_t nbytes) override { return in_.allocate(nbytes); }
@@ -117,14 +132,30 @@ class WideningBackend final : public Backend {
     // float32 → bfloat16 rounds straight into dst: no float32 scratch the size of a whole weight matrix
     if (src.dtype() == DType::Float32 && is_bf16(dst) && src.shape() == dst.shape())
       return round_into_bfloat16(src, dst);
+    if (is_bf16(src) && is_bf16(dst) && src.shape() == dst.shape()) return copy_bfloat16(src, dst);
     Output o(dst);
     in_.copy(wide(src), o);
     o.store();
   }
-  // bfloat16 panels: one addmm a panel (Backend's default), each the bfloat16 product's
+  // bfloat16 panels: one row through `row_panels` (float32 sums, the bias added in float32 as addmm adds it,
+  // rounded once); else the weight unpacked and multiplied as linear multiplies it (addmm or matmul above)
   void panel_linear(const Tensor& x, const Tensor& panels, const Tensor& bias, const Tensor& out) override {
     if (!any_bf16(x, panels, bias, out)) return in_.panel_linear(x, panels, bias, out);
-    Backend::panel_linear(x, panels, bias, out);
+    if (row_panels_ && is_bf16(x) && is_bf16(panels) && x.size(0) == 1) {
+      Output o(out);
+      const Tensor& sum = o;
+      if (row_panels_(x, panels, sum)) {
+        if (bias.defined()) in_.binary(BinaryOp::Add, wide(bias).expand(sum.shape()), sum, sum);
+        o.store();
+        return;
+      }
+    }
+    const int64_t count = panels.size(0), k = panels.size(1);
+    const Tensor w = empty({count * kPanelWidth, k}, panels.dtype(), panels.device());
+    copy(panels.permute({0, 2, 1}), w.view({count, kPanelWidth, k}));
+    const Tensor weight_t = w.narrow(0, 0, out.size(1)).t();
+    if (bias.defined()) addmm(bias, x, weight_t, out);
+    else matmul(x, weight_t, out);
   }
   void fill(const Tensor& dst, double value) override {
     if (!any_bf16(dst)) return in_.fill(dst, value);
@@ -402,10 +433,13 @@ class WideningBackend final : public Backend {
  private:
   Backend& in_;
   BFloat16Product product_;
+  BFloat16RowPanels row_panels_;
 };
 
 }  // namespace
 
-Backend& widening_backend(Backend& inner, BFloat16Product product) { return *new WideningBackend(inner, product); }
+Backend& widening_backend(Backend& inner, BFloat16Product product, BFloat16RowPanels row_panels) {
+  return *new WideningBackend(inner, product, row_panels);
+}
 
 }  // namespace autograd

@@ -23,7 +23,10 @@ using BFloat16Product = void (*)(const Tensor& a, const Tensor& b, const Tensor&
 
 // A backend that runs `inner`'s entries on bfloat16 tensors as described above. Never destroyed
 // (the backends are process-wide).
-Backend& widening_backend(Backend& inner, BFloat16Product product);
+// out [1, N] (float32) = a (bfloat16, one row) times bfloat16 panels (ops/panels.cpp), or false where it
+// cannot (the general way is then taken: the weight unpacked, and `product`).
+using BFloat16RowPanels = bool (*)(const Tensor& a, const Tensor& panels, const Tensor& out);
+Backend& widening_backend(Backend& inner, BFloat16Product product, BFloat16RowPanels row_panels = nullptr);
 
 // dst (bfloat16, any strides) = src (float32, same shape) rounded to the nearest, ties to even.
 void round_into_bfloat16(const Tensor& src, const Tensor& dst);

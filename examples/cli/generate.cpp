@@ -164,8 +164,8 @@ int run_generate(const GenerateOptions& o, std::ostream& out) {
   use_precision(o.precision, o.numerics);
   // bf16: the weights kept in bfloat16, half their bytes (a folder's read so, open_folder_for_generate)
   if (bf16_precision(o.precision, o.numerics) && m.lm) nn::keep_weights_in_bfloat16(*m.lm);
-  // float32 in fast numerics: the weights laid out as a cached step reads them fastest (the same bits)
-  else if (m.lm) nn::pack_weights_for_generation(*m.lm);
+  // in fast numerics: the weights laid out as a cached step reads them fastest (float32's bits unchanged)
+  if (m.lm) nn::pack_weights_for_generation(*m.lm);
 
   const std::vector<int64_t> prompt = prompt_of(o, m);
   const Continuation how{.tokens = o.tokens,

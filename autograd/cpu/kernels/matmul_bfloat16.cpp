@@ -236,9 +236,66 @@ void avx512_bf16_row_products(const Tensor& a, const Tensor& b, const Tensor& ou
     row_product(item<const bfloat16>(a, t), item<const bfloat16>(b, t), item<float>(out, t), n, k);
 }
 
+// ---- one row times bfloat16 panels: a Linear's weight packed for generation (ops/panels.cpp)
+
+// Panels [P, K, 16] in bfloat16, as float32's (panel i = Wᵀ's columns 16i .. 16i + 15, p by p): each panel row
+// is 16 bfloat16 values, widened to float32 (exact) and added into 16 float32 lanes, one chain of fused
+// multiply-adds over p per column (every product of two bfloat16 numbers is exact in float32). Two panels
+// go together, from the two halves of the range: two runs of memory a thread.
+template <int PANELS>
+[[gnu::target("avx512f")]] void bf16_panels_together(const int64_t (&index)[PANELS], int64_t k, int64_t n,
+                                                      const bfloat16* a, const bfloat16* panels, float* out) {
+  __m512 acc[PANELS];
+  for (int i = 0; i < PANELS; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; ++p) {
+    const __m512 x = _mm512_set1_ps(widen(a[p]));
+    for (int i = 0; i < PANELS; ++i) {
+      const __m256i row = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panels + (index[i] * k + p) * 16));
+      const __m512 w = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(row), 16));  // the top halves
+      acc[i] = _mm512_fmadd_ps(w, x, acc[i]);
+    }
+  }
+  for (int i = 0; i < PANELS; ++i) {
+    alignas(64) float sums[16];
+    _mm512_store_ps(sums, acc[i]);
+    const int64_t j0 = index[i] * 16;
+    for (int64_t l = 0; l < std::min<int64_t>(16, n - j0); ++l) out[j0 + l] = sums[l];
+  }
+}
+
+void bf16_row_times_panels(int64_t first, int64_t last, int64_t k, int64_t n, const bfloat16* a,
+                           const bfloat16* panels, float* out) {
+  const int64_t half = (last - first) / 2;
+  for (int64_t i = first; i < first + half; ++i) bf16_panels_together<2>({i, i + half}, k, n, a, panels, out);
+  if ((last - first) % 2) bf16_panels_together<1>({last - 1}, k, n, a, panels, out);
+}
+
 #endif  // SCRATCHGRAD_X86_BF16
 
 }  // namespace
+
+bool bfloat16_row_times_panels(const Tensor& a, const Tensor& panels, const Tensor& out) {
+#ifdef SCRATCHGRAD_X86_BF16
+  const int64_t k = panels.size(1), n = out.size(-1), count = panels.size(0);
+  if (!avx512_kernels() || a.numel() != k || !a.is_contiguous() || !panels.is_contiguous() || !out.is_contiguous())
+    return false;
+  ProductTimer timer(2.0 * double(n) * double(k));
+  const bfloat16* pa = static_cast<const bfloat16*>(a.raw_data());
+  const bfloat16* pw = static_cast<const bfloat16*>(panels.raw_data());
+  float* po = static_cast<float*>(out.raw_data());
+  const int threads = n * k >= (int64_t(1) << 17) ? get_num_threads() : 1;  // 256 KB of bfloat16, as float32's
+  if (threads == 1 || count == 1) {
+    bf16_row_times_panels(0, count, k, n, pa, pw, po);
+    return true;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int t = 0; t < threads; ++t) bf16_row_times_panels(count * t / threads, count * (t + 1) / threads, k, n, pa, pw, po);
+  return true;
+#else
+  (void)a, (void)panels, (void)out;
+  return false;
+#endif
+}
 
 const char* bfloat16_kernel_name() { return has_avx512_bf16() ? "avx512_bf16" : "float32 (widened)"; }
 
