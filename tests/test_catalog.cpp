@@ -54,11 +54,12 @@ std::string table_cell(std::string s) {
 }
 
 // A call recorded with the program's path (a cross build's tests start bin-emulated/'s scripts, which the
-// callers' "/bin/scratchgrad " does not strip) reads from the program's name on, as the others do.
+// callers' "/bin/scratchgrad " does not find) reads from the program's name on, as the callers cut the
+// others: what comes before it (an environment variable, `cd DIR &&`, `ulimit -v N &&`) is dropped too.
 std::string from_program_name(const std::string& call) {
-  const std::string path = "build/bin/";
-  const std::string shown = stable(call);
-  return shown.rfind(path + "scratchgrad ", 0) == 0 ? shown.substr(path.size()) : shown;
+  const std::string path = "build/bin/", shown = stable(call);
+  const size_t at = shown.find(path + "scratchgrad ");
+  return at == std::string::npos ? shown : shown.substr(at + path.size());
 }
 
 // "<test>\t<call>\t<message>" lines → one table per test, in the order the tests ran.
