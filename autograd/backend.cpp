@@ -81,15 +81,19 @@ void Backend::addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const 
   binary(BinaryOp::Add, bias.expand(out.shape()), product, out);  // the bias row broadcast over the rows
 }
 
-void Backend::panel_linear(const Tensor& x, const Tensor& panels, const Tensor& bias, const Tensor& out) {
+Tensor unpacked_weight(Backend& device, const Tensor& panels, int64_t out_features) {
   NoGradGuard no_grad;
-  const int64_t width = panels.size(2), n = out.size(1);
-  for (int64_t i = 0; i < panels.size(0); ++i) {  // panel i: out's columns i·width .. as x · panel
-    const int64_t j0 = i * width, w = std::min(width, n - j0);
-    const Tensor panel = panels.select(0, i).narrow(1, 0, w), columns = out.narrow(1, j0, w);
-    if (bias.defined()) addmm(bias.narrow(0, j0, w).contiguous(), x, panel, columns);
-    else matmul(x, panel, columns);
-  }
+  const int64_t count = panels.size(0), k = panels.size(1);
+  const Tensor rows = empty({count * kPanelWidth, k}, panels.dtype(), panels.device());
+  device.copy(panels.transpose(1, 2), rows.view({count, kPanelWidth, k}));  // one pass; the padding then dropped
+  return rows.narrow(0, 0, out_features);  // (the first rows of a contiguous matrix: contiguous)
+}
+
+// W unpacked, then the product linear runs: addmm with a bias, matmul without (so linear's bits)
+void Backend::panel_linear(const Tensor& x, const Tensor& panels, const Tensor& bias, const Tensor& out) {
+  const Tensor weight_t = unpacked_weight(*this, panels, out.size(1)).t();
+  if (bias.defined()) addmm(bias, x, weight_t, out);
+  else matmul(x, weight_t, out);
 }
 
 void Backend::matmul_structured(const Tensor& a, const Tensor& b, const Tensor& out, MatmulStructure) {

@@ -74,8 +74,8 @@ class Backend {
   virtual void addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out);
 
   // out [M, N] = x [M, K] · Wᵀ (+ bias [N], or undefined) for W [N, K] packed in panels [P, K, 16]
-  // (ops/panels.cpp: panel i holds Wᵀ's columns 16i .. 16i + 15, zeros past N). By default one addmm (or
-  // matmul) per panel; the CPU reads a row's panels as runs of memory (a cached generation step).
+  // (ops/panels.cpp: panel i holds Wᵀ's columns 16i .. 16i + 15, zeros past N). By default W is unpacked and
+  // multiplied as linear multiplies it (addmm, or matmul); the CPU reads one row's panels as runs of memory.
   virtual void panel_linear(const Tensor& x, const Tensor& panels, const Tensor& bias, const Tensor& out);
 
   // Causal attention (ops/attention.cpp). A device without these kernels says false, and the ops use
@@ -195,6 +195,9 @@ class Backend {
 };
 
 Backend& backend(Device device);
+// W [N, K] back from its panels [P, K, 16] (one copy on `device`, contiguous): what a product without a
+// kernel for panels multiplies (Backend::panel_linear), and autograd::unpack_panels.
+Tensor unpacked_weight(Backend& device, const Tensor& panels, int64_t out_features);
 void register_backend(DeviceType type, Backend* backend);  // gpu/ calls this at start-up
 // Whether this build has a backend for the device type, usable or not (has_backend(device) says usable).
 bool has_registered_backend(DeviceType type);

@@ -58,16 +58,15 @@ Tensor Linear::forward(const Tensor& x) const {
 }
 
 void Linear::pack_for_generation() {
-  if (packed()) return;
-  if (lora) throw std::invalid_argument("Linear::pack_for_generation: this layer has a LoRA adapter (merge it first)");
-  panels = pack_panels(weight);
-  set_parameter("weight", panels);
-  weight = Tensor();  // its memory goes: the panels hold every value
+  if (!packed()) take_panels(pack_panels(weight));
 }
 
-void Linear::pack_for_generation(const Embedding& tied_table) {
+void Linear::pack_for_generation(const Embedding& tied_table) { take_panels(tied_table.panels); }
+
+// The panels stand as the parameter "weight"; the weight's memory goes (the panels hold every value)
+void Linear::take_panels(const Tensor& packed_weight) {
   if (lora) throw std::invalid_argument("Linear::pack_for_generation: this layer has a LoRA adapter (merge it first)");
-  panels = tied_table.panels;
+  panels = packed_weight;
   set_parameter("weight", panels);
   weight = Tensor();
 }

@@ -49,6 +49,9 @@ class Linear : public Module {
   Tensor panels;  // undefined unless packed
   int64_t in_features, out_features;
   std::shared_ptr<LoRA> lora;  // null: no adapter
+
+ private:
+  void take_panels(const Tensor& packed_weight);
 };
 
 // A lookup table: row i of `weight` [num, dim] is the vector for token i. Weight ~ N(0, 1).

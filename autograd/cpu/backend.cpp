@@ -45,7 +45,7 @@ class CpuBackend final : public Backend {
   }
   bool has_causal_kernels() const override { return true; }
   void panel_linear(const Tensor& x, const Tensor& panels, const Tensor& bias, const Tensor& out) override {
-    cpu::panel_linear(x, panels, bias, out);
+    if (!cpu::row_times_panels(x, panels, bias, out)) Backend::panel_linear(x, panels, bias, out);
   }
   void matmul_structured(const Tensor& a, const Tensor& b, const Tensor& out, MatmulStructure structure) override {
     batched_matmul(a, b, out, structure);

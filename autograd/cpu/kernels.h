@@ -48,9 +48,11 @@ void nll_loss_backward(const Tensor& grad, const Tensor& targets, int64_t ignore
 void batched_matmul(const Tensor& a, const Tensor& b, const Tensor& out,
                     MatmulStructure structure = MatmulStructure::dense, bool add_to_out = false,
                     const Tensor& start_row = Tensor());
-// out [M, N] = x [M, K] · Wᵀ (+ bias [N]) for a weight packed in panels [P, K, 16] (autograd/ops/panels.cpp):
-// in fast numerics the bits of linear(x, W, bias); one row reads each panel as one run of memory.
-void panel_linear(const Tensor& x, const Tensor& panels, const Tensor& bias, const Tensor& out);
+// out [1, N] = x [1, K] · Wᵀ (+ bias [N]) for a weight packed in panels [P, K, 16] (autograd/ops/panels.cpp),
+// each panel read as one run of memory, with the bits of linear(x, W, bias). False (nothing written) where
+// linear would not run the FMA kernels, for several rows, or for layouts it does not take: the caller then
+// multiplies the unpacked weight (Backend::panel_linear).
+bool row_times_panels(const Tensor& x, const Tensor& panels, const Tensor& bias, const Tensor& out);
 // out = a @ b on and below the diagonal of every [t, t] matrix, divided by divisor, and `above` past it:
 // causal scores (ops/attention.cpp). The fast kernels scale each tile's rows as they finish them.
 void causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double divisor, double above);

@@ -44,9 +44,7 @@ Tensor unpack_panels(const Tensor& panels, int64_t out_features) {
     throw std::invalid_argument(fmt::format("unpack_panels: panels {} do not hold a weight of {} rows (pack_panels makes "
                                             "[ceil(rows / {}), in, {}])",
                                             panels.shape_str(), out_features, kPanelWidth, kPanelWidth));
-  NoGradGuard no_grad;
-  return panels.transpose(1, 2).reshape({panels.size(0) * kPanelWidth, panels.size(1)}).narrow(0, 0, out_features)
-      .contiguous();
+  return unpacked_weight(backend(panels.device()), panels, out_features);
 }
 
 Tensor panel_linear(const Tensor& x, const Tensor& panels, int64_t out_features, const Tensor& bias) {

@@ -138,7 +138,7 @@ class WideningBackend final : public Backend {
     o.store();
   }
   // bfloat16 panels: one row through `row_panels` (float32 sums, the bias added in float32 as addmm adds it,
-  // rounded once); else the weight unpacked and multiplied as linear multiplies it (addmm or matmul above)
+  // rounded once); else the weight unpacked and multiplied as linear multiplies it (Backend's default)
   void panel_linear(const Tensor& x, const Tensor& panels, const Tensor& bias, const Tensor& out) override {
     if (!any_bf16(x, panels, bias, out)) return in_.panel_linear(x, panels, bias, out);
     if (row_panels_ && is_bf16(x) && is_bf16(panels) && x.size(0) == 1) {
@@ -150,12 +150,7 @@ class WideningBackend final : public Backend {
         return;
       }
     }
-    const int64_t count = panels.size(0), k = panels.size(1);
-    const Tensor w = empty({count * kPanelWidth, k}, panels.dtype(), panels.device());
-    copy(panels.permute({0, 2, 1}), w.view({count, kPanelWidth, k}));
-    const Tensor weight_t = w.narrow(0, 0, out.size(1)).t();
-    if (bias.defined()) addmm(bias, x, weight_t, out);
-    else matmul(x, weight_t, out);
+    Backend::panel_linear(x, panels, bias, out);  // unpacked, then this backend's addmm or matmul
   }
   void fill(const Tensor& dst, double value) override {
     if (!any_bf16(dst)) return in_.fill(dst, value);

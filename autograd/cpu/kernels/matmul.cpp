@@ -803,23 +803,18 @@ void causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double 
   if (!fused) causal_scale(out, out, divisor, above);
 }
 
-// linear(x, W, bias) on W's panels with linear's bits. One row where linear runs the FMA kernels (fast
-// numerics, at least kNarrowestFastProduct columns) goes to fast_row_times_panels, the threads splitting the
-// panels: each column is the chain it is in the unpacked product (it depends only on its row, its column and
-// k). Anything else (several rows: a prompt; narrow layers and exact numerics, whose one-row order depends on
-// W's layout) unpacks W and multiplies as linear does: the same kernel on the same operands. A prompt's
-// product packs B for its tiles anyway, and the copy costs one pass over W.
-void panel_linear(const Tensor& x, const Tensor& panels, const Tensor& bias, const Tensor& out) {
+// linear(x, W, bias) on W's panels with linear's bits, for one row where linear runs the FMA kernels (fast
+// numerics, at least kNarrowestFastProduct columns): fast_row_times_panels, the threads splitting the panels;
+// each column is the chain it is in the unpacked product (it depends only on its row, its column and k).
+// Anything else (several rows: a prompt; narrow layers and exact numerics, whose one-row order depends on
+// W's layout) is left to the caller, which unpacks W and multiplies as linear does (Backend::panel_linear): a
+// prompt's product packs B for its tiles anyway, and the copy costs one pass over W.
+bool row_times_panels(const Tensor& x, const Tensor& panels, const Tensor& bias, const Tensor& out) {
   init_cpu_runtime();
-  const int64_t m = x.size(0), k = x.size(1), n = out.size(1), count = panels.size(0), width = kPanelWidth;
-  if (m * n == 0) return;
-  const bool one_row = m == 1 && uses_fast_kernels(out) && k > 0 && x.is_contiguous() && panels.is_contiguous() &&
-                       out.is_contiguous() && (!bias.defined() || bias.is_contiguous());
-  if (!one_row) {
-    const Tensor w = empty({count * width, k}, panels.dtype(), panels.device());
-    backend(out.device()).copy(panels.permute({0, 2, 1}), w.view({count, width, k}));
-    return batched_matmul(x, w.narrow(0, 0, n).t(), out, MatmulStructure::dense, false, bias);
-  }
+  const int64_t k = x.size(1), n = out.size(1), count = panels.size(0);
+  const bool one_row = x.size(0) == 1 && n > 0 && uses_fast_kernels(out) && k > 0 && x.is_contiguous() &&
+                       panels.is_contiguous() && out.is_contiguous() && (!bias.defined() || bias.is_contiguous());
+  if (!one_row) return false;
   const ProductTimer timer(2.0 * double(n) * double(k));
   // One row reads a packed weight at the memory's speed: from 64K values (256 KB of float32, 20 µs on one
   // thread) two threads save more than starting them costs (SmolLM2's key and value projections, 576 x 192).
@@ -834,6 +829,7 @@ void panel_linear(const Tensor& x, const Tensor& panels, const Tensor& bias, con
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int t = 0; t < threads; ++t) fast_row_times_panels<T>(count * t / threads, count * (t + 1) / threads, k, n, a, w, b, c);
   });
+  return true;
 }
 
 }  // namespace autograd::cpu
