@@ -18,6 +18,7 @@
 #include "nn/lora.h"
 #include "optim/optim.h"
 #include "test_helpers.h"
+#include "test_process.h"
 
 #ifndef SCRATCHGRAD_SOURCE_DIR
 #define SCRATCHGRAD_SOURCE_DIR "/work/main"
@@ -161,7 +162,7 @@ TEST(Lora, AdaptersCheckpointNamesItsBaseAndLoadsOntoIt) {
 
 // A file with these bytes, in this test process's temporary folder.
 std::string file_with(const std::string& name, const std::string& bytes) {
-  const std::string path = ::testing::TempDir() + "lora_" + name + "_" + std::to_string(::getpid());
+  const std::string path = testing_process::scratch("lora_" + name).string();
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
   return path;
 }

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 // The build passes the folder of the built programs; this default fits a run from the repository root.
 #ifndef SCRATCHGRAD_BIN_DIR
 #define SCRATCHGRAD_BIN_DIR "build/bin"
@@ -38,11 +40,26 @@ inline bool emulated_on_x86() {
 #endif
 }
 
-// A file name inside this test process's own temporary folder (tests run in parallel under ctest).
-inline fs::path scratch(const std::string& name) {
+// This test process's own temporary folder (tests run in parallel under ctest), removed when the process
+// ends unless a test failed (its files are then there to read) or SCRATCHGRAD_KEEP_SCRATCH is set. Without
+// that, every ctest run left about a thousand folders behind, some of them hundreds of MB. Only the process
+// that made the folder removes it: a death test's child, forked, runs the same static destructors on exit.
+struct ScratchFolder {
   fs::path dir = fs::temp_directory_path() / ("scratchgrad_tests_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
+  pid_t owner = ::getpid();
+  ~ScratchFolder() {
+    if (::getpid() != owner || std::getenv("SCRATCHGRAD_KEEP_SCRATCH")) return;
+    if (!::testing::UnitTest::GetInstance()->Passed()) return;
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+  }
+};
+
+// A file name inside this test process's own temporary folder.
+inline fs::path scratch(const std::string& name) {
+  static ScratchFolder folder;
+  fs::create_directories(folder.dir);
+  return folder.dir / name;
 }
 
 struct Shell {
