@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <array>
 #include <fstream>
 #include <random>
 #include <string>
@@ -28,6 +29,7 @@ template <typename Draw> Tensor bf16_values(const Shape& shape, Draw&& draw) {
 struct Case {
   int64_t m, k, n;
   bool a_transposed = false, b_transposed = false;
+  bool strided = false;  // both operands every other column of a wider matrix: no stride is 1
 };
 
 // The operands of a case: a [m, k] and b [k, n], stored transposed where the case says so.
@@ -35,6 +37,9 @@ std::pair<Tensor, Tensor> operands(const Case& c, bool integers, std::mt19937& r
   std::uniform_int_distribution<int> small(-4, 4);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   auto draw = [&] { return integers ? float(small(rng)) : normal(rng); };
+  if (c.strided)
+    return {bf16_values({c.k, 2 * c.m}, draw).slice(1, 0, std::nullopt, 2).t(),
+            bf16_values({c.k, 2 * c.n}, draw).slice(1, 0, std::nullopt, 2)};
   Tensor a = c.a_transposed ? bf16_values({c.k, c.m}, draw).t() : bf16_values({c.m, c.k}, draw);
   Tensor b = c.b_transposed ? bf16_values({c.n, c.k}, draw).t() : bf16_values({c.k, c.n}, draw);
   return {a, b};
@@ -49,9 +54,13 @@ std::vector<Case> cases() {
   // 0 to 31 terms past the last whole 32 and N's columns in eights and the rest
   for (int64_t k : {0, 1, 2, 31, 32, 33, 64, 513, 1030})
     for (int64_t n : {1, 3, 4, 5, 8, 17, 33, 70}) all.push_back({1, k, n, false, true});
-  all.push_back({20, 65, 40, true, false});
-  all.push_back({20, 65, 40, false, true});
-  all.push_back({20, 65, 40, true, true});
+  // a Linear's three products in training (x·Wᵀ, g·W, xᵀ·g) pack each operand from its own layout: every
+  // pairing of the two layouts, K odd and even, N whole panels of 32 and not
+  for (const auto& [m, k, n] : {std::array<int64_t, 3>{20, 65, 40}, {13, 64, 64}, {7, 70, 50}, {30, 7, 33}, {3, 1, 1}})
+    for (bool a_t : {false, true})
+      for (bool b_t : {false, true}) all.push_back({m, k, n, a_t, b_t});
+  all.push_back({13, 65, 40, false, false, true});
+  all.push_back({1, 8, 3, false, false, true});
   return all;
 }
 
@@ -66,7 +75,7 @@ TEST(BFloat16Kernels, ExactWhereTheSumsAreExact) {
   std::mt19937 rng(7);
   for (const Case& c : cases()) {
     SCOPED_TRACE(testing::Message() << "m " << c.m << " k " << c.k << " n " << c.n << " transposed " << c.a_transposed
-                                    << c.b_transposed);
+                                    << c.b_transposed << " strided " << c.strided);
     const auto [a, b] = operands(c, true, rng);
     const Tensor want = product(reference::bfloat16_matmul, a, b);
     EXPECT_TRUE(equal(product(cpu::bfloat16_matmul, a, b), want));
@@ -80,7 +89,8 @@ TEST(BFloat16Kernels, ExactWhereTheSumsAreExact) {
 TEST(BFloat16Kernels, WithinFloat32RoundingsOfTheLoop) {
   std::mt19937 rng(8);
   for (const Case& c : cases()) {
-    SCOPED_TRACE(testing::Message() << "m " << c.m << " k " << c.k << " n " << c.n);
+    SCOPED_TRACE(testing::Message() << "m " << c.m << " k " << c.k << " n " << c.n << " transposed " << c.a_transposed
+                                    << c.b_transposed << " strided " << c.strided);
     const auto [a, b] = operands(c, false, rng);
     const Tensor want = product(reference::bfloat16_matmul, a, b);
     const Tensor got = product(cpu::bfloat16_matmul, a, b);

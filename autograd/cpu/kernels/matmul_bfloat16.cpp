@@ -4,7 +4,7 @@
 // of two float32 fused multiply-adds per lane: vdpbf16ps takes 32 bfloat16 pairs from each operand and
 // adds a₂ⱼ·b₂ⱼ + a₂ⱼ₊₁·b₂ⱼ₊₁ into float32 lane j. So the packing puts pairs of consecutive p side by side:
 //
-//   A (rows)     packed_a[i][q]    = { A[i, 2q], A[i, 2q+1] }                 one 32-bit word per pair
+//   A (rows)     packed_a[i/MR][q][i%MR] = { A[i, 2q], A[i, 2q+1] }          one 32-bit word per pair
 //   B (panel)    packed_b[q][c]    = { B[2q, j0+c], B[2q+1, j0+c] }  c < 32   two vectors per pair
 //
 // and the micro-kernel keeps an MR x 32 tile of C in 2·MR float32 registers; for each pair q it loads the
@@ -81,30 +81,117 @@ constexpr int64_t kPairsPerBlock = 256;   // 512 p per block: 256 pairs · 128 b
 
 uint32_t pair(bfloat16 even, bfloat16 odd) { return uint32_t(even.bits) | uint32_t(odd.bits) << 16; }
 
-// A's rows as words of two consecutive p (the last padded with a zero term when K is odd).
-std::vector<uint32_t> pack_a(Strided<const bfloat16> a, int64_t m, int64_t k) {
-  const int64_t pairs = (k + 1) / 2;
-  std::vector<uint32_t> packed(size_t(m * pairs));
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t q = 0; q < pairs; ++q)
-      packed[size_t(i * pairs + q)] = pair(a(i, 2 * q), 2 * q + 1 < k ? a(i, 2 * q + 1) : bfloat16{0});
-  return packed;
+// The 32-bit word at two consecutive bfloat16 values (p and p + 1 side by side in memory, as a pair is).
+uint32_t word_at(const bfloat16* at) {
+  uint32_t w;
+  std::memcpy(&w, at, sizeof w);
+  return w;
+}
+
+// The packings below have a plain loop for each layout a training step meets, so that they cost little
+// beside the products (a Linear's three products: x·Wᵀ, g·W and xᵀ·g, each operand with p along its rows
+// or along its columns), and the element-by-element walk for any other strides.
+//
+// Where row i's word for pair q goes: rows in blocks of MR, each block's words pair by pair with its MR
+// rows side by side, so that the micro-kernel reads its rows' words as one run of memory.
+int64_t a_slot(int64_t i, int64_t q, int64_t pairs) { return ((i / kMr) * pairs + q) * kMr + i % kMr; }
+
+// A's rows as words of two consecutive p (the last padded with a zero term when K is odd), in row blocks.
+void pack_a(Strided<const bfloat16> a, int64_t m, int64_t k, std::vector<uint32_t>& packed) {
+  const int64_t pairs = (k + 1) / 2, whole = k / 2;
+  packed.resize(size_t((m + kMr - 1) / kMr * kMr * pairs));
+  uint32_t* out = packed.data();
+  if (a.cs == 1) {  // p along a row: a pair is already one word in memory
+    for (int64_t i = 0; i < m; ++i) {
+      const bfloat16* row = &a(i, 0);
+      for (int64_t q = 0; q < whole; ++q) out[a_slot(i, q, pairs)] = word_at(row + 2 * q);
+      if (k % 2) out[a_slot(i, whole, pairs)] = row[k - 1].bits;
+    }
+  } else if (a.rs == 1) {  // p along a column (Aᵀ of a row-major matrix): rows 2q and 2q + 1 of it interleaved
+    for (int64_t q = 0; q < pairs; ++q) {
+      const bfloat16* even = &a(0, 2 * q);
+      const bfloat16* odd = 2 * q + 1 < k ? &a(0, 2 * q + 1) : nullptr;
+      for (int64_t i = 0; i < m; ++i)
+        out[a_slot(i, q, pairs)] = even[i].bits | (odd ? uint32_t(odd[i].bits) << 16 : 0u);
+    }
+  } else {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t q = 0; q < pairs; ++q)
+        out[a_slot(i, q, pairs)] = pair(a(i, 2 * q), 2 * q + 1 < k ? a(i, 2 * q + 1) : bfloat16{0});
+  }
+}
+
+// to[j · to_step + r] = from[r · from_step + j] for a 16 x 16 block of 32-bit words: 16 loads of 64 bytes,
+// the block turned over in registers (pairs of rows interleaved word by word, then two words at a time,
+// then 128-bit quarters twice), 16 stores of 64 bytes.
+[[gnu::target("avx512f")]] void turn_over_16x16(const uint32_t* from, int64_t from_step, uint32_t* to,
+                                                int64_t to_step) {
+  constexpr __mmask16 all = 0xFFFF;  // the masked forms, every lane kept (as lane_sum: GCC 12's warning)
+  constexpr __mmask8 all8 = 0xFF;
+  __m512i r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(from + i * from_step);
+  for (int i = 0; i < 16; i += 2) {  // lane L of t[i]: rows i, i + 1, words 4L, 4L + 1 interleaved (t[i + 1]: +2, +3)
+    t[i] = _mm512_maskz_unpacklo_epi32(all, r[i], r[i + 1]);
+    t[i + 1] = _mm512_maskz_unpackhi_epi32(all, r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // lane L of r[g + e]: rows g .. g + 3, word 4L + e
+    r[g] = _mm512_maskz_unpacklo_epi64(all8, t[g], t[g + 2]);
+    r[g + 1] = _mm512_maskz_unpackhi_epi64(all8, t[g], t[g + 2]);
+    r[g + 2] = _mm512_maskz_unpacklo_epi64(all8, t[g + 1], t[g + 3]);
+    r[g + 3] = _mm512_maskz_unpackhi_epi64(all8, t[g + 1], t[g + 3]);
+  }
+  for (int e = 0; e < 4; ++e) {  // word 4L + e of all 16 rows: lane L of r[e], r[4 + e], r[8 + e], r[12 + e]
+    // lanes 0 and 2 (then 1 and 3) of rows 0-7, and of rows 8-15
+    const __m512i low02 = _mm512_maskz_shuffle_i32x4(all, r[e], r[4 + e], 0x88);
+    const __m512i low13 = _mm512_maskz_shuffle_i32x4(all, r[e], r[4 + e], 0xDD);
+    const __m512i high02 = _mm512_maskz_shuffle_i32x4(all, r[8 + e], r[12 + e], 0x88);
+    const __m512i high13 = _mm512_maskz_shuffle_i32x4(all, r[8 + e], r[12 + e], 0xDD);
+    _mm512_storeu_si512(to + (0 + e) * to_step, _mm512_maskz_shuffle_i32x4(all, low02, high02, 0x88));
+    _mm512_storeu_si512(to + (8 + e) * to_step, _mm512_maskz_shuffle_i32x4(all, low02, high02, 0xDD));
+    _mm512_storeu_si512(to + (4 + e) * to_step, _mm512_maskz_shuffle_i32x4(all, low13, high13, 0x88));
+    _mm512_storeu_si512(to + (12 + e) * to_step, _mm512_maskz_shuffle_i32x4(all, low13, high13, 0xDD));
+  }
 }
 
 // B's columns j0 .. j0+32 as 32 words per pair of p (zero past N and past K).
 void pack_b_panel(Strided<const bfloat16> b, int64_t n, int64_t k, int64_t j0, uint32_t* packed) {
-  const int64_t pairs = (k + 1) / 2;
-  for (int64_t q = 0; q < pairs; ++q)
-    for (int64_t c = 0; c < kNr; ++c) {
-      const int64_t j = j0 + c;
-      packed[q * kNr + c] = j >= n ? 0u : pair(b(2 * q, j), 2 * q + 1 < k ? b(2 * q + 1, j) : bfloat16{0});
+  const int64_t pairs = (k + 1) / 2, whole = k / 2, width = std::min(kNr, n - j0);
+  if (width < kNr) std::fill(packed, packed + pairs * kNr, 0u);  // the columns past N stay zero
+  if (b.rs == 1) {  // p along a column (Wᵀ: a Linear's forward product): each column's pairs are words
+    // 16 columns by 16 pairs at a time, turned over (when each column's words are 4-byte aligned); the rest
+    // word by word
+    const bool aligned = reinterpret_cast<uintptr_t>(&b(0, j0)) % 4 == 0 && b.cs % 2 == 0;
+    const int64_t blocked_columns = aligned ? width / 16 * 16 : 0, blocked_pairs = aligned ? whole / 16 * 16 : 0;
+    for (int64_t c = 0; c < blocked_columns; c += 16)
+      for (int64_t q = 0; q < blocked_pairs; q += 16)
+        turn_over_16x16(reinterpret_cast<const uint32_t*>(&b(2 * q, j0 + c)), b.cs / 2, packed + q * kNr + c, kNr);
+    for (int64_t c = 0; c < width; ++c) {
+      const bfloat16* column = &b(0, j0 + c);
+      for (int64_t q = c < blocked_columns ? blocked_pairs : 0; q < whole; ++q)
+        packed[q * kNr + c] = word_at(column + 2 * q);
+      if (k % 2) packed[whole * kNr + c] = column[k - 1].bits;
     }
+  } else if (b.cs == 1) {  // p down the rows (W, or a gradient): rows 2q and 2q + 1 interleaved
+    for (int64_t q = 0; q < pairs; ++q) {
+      const bfloat16* even = &b(2 * q, j0);
+      const bfloat16* odd = 2 * q + 1 < k ? &b(2 * q + 1, j0) : nullptr;
+      uint32_t* to = packed + q * kNr;
+      if (odd && width == kNr)
+        for (int64_t c = 0; c < kNr; ++c) to[c] = even[c].bits | uint32_t(odd[c].bits) << 16;
+      else
+        for (int64_t c = 0; c < width; ++c) to[c] = even[c].bits | (odd ? uint32_t(odd[c].bits) << 16 : 0u);
+    }
+  } else {
+    for (int64_t q = 0; q < pairs; ++q)
+      for (int64_t c = 0; c < width; ++c)
+        packed[q * kNr + c] = pair(b(2 * q, j0 + c), 2 * q + 1 < k ? b(2 * q + 1, j0 + c) : bfloat16{0});
+  }
 }
 
 // sums[r][0..32) (+)= Σ over pairs q in [q0, q1) of row r's words · the panel's words, for R rows.
 template <int R>
-[[gnu::target("avx512f,avx512bf16")]] void micro_kernel(const uint32_t* a, int64_t a_pairs, const uint32_t* panel,
-                                                         int64_t q0, int64_t q1, float* sums, bool first) {
+[[gnu::target("avx512f,avx512bf16")]] void micro_kernel(const uint32_t* a, const uint32_t* panel, int64_t q0,
+                                                         int64_t q1, float* sums, bool first) {
   __m512 acc[R][2];
   for (int r = 0; r < R; ++r) {
     acc[r][0] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(sums + r * kNr);
@@ -114,7 +201,7 @@ template <int R>
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(panel + q * kNr);
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(panel + q * kNr + 16);
     for (int r = 0; r < R; ++r) {
-      const __m512bh word = (__m512bh)_mm512_set1_epi32(int(a[r * a_pairs + q]));
+      const __m512bh word = (__m512bh)_mm512_set1_epi32(int(a[q * kMr + r]));
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], word, b0);
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], word, b1);
     }
@@ -125,7 +212,7 @@ template <int R>
   }
 }
 
-using MicroKernel = void (*)(const uint32_t*, int64_t, const uint32_t*, int64_t, int64_t, float*, bool);
+using MicroKernel = void (*)(const uint32_t*, const uint32_t*, int64_t, int64_t, float*, bool);
 template <size_t... R> constexpr auto kernels_by_rows(std::index_sequence<R...>) {
   return std::array<MicroKernel, sizeof...(R)>{&micro_kernel<int(R) + 1>...};
 }
@@ -143,12 +230,16 @@ void panel_product(const std::vector<uint32_t>& a, Strided<const bfloat16> b, St
     const int64_t q1 = std::min(pairs, q0 + kPairsPerBlock);
     for (int64_t i0 = 0; i0 < m; i0 += kMr) {
       const int64_t rows = std::min(kMr, m - i0);
-      kKernels[size_t(rows - 1)](a.data() + i0 * pairs, pairs, panel.data(), q0, q1, sums.data() + i0 * kNr, q0 == 0);
+      kKernels[size_t(rows - 1)](a.data() + i0 * pairs, panel.data(), q0, q1, sums.data() + i0 * kNr, q0 == 0);
     }
   }
   const int64_t width = std::min(kNr, n - j0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t col = 0; col < width; ++col) c(i, j0 + col) = sums[size_t(i * kNr + col)];
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = sums.data() + i * kNr;
+    if (c.cs == 1) std::copy(row, row + width, &c(i, j0));
+    else
+      for (int64_t col = 0; col < width; ++col) c(i, j0 + col) = row[col];
+  }
 }
 
 void avx512_bf16_product(const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -156,7 +247,7 @@ void avx512_bf16_product(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t items = out.numel() / std::max<int64_t>(m * n, 1);
   if (m == 0 || n == 0) return;
   std::vector<std::vector<uint32_t>> packed_a(static_cast<size_t>(items));
-  for (int64_t t = 0; t < items; ++t) packed_a[size_t(t)] = pack_a(item<const bfloat16>(a, t), m, k);
+  for (int64_t t = 0; t < items; ++t) pack_a(item<const bfloat16>(a, t), m, k, packed_a[size_t(t)]);
   const int64_t panels = (n + kNr - 1) / kNr, tasks = items * panels;
   const int threads = int(std::min<int64_t>(get_num_threads(), tasks));
   // Each task is one panel of one matrix: tasks share nothing they write, so threads split them freely.
@@ -251,7 +342,9 @@ template <int PANELS>
     const __m512 x = _mm512_set1_ps(widen(a[p]));
     for (int i = 0; i < PANELS; ++i) {
       const __m256i row = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panels + (index[i] * k + p) * 16));
-      const __m512 w = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(row), 16));  // the top halves
+      // the top halves (the masked forms, all lanes kept: GCC 12's unmasked ones draw a false warning)
+      const __m512i wide = _mm512_maskz_cvtepu16_epi32(0xFFFF, row);
+      const __m512 w = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, wide, 16));
       acc[i] = _mm512_fmadd_ps(w, x, acc[i]);
     }
   }
