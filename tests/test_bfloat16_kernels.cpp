@@ -79,6 +79,10 @@ TEST(BFloat16Kernels, ExactWhereTheSumsAreExact) {
     const auto [a, b] = operands(c, true, rng);
     const Tensor want = product(reference::bfloat16_matmul, a, b);
     EXPECT_TRUE(equal(product(cpu::bfloat16_matmul, a, b), want));
+    // into a transposed output (a weight's gradient is made in its transposed layout): the same bits
+    const Tensor turned = empty({c.n, c.m}).t();
+    cpu::bfloat16_matmul(a, b, turned);
+    EXPECT_TRUE(equal(turned, want));
     // the portable path: widened operands, the float32 product
     EXPECT_TRUE(equal(matmul(a.to(DType::Float32), b.to(DType::Float32)), want));
   }

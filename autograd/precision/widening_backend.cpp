@@ -20,11 +20,15 @@ constexpr int64_t kTile = 32;  // a 32 x 32 tile of a transposed copy: both side
 // compiler to make vector instructions of); tiles when a matrix meets its transpose (a weight's gradient is
 // written into the transposed view that the product made it in), each tile converted along its source's
 // rows into a small buffer and then written out along the destination's; the index walk otherwise.
+// Whether t's elements fill one run of memory in row-major order or in its transpose's (a matrix written
+// through .t(), as a weight's gradient is).
+bool is_dense(const Tensor& t) { return t.is_contiguous() || (t.dim() == 2 && t.t().is_contiguous()); }
+
 template <typename S, typename D, typename Convert>
 void convert_each(const Tensor& src, const Tensor& dst, Convert convert) {
   const S* s = static_cast<const S*>(src.raw_data());
   D* d = static_cast<D*>(dst.raw_data());
-  if (src.is_contiguous() && dst.is_contiguous()) {
+  if (src.strides() == dst.strides() && src.shape() == dst.shape() && is_dense(src)) {  // the same order in memory
     for (int64_t i = 0, n = src.numel(); i < n; ++i) d[i] = convert(s[i]);
     return;
   }
@@ -65,9 +69,13 @@ void copy_bfloat16(const Tensor& src, const Tensor& dst) {
   convert_each<bfloat16, bfloat16>(src, dst, [](bfloat16 x) { return x; });
 }
 
+void widen_into_float32(const Tensor& src, const Tensor& dst) {
+  convert_each<bfloat16, float>(src, dst, [](bfloat16 x) { return widen(x); });
+}
+
 Tensor widen_to_float32(const Tensor& t) {
   Tensor wide = empty(t.shape(), DType::Float32, t.device());
-  convert_each<bfloat16, float>(t, wide, [](bfloat16 x) { return widen(x); });
+  widen_into_float32(t, wide);
   return wide;
 }
 
@@ -94,6 +102,14 @@ Tensor wide(const Tensor& t) { return is_bf16(t) ? widen_to_float32(t) : t; }
 // A scalar that meets a bfloat16 tensor is that tensor's dtype first (PyTorch casts the wrapped number).
 double scalar_for(const Tensor& in, double s) { return is_bf16(in) ? widen(round_to_bfloat16(float(s))) : s; }
 
+// A float32 tensor laid out in memory as t is where t is a transposed matrix (a weight's gradient is made
+// in the transposed view of the weight's layout), so that rounding it into t reads and writes in one order.
+Tensor float32_like(const Tensor& t) {
+  if (t.dim() == 2 && !t.is_contiguous() && t.t().is_contiguous())
+    return empty({t.size(1), t.size(0)}, DType::Float32, t.device()).t();
+  return empty(t.shape(), DType::Float32, t.device());
+}
+
 // What an entry writes: float32 scratch for a bfloat16 output (holding its values where the entry also
 // reads them: gradients added into, Adam's state), rounded into it by store(); other outputs as they are.
 class Output {
@@ -101,7 +117,7 @@ class Output {
   enum Mode { write, read_write };
   explicit Output(const Tensor& target, Mode mode = write) : target_(target) {
     if (!is_bf16(target)) wide_ = target;
-    else wide_ = mode == read_write ? widen_to_float32(target) : empty(target.shape(), DType::Float32, target.device());
+    else wide_ = mode == read_write ? widen_to_float32(target) : float32_like(target);
   }
   operator const Tensor&() const { return wide_; }
   void store() const {
@@ -133,6 +149,8 @@ class WideningBackend final : public Backend {
     if (src.dtype() == DType::Float32 && is_bf16(dst) && src.shape() == dst.shape())
       return round_into_bfloat16(src, dst);
     if (is_bf16(src) && is_bf16(dst) && src.shape() == dst.shape()) return copy_bfloat16(src, dst);
+    // and bfloat16 → float32 widens straight into dst (a weight's gradient leaving autocast)
+    if (is_bf16(src) && dst.dtype() == DType::Float32 && src.shape() == dst.shape()) return widen_into_float32(src, dst);
     Output o(dst);
     in_.copy(wide(src), o);
     o.store();

@@ -30,6 +30,8 @@ Backend& widening_backend(Backend& inner, BFloat16Product product, BFloat16RowPa
 
 // dst (bfloat16, any strides) = src (float32, same shape) rounded to the nearest, ties to even.
 void round_into_bfloat16(const Tensor& src, const Tensor& dst);
+// dst (float32, any strides) = src (bfloat16, same shape): exact.
+void widen_into_float32(const Tensor& src, const Tensor& dst);
 // A contiguous float32 copy of t (bfloat16, any strides): exact.
 Tensor widen_to_float32(const Tensor& t);
 

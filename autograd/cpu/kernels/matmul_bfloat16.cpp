@@ -218,6 +218,23 @@ template <size_t... R> constexpr auto kernels_by_rows(std::index_sequence<R...>)
 }
 constexpr auto kKernels = kernels_by_rows(std::make_index_sequence<kMr>());
 
+// C[:, j0 : j0 + width] = the m x 32 sums (rows of 32): row by row where C's rows are contiguous, else
+// where its columns are (a weight's gradient, made in its transposed layout) 16 x 16 blocks turned over,
+// the rest one by one.
+void store_sums(const float* sums, Strided<float> c, int64_t m, int64_t j0, int64_t width) {
+  if (c.cs == 1) {
+    for (int64_t i = 0; i < m; ++i) std::copy(sums + i * kNr, sums + i * kNr + width, &c(i, j0));
+    return;
+  }
+  const int64_t blocked_rows = c.rs == 1 ? m / 16 * 16 : 0, blocked_columns = c.rs == 1 ? width / 16 * 16 : 0;
+  for (int64_t i = 0; i < blocked_rows; i += 16)
+    for (int64_t col = 0; col < blocked_columns; col += 16)
+      turn_over_16x16(reinterpret_cast<const uint32_t*>(sums + i * kNr + col), kNr,
+                      reinterpret_cast<uint32_t*>(&c(i, j0 + col)), c.cs);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t col = i < blocked_rows ? blocked_columns : 0; col < width; ++col) c(i, j0 + col) = sums[i * kNr + col];
+}
+
 // C[:, j0 : j0+32] of one matrix: pack its panel of B, then every row block, block of pairs by block.
 void panel_product(const std::vector<uint32_t>& a, Strided<const bfloat16> b, Strided<float> c, int64_t m, int64_t n,
                    int64_t k, int64_t j0, std::vector<uint32_t>& panel, std::vector<float>& sums) {
@@ -234,12 +251,7 @@ void panel_product(const std::vector<uint32_t>& a, Strided<const bfloat16> b, St
     }
   }
   const int64_t width = std::min(kNr, n - j0);
-  for (int64_t i = 0; i < m; ++i) {
-    const float* row = sums.data() + i * kNr;
-    if (c.cs == 1) std::copy(row, row + width, &c(i, j0));
-    else
-      for (int64_t col = 0; col < width; ++col) c(i, j0 + col) = row[col];
-  }
+  store_sums(sums.data(), c, m, j0, width);
 }
 
 void avx512_bf16_product(const Tensor& a, const Tensor& b, const Tensor& out) {
