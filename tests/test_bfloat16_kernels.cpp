@@ -83,6 +83,14 @@ TEST(BFloat16Kernels, ExactWhereTheSumsAreExact) {
     const Tensor turned = empty({c.n, c.m}).t();
     cpu::bfloat16_matmul(a, b, turned);
     EXPECT_TRUE(equal(turned, want));
+    // into a bfloat16 output, in both layouts: each sum rounded once, by the kernel and by the loop
+    const Tensor want_rounded = want.to(DType::BFloat16).to(DType::Float32);
+    for (const Tensor& rounded : {empty({c.m, c.n}, DType::BFloat16), empty({c.n, c.m}, DType::BFloat16).t()}) {
+      cpu::bfloat16_matmul(a, b, rounded);
+      EXPECT_TRUE(equal(rounded.to(DType::Float32), want_rounded));
+      reference::bfloat16_matmul(a, b, rounded);
+      EXPECT_TRUE(equal(rounded.to(DType::Float32), want_rounded));
+    }
     // the portable path: widened operands, the float32 product
     EXPECT_TRUE(equal(matmul(a.to(DType::Float32), b.to(DType::Float32)), want));
   }

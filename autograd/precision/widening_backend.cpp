@@ -217,9 +217,9 @@ class WideningBackend final : public Backend {
   // ---- products: bfloat16 operands go to `product`, whose float32 sums are rounded once if out is bfloat16
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override {
     if (!any_bf16(a, b, out)) return in_.matmul(a, b, out);
+    if (is_bf16(a) && is_bf16(b)) return product_(a, b, out);  // it rounds into a bfloat16 out itself
     Output o(out);
-    if (is_bf16(a) && is_bf16(b)) product_(a, b, o);
-    else in_.matmul(wide(a), wide(b), o);
+    in_.matmul(wide(a), wide(b), o);
     o.store();
   }
   void addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out) override {

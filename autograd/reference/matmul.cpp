@@ -32,7 +32,8 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
   floating(a, "matmul", product<float>, product<double>)(a, b, no_bias, out);
 }
 
-// out[..., i, j] = Σ_p a[..., i, p] · b[..., p, j] with a and b bfloat16 and out float32: every term is
+// out[..., i, j] = Σ_p a[..., i, p] · b[..., p, j] with a and b bfloat16 and out float32 (or bfloat16: the
+// sum rounded once): every term is
 // the product of two widened bfloat16 numbers (exact in float32: 8 + 8 significant bits), added into a
 // float32 sum in the order of p. The fast kernels (cpu/kernels/matmul_bfloat16.cpp) are held to this loop.
 void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
@@ -41,13 +42,14 @@ void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
   for (int64_t n = 0; n < shape_numel(batch); ++n) {
     const Matrix<const bfloat16> A = matrix<const bfloat16>(a, index_of(n, batch));
     const Matrix<const bfloat16> B = matrix<const bfloat16>(b, index_of(n, batch));
-    const Matrix<float> C = matrix<float>(out, index_of(n, batch));
+    const bool rounded = out.dtype() == DType::BFloat16;  // the float32 sum rounded once, into a bfloat16 out
     for (int64_t i = 0; i < M; ++i) {
       for (int64_t j = 0; j < N; ++j) {
         float sum = 0;
         for (int64_t p = 0; p < K; ++p)
           sum = sum + widen(A(i, p)) * widen(B(p, j));
-        C(i, j) = sum;
+        if (rounded) matrix<bfloat16>(out, index_of(n, batch))(i, j) = round_to_bfloat16(sum);
+        else matrix<float>(out, index_of(n, batch))(i, j) = sum;
       }
     }
   }

@@ -218,25 +218,39 @@ template <size_t... R> constexpr auto kernels_by_rows(std::index_sequence<R...>)
 }
 constexpr auto kKernels = kernels_by_rows(std::make_index_sequence<kMr>());
 
+// What a sum is stored as: itself in a float32 output, rounded once in a bfloat16 one.
+inline void store(float& to, float sum) { to = sum; }
+inline void store(bfloat16& to, float sum) { to = round_to_bfloat16(sum); }
+
 // C[:, j0 : j0 + width] = the m x 32 sums (rows of 32): row by row where C's rows are contiguous, else
-// where its columns are (a weight's gradient, made in its transposed layout) 16 x 16 blocks turned over,
-// the rest one by one.
-void store_sums(const float* sums, Strided<float> c, int64_t m, int64_t j0, int64_t width) {
+// where its columns are (a weight's gradient, made in its transposed layout) 16 x 16 blocks turned over
+// into a tile and stored column by column, the rest one by one.
+template <typename T> void store_sums(const float* sums, Strided<T> c, int64_t m, int64_t j0, int64_t width) {
   if (c.cs == 1) {
-    for (int64_t i = 0; i < m; ++i) std::copy(sums + i * kNr, sums + i * kNr + width, &c(i, j0));
+    for (int64_t i = 0; i < m; ++i) {
+      T* row = &c(i, j0);
+      for (int64_t col = 0; col < width; ++col) store(row[col], sums[i * kNr + col]);
+    }
     return;
   }
   const int64_t blocked_rows = c.rs == 1 ? m / 16 * 16 : 0, blocked_columns = c.rs == 1 ? width / 16 * 16 : 0;
+  alignas(64) float tile[16 * 16];
   for (int64_t i = 0; i < blocked_rows; i += 16)
-    for (int64_t col = 0; col < blocked_columns; col += 16)
-      turn_over_16x16(reinterpret_cast<const uint32_t*>(sums + i * kNr + col), kNr,
-                      reinterpret_cast<uint32_t*>(&c(i, j0 + col)), c.cs);
+    for (int64_t col = 0; col < blocked_columns; col += 16) {
+      turn_over_16x16(reinterpret_cast<const uint32_t*>(sums + i * kNr + col), kNr, reinterpret_cast<uint32_t*>(tile), 16);
+      for (int64_t cc = 0; cc < 16; ++cc) {
+        T* column = &c(i, j0 + col + cc);
+        for (int64_t r = 0; r < 16; ++r) store(column[r], tile[cc * 16 + r]);
+      }
+    }
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t col = i < blocked_rows ? blocked_columns : 0; col < width; ++col) c(i, j0 + col) = sums[i * kNr + col];
+    for (int64_t col = i < blocked_rows ? blocked_columns : 0; col < width; ++col)
+      store(c(i, j0 + col), sums[i * kNr + col]);
 }
 
 // C[:, j0 : j0+32] of one matrix: pack its panel of B, then every row block, block of pairs by block.
-void panel_product(const std::vector<uint32_t>& a, Strided<const bfloat16> b, Strided<float> c, int64_t m, int64_t n,
+template <typename T>
+void panel_product(const std::vector<uint32_t>& a, Strided<const bfloat16> b, Strided<T> c, int64_t m, int64_t n,
                    int64_t k, int64_t j0, std::vector<uint32_t>& panel, std::vector<float>& sums) {
   const int64_t pairs = (k + 1) / 2;
   panel.resize(size_t(std::max<int64_t>(pairs, 1) * kNr));
@@ -254,7 +268,7 @@ void panel_product(const std::vector<uint32_t>& a, Strided<const bfloat16> b, St
   store_sums(sums.data(), c, m, j0, width);
 }
 
-void avx512_bf16_product(const Tensor& a, const Tensor& b, const Tensor& out) {
+template <typename T> void avx512_bf16_product(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   const int64_t items = out.numel() / std::max<int64_t>(m * n, 1);
   if (m == 0 || n == 0) return;
@@ -270,7 +284,7 @@ void avx512_bf16_product(const Tensor& a, const Tensor& b, const Tensor& out) {
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t t = task / panels, j0 = (task % panels) * kNr;
-      panel_product(packed_a[size_t(t)], item<const bfloat16>(b, t), item<float>(out, t), m, n, k, j0, panel, sums);
+      panel_product(packed_a[size_t(t)], item<const bfloat16>(b, t), item<T>(out, t), m, n, k, j0, panel, sums);
     }
   }
 }
@@ -405,11 +419,22 @@ bool bfloat16_row_times_panels(const Tensor& a, const Tensor& panels, const Tens
 const char* bfloat16_kernel_name() { return has_avx512_bf16() ? "avx512_bf16" : "float32 (widened)"; }
 
 void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const bool rounded = out.dtype() == DType::BFloat16;
+#ifdef SCRATCHGRAD_X86_BF16
+  if (has_avx512_bf16() && !is_row_times_weight(a, b)) {  // the packed kernel rounds as it stores
+    ProductTimer timer(2.0 * double(out.numel()) * double(a.size(-1)));  // bench_gpt2_train's products line
+    return rounded ? avx512_bf16_product<bfloat16>(a, b, out) : avx512_bf16_product<float>(a, b, out);
+  }
+#endif
+  if (rounded) {  // the float32 sums, then rounded once
+    const Tensor sums = empty(out.shape(), DType::Float32);
+    bfloat16_matmul(a, b, sums);
+    return round_into_bfloat16(sums, out);
+  }
 #ifdef SCRATCHGRAD_X86_BF16
   if (has_avx512_bf16()) {
-    ProductTimer timer(2.0 * double(out.numel()) * double(a.size(-1)));  // bench_gpt2_train's products line
-    if (is_row_times_weight(a, b)) return avx512_bf16_row_products(a, b, out);
-    return avx512_bf16_product(a, b, out);
+    ProductTimer timer(2.0 * double(out.numel()) * double(a.size(-1)));
+    return avx512_bf16_row_products(a, b, out);
   }
 #endif
   // The portable path: both operands widened (exact), then the float32 product.
