@@ -418,6 +418,8 @@ bool bfloat16_row_times_panels(const Tensor& a, const Tensor& panels, const Tens
 
 const char* bfloat16_kernel_name() { return has_avx512_bf16() ? "avx512_bf16" : "float32 (widened)"; }
 
+// A bfloat16 out (a product under autocast) gets each float32 sum rounded once: by the packed kernel as it
+// stores, else through a float32 copy.
 void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
   const bool rounded = out.dtype() == DType::BFloat16;
 #ifdef SCRATCHGRAD_X86_BF16
