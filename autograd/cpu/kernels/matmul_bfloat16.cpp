@@ -172,9 +172,15 @@ void pack_b_panel(Strided<const bfloat16> b, int64_t n, int64_t k, int64_t j0, u
       if (k % 2) packed[whole * kNr + c] = column[k - 1].bits;
     }
   } else if (b.cs == 1) {  // p down the rows (W, or a gradient): rows 2q and 2q + 1 interleaved
+    constexpr int64_t kAhead = 8;  // pairs of rows: each row's 64 bytes sit in a different page, which the
+                                   // hardware's prefetchers do not cross
     for (int64_t q = 0; q < pairs; ++q) {
       const bfloat16* even = &b(2 * q, j0);
       const bfloat16* odd = 2 * q + 1 < k ? &b(2 * q + 1, j0) : nullptr;
+      if (2 * (q + kAhead) + 1 < k) {
+        _mm_prefetch(reinterpret_cast<const char*>(&b(2 * (q + kAhead), j0)), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(&b(2 * (q + kAhead) + 1, j0)), _MM_HINT_T0);
+      }
       uint32_t* to = packed + q * kNr;
       if (odd && width == kNr)
         for (int64_t c = 0; c < kNr; ++c) to[c] = even[c].bits | uint32_t(odd[c].bits) << 16;
