@@ -6,7 +6,8 @@
 # PRECISIONS ("fp32") lists the precisions each runs in: "fp32 bf16" adds ours under --precision bf16 (the
 # products on bfloat16 operands, AutocastGuard) and PyTorch's step under torch.autocast("cpu", bfloat16),
 # after the float32 pair of the same mode and thread count; a bf16 MFU is over the bfloat16 path's peak.
-# THREADS ("1 2") lists the thread counts, MODES ("full lora") the modes. WARMUP (2) untimed steps come first in ours and PyTorch's runs. PyTorch's lines need /usr/bin/python3 with
+# THREADS ("1 2") lists the thread counts, MODES ("full lora") the modes. WARMUP (2) untimed steps come
+# first in ours and PyTorch's runs. PyTorch's lines need /usr/bin/python3 with
 # Debian's python3-torch (PYTHON names another); without it they say it is absent. Besides its RESULT line,
 # ours prints its step by phase and its matrix products' share ("ours phases:", "ours products:").
 # With LLMC_DIR set to a folder holding a built llm.c train_gpt2 and its inputs (bench/llmc_build.sh makes one
