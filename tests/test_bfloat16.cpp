@@ -131,6 +131,34 @@ TEST(BFloat16, ConversionsInEveryLayout) {
   EXPECT_EQ(bits_of(cube.to(DType::BFloat16).contiguous()), expected_bits(cube)) << "3-D, permuted";
 }
 
+// A run long enough for the CPU's conversion loop to split over threads (bfloat16_runs.cpp), with a length
+// that leaves a tail past the last 16 lanes: every element rounded as round_to_bfloat16 and widened back
+// exactly, on one thread and on two.
+TEST(BFloat16, LongRunsRoundAndWidenEveryElement) {
+  const int64_t n = (int64_t(1) << 18) + 37;
+  std::vector<float> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    values[size_t(i)] = std::bit_cast<float>(0x3F800000u + uint32_t(i) * 0x4000u);  // a tie every 4, odd and even
+  values[5] = std::numeric_limits<float>::quiet_NaN();
+  values[size_t(n - 1)] = -std::numeric_limits<float>::quiet_NaN();
+  std::vector<uint16_t> expected;
+  for (float v : values) expected.push_back(round_to_bfloat16(v).bits);
+  const Tensor a = from_vector(values, {n});
+  const int previous = get_num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    const Tensor rounded = a.to(DType::BFloat16);
+    EXPECT_EQ(bits_of(rounded), expected) << threads << " threads";
+    const std::vector<float> back = rounded.to(DType::Float32).to_vector<float>();
+    for (int64_t i = 0; i < n; ++i)
+      if (std::bit_cast<uint32_t>(back[size_t(i)]) != uint32_t(expected[size_t(i)]) << 16) {
+        ADD_FAILURE() << "element " << i << " widened to " << back[size_t(i)] << " on " << threads << " threads";
+        break;
+      }
+  }
+  set_num_threads(previous);
+}
+
 TEST(BFloat16, ConversionFromFloat64AndIntegers) {
   // float64 → bfloat16 goes through float32, as PyTorch converts: 1 + 2⁻⁸ + 2⁻³⁰ rounds to 1 + 2⁻⁸ in
   // float32 first, a tie that goes to even (1), where a direct rounding would go up.

@@ -4,6 +4,7 @@
 
 #include "autograd/cpu/runtime/buffer_cache.h"
 #include "autograd/cpu/kernels.h"
+#include "autograd/cpu/kernels/bfloat16_runs.h"
 #include "autograd/precision/widening_backend.h"
 
 namespace autograd::cpu {
@@ -144,7 +145,8 @@ Backend& cpu_backend() {
   // Never destroyed: a tensor held by a static (a program's global model) is freed during static
   // destruction, possibly after this function's own statics, and must still find its backend.
   // bfloat16 tensors are computed in float32 in front of it (widening_backend.h).
-  static Backend& instance = widening_backend(*new CpuBackend, bfloat16_matmul, bfloat16_row_times_panels);
+  static Backend& instance = widening_backend(*new CpuBackend, bfloat16_matmul, bfloat16_row_times_panels,
+                                              {round_run_to_bfloat16, widen_run_to_float32});
   return instance;
 }
 

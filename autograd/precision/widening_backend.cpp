@@ -14,21 +14,22 @@ namespace autograd {
 namespace {
 constexpr int64_t kTile = 32;  // a 32 x 32 tile of a transposed copy: both sides' lines stay in L1 while it runs
 
-// dst = convert(src) for every element (same shape). A training step under autocast converts several times
-// its parameter count (each weight rounded, each weight gradient rounded and widened again, the logits both
-// ways), so the loops are written to be fast: one plain loop when both are contiguous (simple enough for the
-// compiler to make vector instructions of); tiles when a matrix meets its transpose (a weight's gradient is
-// written into the transposed view that the product made it in), each tile converted along its source's
-// rows into a small buffer and then written out along the destination's; the index walk otherwise.
 // Whether t's elements fill one run of memory in row-major order or in its transpose's (a matrix written
 // through .t(), as a weight's gradient is).
 bool is_dense(const Tensor& t) { return t.is_contiguous() || (t.dim() == 2 && t.t().is_contiguous()); }
 
+// dst = convert(src) for every element (same shape). A training step under autocast converts several times
+// its parameter count (each weight rounded, each weight gradient widened, the logits both ways), so the
+// loops are written to be fast: where both lie in memory in the same order, one plain loop (or the backend's
+// own loop for such a run, BFloat16Runs: the CPU's is vectorised and threaded); tiles when a matrix meets
+// its transpose, each tile converted along its source's rows into a small buffer and then written out along
+// the destination's; the index walk otherwise.
 template <typename S, typename D, typename Convert>
-void convert_each(const Tensor& src, const Tensor& dst, Convert convert) {
+void convert_each(const Tensor& src, const Tensor& dst, Convert convert, void (*run)(const S*, D*, int64_t) = nullptr) {
   const S* s = static_cast<const S*>(src.raw_data());
   D* d = static_cast<D*>(dst.raw_data());
   if (src.strides() == dst.strides() && src.shape() == dst.shape() && is_dense(src)) {  // the same order in memory
+    if (run) return run(s, d, src.numel());
     for (int64_t i = 0, n = src.numel(); i < n; ++i) d[i] = convert(s[i]);
     return;
   }
@@ -60,8 +61,8 @@ void convert_each(const Tensor& src, const Tensor& dst, Convert convert) {
 }
 }  // namespace
 
-void round_into_bfloat16(const Tensor& src, const Tensor& dst) {
-  convert_each<float, bfloat16>(src, dst, [](float x) { return round_to_bfloat16(x); });
+void round_into_bfloat16(const Tensor& src, const Tensor& dst, decltype(BFloat16Runs::round) run) {
+  convert_each<float, bfloat16>(src, dst, [](float x) { return round_to_bfloat16(x); }, run);
 }
 
 // dst = src, both bfloat16: the 16 bits as they are (no float32 in the middle)
@@ -69,8 +70,8 @@ void copy_bfloat16(const Tensor& src, const Tensor& dst) {
   convert_each<bfloat16, bfloat16>(src, dst, [](bfloat16 x) { return x; });
 }
 
-void widen_into_float32(const Tensor& src, const Tensor& dst) {
-  convert_each<bfloat16, float>(src, dst, [](bfloat16 x) { return widen(x); });
+void widen_into_float32(const Tensor& src, const Tensor& dst, decltype(BFloat16Runs::widen) run) {
+  convert_each<bfloat16, float>(src, dst, [](bfloat16 x) { return widen(x); }, run);
 }
 
 Tensor widen_to_float32(const Tensor& t) {
@@ -130,8 +131,8 @@ class Output {
 
 class WideningBackend final : public Backend {
  public:
-  WideningBackend(Backend& inner, BFloat16Product product, BFloat16RowPanels row_panels)
-      : in_(inner), product_(product), row_panels_(row_panels) {}
+  WideningBackend(Backend& inner, BFloat16Product product, BFloat16RowPanels row_panels, BFloat16Runs runs)
+      : in_(inner), product_(product), row_panels_(row_panels), runs_(runs) {}
 
   std::string unusable_reason() const override { return in_.unusable_reason(); }
   void* allocate(size_t nbytes) override { return in_.allocate(nbytes); }
@@ -147,10 +148,11 @@ class WideningBackend final : public Backend {
     if (!any_bf16(src, dst)) return in_.copy(src, dst);
     // float32 → bfloat16 rounds straight into dst: no float32 scratch the size of a whole weight matrix
     if (src.dtype() == DType::Float32 && is_bf16(dst) && src.shape() == dst.shape())
-      return round_into_bfloat16(src, dst);
+      return round_into_bfloat16(src, dst, runs_.round);
     if (is_bf16(src) && is_bf16(dst) && src.shape() == dst.shape()) return copy_bfloat16(src, dst);
     // and bfloat16 → float32 widens straight into dst (a weight's gradient leaving autocast)
-    if (is_bf16(src) && dst.dtype() == DType::Float32 && src.shape() == dst.shape()) return widen_into_float32(src, dst);
+    if (is_bf16(src) && dst.dtype() == DType::Float32 && src.shape() == dst.shape())
+      return widen_into_float32(src, dst, runs_.widen);
     Output o(dst);
     in_.copy(wide(src), o);
     o.store();
@@ -447,12 +449,13 @@ class WideningBackend final : public Backend {
   Backend& in_;
   BFloat16Product product_;
   BFloat16RowPanels row_panels_;
+  BFloat16Runs runs_;  // the conversions of whole weights and gradients (copy)
 };
 
 }  // namespace
 
-Backend& widening_backend(Backend& inner, BFloat16Product product, BFloat16RowPanels row_panels) {
-  return *new WideningBackend(inner, product, row_panels);
+Backend& widening_backend(Backend& inner, BFloat16Product product, BFloat16RowPanels row_panels, BFloat16Runs runs) {
+  return *new WideningBackend(inner, product, row_panels, runs);
 }
 
 }  // namespace autograd

@@ -27,12 +27,21 @@ using BFloat16Product = void (*)(const Tensor& a, const Tensor& b, const Tensor&
 // out [1, N] (float32) = a (bfloat16, one row) times bfloat16 panels (ops/panels.cpp), or false where it
 // cannot (the general way is then taken: the weight unpacked, and `product`).
 using BFloat16RowPanels = bool (*)(const Tensor& a, const Tensor& panels, const Tensor& out);
-Backend& widening_backend(Backend& inner, BFloat16Product product, BFloat16RowPanels row_panels = nullptr);
+// A backend's own loops for the conversions along one run of memory (a tensor and its converted copy laid
+// out alike): each element converted as round_to_bfloat16 and widen do, so only the speed differs from the
+// plain loop here (nullptr), which the reference backend keeps. The CPU's: cpu/kernels/bfloat16_runs.h.
+struct BFloat16Runs {
+  void (*round)(const float* from, bfloat16* to, int64_t n) = nullptr;
+  void (*widen)(const bfloat16* from, float* to, int64_t n) = nullptr;
+};
+Backend& widening_backend(Backend& inner, BFloat16Product product, BFloat16RowPanels row_panels = nullptr,
+                          BFloat16Runs runs = {});
 
-// dst (bfloat16, any strides) = src (float32, same shape) rounded to the nearest, ties to even.
-void round_into_bfloat16(const Tensor& src, const Tensor& dst);
+// dst (bfloat16, any strides) = src (float32, same shape) rounded to the nearest, ties to even; `run`, if
+// given, converts where both lie in memory in one order.
+void round_into_bfloat16(const Tensor& src, const Tensor& dst, decltype(BFloat16Runs::round) run = nullptr);
 // dst (float32, any strides) = src (bfloat16, same shape): exact.
-void widen_into_float32(const Tensor& src, const Tensor& dst);
+void widen_into_float32(const Tensor& src, const Tensor& dst, decltype(BFloat16Runs::widen) run = nullptr);
 // A contiguous float32 copy of t (bfloat16, any strides): exact.
 Tensor widen_to_float32(const Tensor& t);
 

@@ -1,0 +1,15 @@
+// cpu/kernels/bfloat16_runs.h — float32 ↔ bfloat16 along one run of memory (bfloat16_runs.cpp), the CPU's
+// fast loops for the widening backend's conversions (precision/widening_backend.h: BFloat16Runs).
+#pragma once
+#include <cstdint>
+
+#include "autograd/dtype.h"
+
+namespace autograd::cpu {
+
+// to[i] = round_to_bfloat16(from[i]) for i < n
+void round_run_to_bfloat16(const float* from, bfloat16* to, int64_t n);
+// to[i] = widen(from[i]) for i < n
+void widen_run_to_float32(const bfloat16* from, float* to, int64_t n);
+
+}  // namespace autograd::cpu
