@@ -26,10 +26,12 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "autograd/cpu/kernels.h"
+#include "autograd/cpu/runtime/buffer_cache.h"
 #include "autograd/cpu/runtime/product_tally.h"
 #include "autograd/cpu/runtime/runtime.h"
 #include "autograd/precision/widening_backend.h"
@@ -96,11 +98,26 @@ uint32_t word_at(const bfloat16* at) {
 // rows side by side, so that the micro-kernel reads its rows' words as one run of memory.
 int64_t a_slot(int64_t i, int64_t q, int64_t pairs) { return ((i / kMr) * pairs + q) * kMr + i % kMr; }
 
+// Words from the tensor buffers' cache (buffer_cache.h): a big product's packed A (25 MB for GPT-2's head)
+// is then not a fresh mapping that the system zeroes every step.
+class Words {
+ public:
+  explicit Words(size_t n) : bytes_(std::max<size_t>(n, 1) * 4), p_(static_cast<uint32_t*>(cached_allocate(bytes_))) {}
+  ~Words() { cached_deallocate(p_, bytes_); }
+  Words(const Words&) = delete;
+  Words& operator=(const Words&) = delete;
+  uint32_t* data() const { return p_; }
+
+ private:
+  size_t bytes_;
+  uint32_t* p_;
+};
+
 // A's rows as words of two consecutive p (the last padded with a zero term when K is odd), in row blocks.
-void pack_a(Strided<const bfloat16> a, int64_t m, int64_t k, std::vector<uint32_t>& packed) {
+std::unique_ptr<Words> pack_a(Strided<const bfloat16> a, int64_t m, int64_t k) {
   const int64_t pairs = (k + 1) / 2, whole = k / 2;
-  packed.resize(size_t((m + kMr - 1) / kMr * kMr * pairs));
-  uint32_t* out = packed.data();
+  auto packed = std::make_unique<Words>(size_t((m + kMr - 1) / kMr * kMr * pairs));
+  uint32_t* out = packed->data();
   if (a.cs == 1) {  // p along a row: a pair is already one word in memory
     for (int64_t i = 0; i < m; ++i) {
       const bfloat16* row = &a(i, 0);
@@ -119,6 +136,7 @@ void pack_a(Strided<const bfloat16> a, int64_t m, int64_t k, std::vector<uint32_
       for (int64_t q = 0; q < pairs; ++q)
         out[a_slot(i, q, pairs)] = pair(a(i, 2 * q), 2 * q + 1 < k ? a(i, 2 * q + 1) : bfloat16{0});
   }
+  return packed;
 }
 
 // to[j · to_step + r] = from[r · from_step + j] for a 16 x 16 block of 32-bit words: 16 loads of 64 bytes,
@@ -243,7 +261,8 @@ template <typename T> void store_sums(const float* sums, Strided<T> c, int64_t m
   alignas(64) float tile[16 * 16];
   for (int64_t i = 0; i < blocked_rows; i += 16)
     for (int64_t col = 0; col < blocked_columns; col += 16) {
-      turn_over_16x16(reinterpret_cast<const uint32_t*>(sums + i * kNr + col), kNr, reinterpret_cast<uint32_t*>(tile), 16);
+      turn_over_16x16(reinterpret_cast<const uint32_t*>(sums + i * kNr + col), kNr,
+                      reinterpret_cast<uint32_t*>(tile), 16);
       for (int64_t cc = 0; cc < 16; ++cc) {
         T* column = &c(i, j0 + col + cc);
         for (int64_t r = 0; r < 16; ++r) store(column[r], tile[cc * 16 + r]);
@@ -256,7 +275,7 @@ template <typename T> void store_sums(const float* sums, Strided<T> c, int64_t m
 
 // C[:, j0 : j0+32] of one matrix: pack its panel of B, then every row block, block of pairs by block.
 template <typename T>
-void panel_product(const std::vector<uint32_t>& a, Strided<const bfloat16> b, Strided<T> c, int64_t m, int64_t n,
+void panel_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, int64_t m, int64_t n,
                    int64_t k, int64_t j0, std::vector<uint32_t>& panel, std::vector<float>& sums) {
   const int64_t pairs = (k + 1) / 2;
   panel.resize(size_t(std::max<int64_t>(pairs, 1) * kNr));
@@ -267,7 +286,7 @@ void panel_product(const std::vector<uint32_t>& a, Strided<const bfloat16> b, St
     const int64_t q1 = std::min(pairs, q0 + kPairsPerBlock);
     for (int64_t i0 = 0; i0 < m; i0 += kMr) {
       const int64_t rows = std::min(kMr, m - i0);
-      kKernels[size_t(rows - 1)](a.data() + i0 * pairs, panel.data(), q0, q1, sums.data() + i0 * kNr, q0 == 0);
+      kKernels[size_t(rows - 1)](a + i0 * pairs, panel.data(), q0, q1, sums.data() + i0 * kNr, q0 == 0);
     }
   }
   const int64_t width = std::min(kNr, n - j0);
@@ -278,8 +297,8 @@ template <typename T> void avx512_bf16_product(const Tensor& a, const Tensor& b,
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   const int64_t items = out.numel() / std::max<int64_t>(m * n, 1);
   if (m == 0 || n == 0) return;
-  std::vector<std::vector<uint32_t>> packed_a(static_cast<size_t>(items));
-  for (int64_t t = 0; t < items; ++t) pack_a(item<const bfloat16>(a, t), m, k, packed_a[size_t(t)]);
+  std::vector<std::unique_ptr<Words>> packed_a;
+  for (int64_t t = 0; t < items; ++t) packed_a.push_back(pack_a(item<const bfloat16>(a, t), m, k));
   const int64_t panels = (n + kNr - 1) / kNr, tasks = items * panels;
   const int threads = int(std::min<int64_t>(get_num_threads(), tasks));
   // Each task is one panel of one matrix: tasks share nothing they write, so threads split them freely.
@@ -290,7 +309,7 @@ template <typename T> void avx512_bf16_product(const Tensor& a, const Tensor& b,
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t t = task / panels, j0 = (task % panels) * kNr;
-      panel_product(packed_a[size_t(t)], item<const bfloat16>(b, t), item<T>(out, t), m, n, k, j0, panel, sums);
+      panel_product(packed_a[size_t(t)]->data(), item<const bfloat16>(b, t), item<T>(out, t), m, n, k, j0, panel, sums);
     }
   }
 }
@@ -414,7 +433,8 @@ bool bfloat16_row_times_panels(const Tensor& a, const Tensor& panels, const Tens
     return true;
   }
 #pragma omp parallel for num_threads(threads) schedule(static)
-  for (int t = 0; t < threads; ++t) bf16_row_times_panels(count * t / threads, count * (t + 1) / threads, k, n, pa, pw, po);
+  for (int t = 0; t < threads; ++t)
+    bf16_row_times_panels(count * t / threads, count * (t + 1) / threads, k, n, pa, pw, po);
   return true;
 #else
   (void)a, (void)panels, (void)out;
