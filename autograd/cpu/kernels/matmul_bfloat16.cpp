@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "autograd/cpu/kernels.h"
+#include "autograd/cpu/kernels/bfloat16_runs.h"
 #include "autograd/cpu/runtime/buffer_cache.h"
 #include "autograd/cpu/runtime/product_tally.h"
 #include "autograd/cpu/runtime/runtime.h"
@@ -242,31 +243,30 @@ template <size_t... R> constexpr auto kernels_by_rows(std::index_sequence<R...>)
 }
 constexpr auto kKernels = kernels_by_rows(std::make_index_sequence<kMr>());
 
-// What a sum is stored as: itself in a float32 output, rounded once in a bfloat16 one.
+// What a sum is stored as: itself in a float32 output, rounded once in a bfloat16 one; and n of them in a
+// row (the rounding 16 lanes at a time: bfloat16_runs.h).
 inline void store(float& to, float sum) { to = sum; }
 inline void store(bfloat16& to, float sum) { to = round_to_bfloat16(sum); }
+inline void store_run(float* to, const float* sums, int64_t n) { std::copy(sums, sums + n, to); }
+inline void store_run(bfloat16* to, const float* sums, int64_t n) { round_run_to_bfloat16(sums, to, n); }
 
 // C[:, j0 : j0 + width] = the m x 32 sums (rows of 32): row by row where C's rows are contiguous, else
 // where its columns are (a weight's gradient, made in its transposed layout) 16 x 16 blocks turned over
 // into a tile and stored column by column, the rest one by one.
 template <typename T> void store_sums(const float* sums, Strided<T> c, int64_t m, int64_t j0, int64_t width) {
   if (c.cs == 1) {
-    for (int64_t i = 0; i < m; ++i) {
-      T* row = &c(i, j0);
-      for (int64_t col = 0; col < width; ++col) store(row[col], sums[i * kNr + col]);
-    }
+    for (int64_t i = 0; i < m; ++i) store_run(&c(i, j0), sums + i * kNr, width);
     return;
   }
   const int64_t blocked_rows = c.rs == 1 ? m / 16 * 16 : 0, blocked_columns = c.rs == 1 ? width / 16 * 16 : 0;
   alignas(64) float tile[16 * 16];
+  T stored[16 * 16];
   for (int64_t i = 0; i < blocked_rows; i += 16)
     for (int64_t col = 0; col < blocked_columns; col += 16) {
       turn_over_16x16(reinterpret_cast<const uint32_t*>(sums + i * kNr + col), kNr,
                       reinterpret_cast<uint32_t*>(tile), 16);
-      for (int64_t cc = 0; cc < 16; ++cc) {
-        T* column = &c(i, j0 + col + cc);
-        for (int64_t r = 0; r < 16; ++r) store(column[r], tile[cc * 16 + r]);
-      }
+      store_run(stored, tile, 16 * 16);
+      for (int64_t cc = 0; cc < 16; ++cc) std::copy(stored + cc * 16, stored + cc * 16 + 16, &c(i, j0 + col + cc));
     }
   for (int64_t i = 0; i < m; ++i)
     for (int64_t col = i < blocked_rows ? blocked_columns : 0; col < width; ++col)
