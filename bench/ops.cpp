@@ -487,6 +487,8 @@ BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_contract_forward_256x768x3072_bt,
 BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_contract_input_grad_256x3072x768, 256, 3072, 768)->UseRealTime();
 BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_contract_weight_grad_768x3072x256_at, 768, 3072, 256, true, false)->UseRealTime();
 BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_head_forward_256x50257x768_bt, 256, 50257, 768, false, true)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_head_input_grad_256x768x50257, 256, 768, 50257)->UseRealTime();
+BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_head_weight_grad_768x50257x256_at, 768, 50257, 256, true, false)->UseRealTime();
 // one row times a weight (a cached generation step: the row path, memory-bound on the weight's bytes)
 BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_step_qkv_1x2304x768_bt, 1, 2304, 768, false, true)->UseRealTime();
 BENCHMARK_CAPTURE(matmul_bf16_bench, bf16_gpt2_step_head_1x50257x768_bt, 1, 50257, 768, false, true)->UseRealTime();

@@ -56,7 +56,9 @@ std::vector<Case> cases() {
     for (int64_t n : {1, 3, 4, 5, 8, 17, 33, 70}) all.push_back({1, k, n, false, true});
   // a Linear's three products in training (x·Wᵀ, g·W, xᵀ·g) pack each operand from its own layout: every
   // pairing of the two layouts, K odd and even, N whole panels of 32 and not
-  for (const auto& [m, k, n] : {std::array<int64_t, 3>{20, 65, 40}, {13, 64, 64}, {7, 70, 50}, {30, 7, 33}, {3, 1, 1}})
+  // (K of 2048 and more: the deep path, B a block of pairs at a time across every panel, a partial block last)
+  for (const auto& [m, k, n] : {std::array<int64_t, 3>{20, 65, 40}, {13, 64, 64}, {7, 70, 50}, {30, 7, 33}, {3, 1, 1},
+                                {13, 4097, 40}, {12, 2048, 33}})
     for (bool a_t : {false, true})
       for (bool b_t : {false, true}) all.push_back({m, k, n, a_t, b_t});
   all.push_back({13, 65, 40, false, false, true});

@@ -99,20 +99,22 @@ uint32_t word_at(const bfloat16* at) {
 // rows side by side, so that the micro-kernel reads its rows' words as one run of memory.
 int64_t a_slot(int64_t i, int64_t q, int64_t pairs) { return ((i / kMr) * pairs + q) * kMr + i % kMr; }
 
-// Words from the tensor buffers' cache (buffer_cache.h): a big product's packed A (25 MB for GPT-2's head)
-// is then not a fresh mapping that the system zeroes every step.
-class Words {
+// n values from the tensor buffers' cache (buffer_cache.h): a big product's packed A (25 MB for GPT-2's
+// head) is then not a fresh mapping that the system zeroes every step.
+template <typename T> class Cached {
  public:
-  explicit Words(size_t n) : bytes_(std::max<size_t>(n, 1) * 4), p_(static_cast<uint32_t*>(cached_allocate(bytes_))) {}
-  ~Words() { cached_deallocate(p_, bytes_); }
-  Words(const Words&) = delete;
-  Words& operator=(const Words&) = delete;
-  uint32_t* data() const { return p_; }
+  explicit Cached(size_t n)
+      : bytes_(std::max<size_t>(n, 1) * sizeof(T)), p_(static_cast<T*>(cached_allocate(bytes_))) {}
+  ~Cached() { cached_deallocate(p_, bytes_); }
+  Cached(const Cached&) = delete;
+  Cached& operator=(const Cached&) = delete;
+  T* data() const { return p_; }
 
  private:
   size_t bytes_;
-  uint32_t* p_;
+  T* p_;
 };
+using Words = Cached<uint32_t>;
 
 // A's rows as words of two consecutive p (the last padded with a zero term when K is odd), in row blocks.
 std::unique_ptr<Words> pack_a(Strided<const bfloat16> a, int64_t m, int64_t k) {
@@ -293,12 +295,53 @@ void panel_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, i
   store_sums(sums.data(), c, m, j0, width);
 }
 
+// One matrix with a long K and a small C (GPT-2's head's input gradient: K 50,257, C 256 x 768): B is packed
+// and multiplied a block of pairs at a time across all its panels, with every panel's float32 sums kept
+// meanwhile, so that A's block (a few hundred KB) is read from L2 by every panel; panel by panel, all of A
+// (25 MB there) would come from memory again for each of C's 24 panels.
+template <typename T>
+void deep_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, int64_t m, int64_t n, int64_t k) {
+  const int64_t pairs = (k + 1) / 2, panels = (n + kNr - 1) / kNr;
+  const Cached<float> sums(size_t(panels * m * kNr));  // panel by panel: [panel][row][32]
+  const int threads = int(std::min<int64_t>(get_num_threads(), panels));
+  for (int64_t q0 = 0; q0 < pairs; q0 += kPairsPerBlock) {
+    const int64_t q1 = std::min(pairs, q0 + kPairsPerBlock);
+    const Strided<const bfloat16> block{&b(2 * q0, 0), b.rs, b.cs};  // B's rows 2·q0 ..
+    const int64_t block_k = std::min(k - 2 * q0, 2 * (q1 - q0));
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+      std::vector<uint32_t> panel(size_t(kPairsPerBlock * kNr));
+#pragma omp for schedule(static)
+      for (int64_t p = 0; p < panels; ++p) {
+        pack_b_panel(block, n, block_k, p * kNr, panel.data());
+        for (int64_t i0 = 0; i0 < m; i0 += kMr) {
+          const int64_t rows = std::min(kMr, m - i0);
+          kKernels[size_t(rows - 1)](a + i0 * pairs + q0 * kMr, panel.data(), 0, q1 - q0,
+                                     sums.data() + (p * m + i0) * kNr, q0 == 0);
+        }
+      }
+    }
+  }
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
+  for (int64_t p = 0; p < panels; ++p) store_sums(sums.data() + p * m * kNr, c, m, p * kNr, std::min(kNr, n - p * kNr));
+}
+
+// Whether deep_product suits a matrix of the product: K of four blocks of pairs or more, C's sums within 4 MB.
+bool is_deep(int64_t m, int64_t n, int64_t k) {
+  return (k + 1) / 2 >= 4 * kPairsPerBlock && m * ((n + kNr - 1) / kNr * kNr) <= (int64_t(1) << 20);
+}
+
 template <typename T> void avx512_bf16_product(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   const int64_t items = out.numel() / std::max<int64_t>(m * n, 1);
   if (m == 0 || n == 0) return;
   std::vector<std::unique_ptr<Words>> packed_a;
   for (int64_t t = 0; t < items; ++t) packed_a.push_back(pack_a(item<const bfloat16>(a, t), m, k));
+  if (is_deep(m, n, k)) {
+    for (int64_t t = 0; t < items; ++t)
+      deep_product(packed_a[size_t(t)]->data(), item<const bfloat16>(b, t), item<T>(out, t), m, n, k);
+    return;
+  }
   const int64_t panels = (n + kNr - 1) / kNr, tasks = items * panels;
   const int threads = int(std::min<int64_t>(get_num_threads(), tasks));
   // Each task is one panel of one matrix: tasks share nothing they write, so threads split them freely.
