@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "autograd/cpu/kernels/bfloat16_lanes.h"
 #include "autograd/cpu/runtime/runtime.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -24,21 +25,12 @@ namespace {
 constexpr int64_t kThreadedRun = int64_t(1) << 18;  // elements; below this, one thread
 
 #ifdef SCRATCHGRAD_X86_RUNS
-// round_to_bfloat16 on 16 lanes: add 0x7FFF plus the lowest kept bit, keep the top half; a NaN is 0x7FC0.
+// round_to_bfloat16 on 16 lanes (bfloat16_lanes.h), then the tail one by one
 [[gnu::target("avx512f")]] void round_avx512(const float* from, bfloat16* to, int64_t n) {
-  constexpr __mmask16 all = 0xFFFF;  // the masked forms, every lane kept (GCC 12 warns on the unmasked ones)
-  const __m512i one = _mm512_set1_epi32(1), half_less_one = _mm512_set1_epi32(0x7FFF),
-                quiet_nan = _mm512_set1_epi32(0x7FC0);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 x = _mm512_loadu_ps(from + i);
-    const __m512i bits = _mm512_castps_si512(x);
-    const __m512i lowest_kept = _mm512_and_si512(_mm512_maskz_srli_epi32(all, bits, 16), one);
-    const __m512i carried = _mm512_add_epi32(bits, _mm512_add_epi32(half_less_one, lowest_kept));
-    __m512i top = _mm512_maskz_srli_epi32(all, carried, 16);
-    top = _mm512_mask_mov_epi32(top, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), quiet_nan);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + i), _mm512_maskz_cvtepi32_epi16(all, top));
-  }
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + i),
+                        _mm512_maskz_cvtepi32_epi16(0xFFFF, bfloat16_lanes(_mm512_loadu_ps(from + i))));
   for (; i < n; ++i) to[i] = round_to_bfloat16(from[i]);
 }
 
