@@ -12,7 +12,8 @@
 // row: 2·MR instructions, 64·MR multiply-adds per q. An odd K is padded with a zero term, N with zero
 // columns (never stored). p is taken in blocks of kPairsPerBlock pairs so that a block of the panel
 // (32 KiB) stays in L1 while every row block passes over it; the sums live in a float32 buffer until the
-// last block.
+// last block, and are then stored as they are, or rounded once into a bfloat16 output (autocast's). With a
+// long K and a small C, the blocks of pairs go outside the panels instead (deep_product).
 //
 // A single row times a Linear's weight (a cached generation step) takes a second path, dot products
 // of contiguous rows without packing (row_product, below).
