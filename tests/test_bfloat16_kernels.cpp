@@ -98,6 +98,20 @@ TEST(BFloat16Kernels, ExactWhereTheSumsAreExact) {
   }
 }
 
+// A product big enough for A's packing and the deep path's panels to be split over two threads: the loop's
+// bits on integer operands, A in both layouts.
+TEST(BFloat16Kernels, BigProductsOnTwoThreads) {
+  std::mt19937 rng(11);
+  const int previous = get_num_threads();
+  set_num_threads(2);
+  for (bool a_transposed : {false, true}) {
+    const auto [a, b] = operands({300, 3500, 40, a_transposed, false}, true, rng);
+    EXPECT_TRUE(equal(product(cpu::bfloat16_matmul, a, b), product(reference::bfloat16_matmul, a, b)))
+        << "A transposed " << a_transposed;
+  }
+  set_num_threads(previous);
+}
+
 // Normal operands: each entry within 2·k·2⁻²⁴·Σ|a·b| of the loop's (two sums of the same exact terms in
 // different orders, each off by at most k roundings of at most 2⁻²⁴ of the running |sum|).
 TEST(BFloat16Kernels, WithinFloat32RoundingsOfTheLoop) {

@@ -122,9 +122,12 @@ std::unique_ptr<Words> pack_a(Strided<const bfloat16> a, int64_t m, int64_t k) {
   const int64_t pairs = (k + 1) / 2, whole = k / 2;
   auto packed = std::make_unique<Words>(size_t((m + kMr - 1) / kMr * kMr * pairs));
   uint32_t* out = packed->data();
+  // row blocks are independent: a big A (GPT-2's head's gradient, 25 MB packed) is split over the threads
+  const int threads = m * k >= (int64_t(1) << 20) ? get_num_threads() : 1;
   if (a.cs == 1) {  // p along a row: a pair is already one word in memory
     // a block's rows side by side, pair by pair: the block is written once, in order (row by row, each
     // row's pass would cross the whole block again: 1.2 MB for GPT-2's head's gradient, 12 times)
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
     for (int64_t i0 = 0; i0 < m; i0 += kMr) {
       const int64_t rows = std::min(kMr, m - i0);
       uint32_t* block = out + i0 * pairs;
@@ -135,6 +138,7 @@ std::unique_ptr<Words> pack_a(Strided<const bfloat16> a, int64_t m, int64_t k) {
         for (int64_t r = 0; r < rows; ++r) block[whole * kMr + r] = first[r * a.rs + k - 1].bits;
     }
   } else if (a.rs == 1) {  // p along a column (Aᵀ of a row-major matrix): rows 2q and 2q + 1 of it interleaved
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
     for (int64_t i0 = 0; i0 < m; i0 += kMr) {  // block by block, each written once, in order
       const int64_t rows = std::min(kMr, m - i0);
       for (int64_t q = 0; q < pairs; ++q) {
