@@ -27,7 +27,6 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <utility>
 #include <vector>
 
@@ -117,11 +116,13 @@ template <typename T> class Cached {
 };
 using Words = Cached<uint32_t>;
 
-// A's rows as words of two consecutive p (the last padded with a zero term when K is odd), in row blocks.
-std::unique_ptr<Words> pack_a(Strided<const bfloat16> a, int64_t m, int64_t k) {
+// The words of one matrix's packed A: every row block whole (the last one's missing rows never read).
+int64_t packed_a_words(int64_t m, int64_t k) { return (m + kMr - 1) / kMr * kMr * ((k + 1) / 2); }
+
+// A's rows as words of two consecutive p (the last padded with a zero term when K is odd), in row blocks,
+// into out (packed_a_words of them).
+void pack_a(Strided<const bfloat16> a, int64_t m, int64_t k, uint32_t* out) {
   const int64_t pairs = (k + 1) / 2, whole = k / 2;
-  auto packed = std::make_unique<Words>(size_t((m + kMr - 1) / kMr * kMr * pairs));
-  uint32_t* out = packed->data();
   // row blocks are independent: a big A (GPT-2's head's gradient, 25 MB packed) is split over the threads
   const int threads = m * k >= (int64_t(1) << 20) ? get_num_threads() : 1;
   if (a.cs == 1) {  // p along a row: a pair is already one word in memory
@@ -156,7 +157,6 @@ std::unique_ptr<Words> pack_a(Strided<const bfloat16> a, int64_t m, int64_t k) {
       for (int64_t q = 0; q < pairs; ++q)
         out[a_slot(i, q, pairs)] = pair(a(i, 2 * q), 2 * q + 1 < k ? a(i, 2 * q + 1) : bfloat16{0});
   }
-  return packed;
 }
 
 // to[j · to_step + r] = from[r · from_step + j] for a 16 x 16 block of 32-bit words: 16 loads of 64 bytes,
@@ -363,11 +363,13 @@ template <typename T> void avx512_bf16_product(const Tensor& a, const Tensor& b,
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   const int64_t items = out.numel() / std::max<int64_t>(m * n, 1);
   if (m == 0 || n == 0) return;
-  std::vector<std::unique_ptr<Words>> packed_a;
-  for (int64_t t = 0; t < items; ++t) packed_a.push_back(pack_a(item<const bfloat16>(a, t), m, k));
+  // every matrix's A packed in one buffer (a batch of attention's small products makes 48 of them)
+  const int64_t words = packed_a_words(m, k);
+  const Words packed_a(size_t(items * words));
+  for (int64_t t = 0; t < items; ++t) pack_a(item<const bfloat16>(a, t), m, k, packed_a.data() + t * words);
   if (is_deep(m, n, k)) {
     for (int64_t t = 0; t < items; ++t)
-      deep_product(packed_a[size_t(t)]->data(), item<const bfloat16>(b, t), item<T>(out, t), m, n, k);
+      deep_product(packed_a.data() + t * words, item<const bfloat16>(b, t), item<T>(out, t), m, n, k);
     return;
   }
   const int64_t panels = (n + kNr - 1) / kNr, tasks = items * panels;
@@ -380,7 +382,8 @@ template <typename T> void avx512_bf16_product(const Tensor& a, const Tensor& b,
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t t = task / panels, j0 = (task % panels) * kNr;
-      panel_product(packed_a[size_t(t)]->data(), item<const bfloat16>(b, t), item<T>(out, t), m, n, k, j0, panel, sums);
+      panel_product(packed_a.data() + t * words, item<const bfloat16>(b, t), item<T>(out, t), m, n, k, j0, panel,
+                    sums);
     }
   }
 }
