@@ -121,7 +121,7 @@ int64_t packed_a_words(int64_t m, int64_t k) { return (m + kMr - 1) / kMr * kMr 
 
 // A's rows as words of two consecutive p (the last padded with a zero term when K is odd), in row blocks,
 // into out (packed_a_words of them).
-void pack_a(Strided<const bfloat16> a, int64_t m, int64_t k, uint32_t* out) {
+[[gnu::target("avx512f,avx512bw")]] void pack_a(Strided<const bfloat16> a, int64_t m, int64_t k, uint32_t* out) {
   const int64_t pairs = (k + 1) / 2, whole = k / 2;
   // row blocks are independent: a big A (GPT-2's head's gradient, 25 MB packed) is split over the threads
   const int threads = m * k >= (int64_t(1) << 20) ? get_num_threads() : 1;
@@ -192,7 +192,8 @@ void pack_a(Strided<const bfloat16> a, int64_t m, int64_t k, uint32_t* out) {
 }
 
 // B's columns j0 .. j0+32 as 32 words per pair of p (zero past N and past K).
-void pack_b_panel(Strided<const bfloat16> b, int64_t n, int64_t k, int64_t j0, uint32_t* packed) {
+[[gnu::target("avx512f,avx512bw")]] void pack_b_panel(Strided<const bfloat16> b, int64_t n, int64_t k, int64_t j0,
+                                                      uint32_t* packed) {
   const int64_t pairs = (k + 1) / 2, whole = k / 2, width = std::min(kNr, n - j0);
   if (width < kNr) std::fill(packed, packed + pairs * kNr, 0u);  // the columns past N stay zero
   if (b.rs == 1) {  // p along a column (Wᵀ: a Linear's forward product): each column's pairs are words
