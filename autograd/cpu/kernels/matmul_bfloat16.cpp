@@ -307,21 +307,19 @@ template <typename T>
 // C[:, j0 : j0+32] of one matrix: pack its panel of B, then every row block, block of pairs by block.
 template <typename T>
 void panel_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, int64_t m, int64_t n,
-                   int64_t k, int64_t j0, std::vector<uint32_t>& panel, std::vector<float>& sums) {
+                   int64_t k, int64_t j0, uint32_t* panel, float* sums) {
   const int64_t pairs = (k + 1) / 2;
-  panel.resize(size_t(std::max<int64_t>(pairs, 1) * kNr));
-  sums.resize(size_t(m * kNr));
-  pack_b_panel(b, n, k, j0, panel.data());
-  if (pairs == 0) std::fill(sums.begin(), sums.end(), 0.0f);
+  pack_b_panel(b, n, k, j0, panel);
+  if (pairs == 0) std::fill(sums, sums + m * kNr, 0.0f);
   for (int64_t q0 = 0; q0 < pairs; q0 += kPairsPerBlock) {
     const int64_t q1 = std::min(pairs, q0 + kPairsPerBlock);
     for (int64_t i0 = 0; i0 < m; i0 += kMr) {
       const int64_t rows = std::min(kMr, m - i0);
-      kKernels[size_t(rows - 1)](a + i0 * pairs, panel.data(), q0, q1, sums.data() + i0 * kNr, q0 == 0);
+      kKernels[size_t(rows - 1)](a + i0 * pairs, panel, q0, q1, sums + i0 * kNr, q0 == 0);
     }
   }
   const int64_t width = std::min(kNr, n - j0);
-  store_sums(sums.data(), c, m, j0, width);
+  store_sums(sums, c, m, j0, width);
 }
 
 // One matrix with a long K and a small C (GPT-2's head's input gradient: K 50,257, C 256 x 768): B is packed
@@ -339,7 +337,7 @@ void deep_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, in
     const int64_t block_k = std::min(k - 2 * q0, 2 * (q1 - q0));
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
-      std::vector<uint32_t> panel(size_t(kPairsPerBlock * kNr));
+      const Words panel(size_t(kPairsPerBlock * kNr));
 #pragma omp for schedule(static)
       for (int64_t p = 0; p < panels; ++p) {
         pack_b_panel(block, n, block_k, p * kNr, panel.data());
@@ -378,13 +376,15 @@ template <typename T> void avx512_bf16_product(const Tensor& a, const Tensor& b,
   // Each task is one panel of one matrix: tasks share nothing they write, so threads split them freely.
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    std::vector<uint32_t> panel;
-    std::vector<float> sums;
+    // each thread's panel and sums from the buffers' cache (a panel of K 3,072 is 196 KB: as a vector, a
+    // fresh mapping per product per thread)
+    const Words panel(size_t(std::max<int64_t>((k + 1) / 2, 1) * kNr));
+    const Cached<float> sums(size_t(m * kNr));
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t t = task / panels, j0 = (task % panels) * kNr;
-      panel_product(packed_a.data() + t * words, item<const bfloat16>(b, t), item<T>(out, t), m, n, k, j0, panel,
-                    sums);
+      panel_product(packed_a.data() + t * words, item<const bfloat16>(b, t), item<T>(out, t), m, n, k, j0,
+                    panel.data(), sums.data());
     }
   }
 }
