@@ -91,6 +91,16 @@ uint32_t word_at(const bfloat16* at) {
   return w;
 }
 
+// to[c] = { even[c], odd[c] } for c < count: two rows' values side by side as pairs (odd null past an odd
+// K: a zero term). A whole `Full` has a fixed count, which the compiler makes vector instructions of.
+template <int64_t Full>
+[[gnu::always_inline]] inline void interleave(const bfloat16* even, const bfloat16* odd, uint32_t* to, int64_t count) {
+  if (odd && count == Full)
+    for (int64_t c = 0; c < Full; ++c) to[c] = even[c].bits | uint32_t(odd[c].bits) << 16;
+  else
+    for (int64_t c = 0; c < count; ++c) to[c] = even[c].bits | (odd ? uint32_t(odd[c].bits) << 16 : 0u);
+}
+
 // The packings below have a plain loop for each layout a training step meets, so that they cost little
 // beside the products (a Linear's three products: x·Wᵀ, g·W and xᵀ·g, each operand with p along its rows
 // or along its columns), and the element-by-element walk for any other strides.
@@ -145,11 +155,7 @@ int64_t packed_a_words(int64_t m, int64_t k) { return (m + kMr - 1) / kMr * kMr 
       for (int64_t q = 0; q < pairs; ++q) {
         const bfloat16* even = &a(i0, 2 * q);
         const bfloat16* odd = 2 * q + 1 < k ? &a(i0, 2 * q + 1) : nullptr;
-        uint32_t* to = out + i0 * pairs + q * kMr;
-        if (odd && rows == kMr)
-          for (int64_t r = 0; r < kMr; ++r) to[r] = even[r].bits | uint32_t(odd[r].bits) << 16;
-        else
-          for (int64_t r = 0; r < rows; ++r) to[r] = even[r].bits | (odd ? uint32_t(odd[r].bits) << 16 : 0u);
+        interleave<kMr>(even, odd, out + i0 * pairs + q * kMr, rows);
       }
     }
   } else {
@@ -221,11 +227,7 @@ int64_t packed_a_words(int64_t m, int64_t k) { return (m + kMr - 1) / kMr * kMr 
         _mm_prefetch(reinterpret_cast<const char*>(&b(2 * (q + kAhead), j0)), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(&b(2 * (q + kAhead) + 1, j0)), _MM_HINT_T0);
       }
-      uint32_t* to = packed + q * kNr;
-      if (odd && width == kNr)
-        for (int64_t c = 0; c < kNr; ++c) to[c] = even[c].bits | uint32_t(odd[c].bits) << 16;
-      else
-        for (int64_t c = 0; c < width; ++c) to[c] = even[c].bits | (odd ? uint32_t(odd[c].bits) << 16 : 0u);
+      interleave<kNr>(even, odd, packed + q * kNr, width);
     }
   } else {
     for (int64_t q = 0; q < pairs; ++q)
