@@ -121,8 +121,9 @@ class Output {
     else wide_ = mode == read_write ? widen_to_float32(target) : float32_like(target);
   }
   operator const Tensor&() const { return wide_; }
-  void store() const {
-    if (is_bf16(target_)) round_into_bfloat16(wide_, target_);
+  // `run`: the backend's loop for a run of memory (BFloat16Runs::round), or the plain one
+  void store(decltype(BFloat16Runs::round) run) const {
+    if (is_bf16(target_)) round_into_bfloat16(wide_, target_, run);
   }
 
  private:
@@ -155,7 +156,7 @@ class WideningBackend final : public Backend {
       return widen_into_float32(src, dst, runs_.widen);
     Output o(dst);
     in_.copy(wide(src), o);
-    o.store();
+    o.store(runs_.round);
   }
   // bfloat16 panels: one row through `row_panels` (float32 sums, the bias added in float32 as addmm adds it,
   // rounded once); else the weight unpacked and multiplied as linear multiplies it (Backend's default)
@@ -166,7 +167,7 @@ class WideningBackend final : public Backend {
       const Tensor& sum = o;
       if (row_panels_(x, panels, sum)) {
         if (bias.defined()) in_.binary(BinaryOp::Add, wide(bias).expand(sum.shape()), sum, sum);
-        o.store();
+        o.store(runs_.round);
         return;
       }
     }
@@ -176,44 +177,44 @@ class WideningBackend final : public Backend {
     if (!any_bf16(dst)) return in_.fill(dst, value);
     Output o(dst);
     in_.fill(o, value);
-    o.store();
+    o.store(runs_.round);
   }
   void unary(UnaryOp op, const Tensor& in, const Tensor& out, double scalar) override {
     if (!any_bf16(in, out)) return in_.unary(op, in, out, scalar);
     Output o(out);
     in_.unary(op, wide(in), o, scalar_for(in, scalar));
-    o.store();
+    o.store(runs_.round);
   }
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
     if (!any_bf16(a, b, out)) return in_.binary(op, a, b, out);
     Output o(out);
     in_.binary(op, wide(a), wide(b), o);
-    o.store();
+    o.store(runs_.round);
   }
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override {
     if (!any_bf16(a, b, out)) return in_.where(cond, a, b, out);
     Output o(out);
     in_.where(cond, wide(a), wide(b), o);
-    o.store();
+    o.store(runs_.round);
   }
   void masked_fill(const Tensor& x, const Tensor& mask, double value, const Tensor& out) override {
     if (!any_bf16(x, out)) return in_.masked_fill(x, mask, value, out);
     Output o(out);
     in_.masked_fill(wide(x), mask, value, o);
-    o.store();
+    o.store(runs_.round);
   }
 
   void sum_to(const Tensor& in, const Tensor& out) override {
     if (!any_bf16(in, out)) return in_.sum_to(in, out);
     Output o(out);
     in_.sum_to(wide(in), o);
-    o.store();
+    o.store(runs_.round);
   }
   void max_dim(const Tensor& in, int64_t dim, const Tensor& values, const Tensor& indices) override {
     if (!any_bf16(in, values)) return in_.max_dim(in, dim, values, indices);
     Output o(values);
     in_.max_dim(wide(in), dim, o, indices);
-    o.store();
+    o.store(runs_.round);
   }
 
   // ---- products: bfloat16 operands go to `product`, whose float32 sums are rounded once if out is bfloat16
@@ -222,7 +223,7 @@ class WideningBackend final : public Backend {
     if (is_bf16(a) && is_bf16(b)) return product_(a, b, out);  // it rounds into a bfloat16 out itself
     Output o(out);
     in_.matmul(wide(a), wide(b), o);
-    o.store();
+    o.store(runs_.round);
   }
   void addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out) override {
     if (!any_bf16(bias, a, b, out)) return in_.addmm(bias, a, b, out);
@@ -234,7 +235,7 @@ class WideningBackend final : public Backend {
     } else {
       in_.addmm(wide(bias), wide(a), wide(b), o);
     }
-    o.store();
+    o.store(runs_.round);
   }
   void matmul_structured(const Tensor& a, const Tensor& b, const Tensor& out, MatmulStructure structure) override {
     if (!any_bf16(a, b, out)) return in_.matmul_structured(a, b, out, structure);
@@ -249,13 +250,13 @@ class WideningBackend final : public Backend {
     } else {
       in_.causal_product(wide(a), wide(b), o, divisor, above);
     }
-    o.store();
+    o.store(runs_.round);
   }
   void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above) override {
     if (!any_bf16(dst, src)) return in_.causal_scale(dst, src, divisor, above);
     Output o(dst);
     in_.causal_scale(o, wide(src), divisor, above);
-    o.store();
+    o.store(runs_.round);
   }
   bool zero_above_diagonal(const Tensor& p) override { return in_.zero_above_diagonal(wide(p)); }
 
@@ -264,8 +265,8 @@ class WideningBackend final : public Backend {
     if (!any_bf16(q, k, v, out, lse)) return in_.flash_attention(q, k, v, causal, scale, out, lse);
     Output o(out), l(lse);
     in_.flash_attention(wide(q), wide(k), wide(v), causal, scale, o, l);
-    o.store();
-    l.store();
+    o.store(runs_.round);
+    l.store(runs_.round);
   }
   void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                 const Tensor& lse, const Tensor& grad_out, bool causal, double scale,
@@ -275,22 +276,22 @@ class WideningBackend final : public Backend {
     Output oq(dq), ok(dk), ov(dv);
     in_.flash_attention_backward(wide(q), wide(k), wide(v), wide(out), wide(lse), wide(grad_out), causal, scale,
                                  oq, ok, ov);
-    oq.store();
-    ok.store();
-    ov.store();
+    oq.store(runs_.round);
+    ok.store(runs_.round);
+    ov.store(runs_.round);
   }
 
   void softmax(const Tensor& in, int64_t dim, bool log, const Tensor& out) override {
     if (!any_bf16(in, out)) return in_.softmax(in, dim, log, out);
     Output o(out);
     in_.softmax(wide(in), dim, log, o);
-    o.store();
+    o.store(runs_.round);
   }
   void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log, const Tensor& gx) override {
     if (!any_bf16(y, g, gx)) return in_.softmax_backward(y, g, dim, log, gx);
     Output o(gx);
     in_.softmax_backward(wide(y), wide(g), dim, log, o);
-    o.store();
+    o.store(runs_.round);
   }
 
   void index_select_rows(const Tensor& weight, const Tensor& index, const Tensor& out) override {
@@ -300,19 +301,19 @@ class WideningBackend final : public Backend {
     if (is_bf16(weight) && is_bf16(out) && out.is_contiguous()) return copy_rows(weight, index, out);
     Output o(out);
     in_.index_select_rows(wide(weight), index, o);
-    o.store();
+    o.store(runs_.round);
   }
   void index_add_rows(const Tensor& grad, const Tensor& index, const Tensor& grad_weight) override {
     if (!any_bf16(grad, grad_weight)) return in_.index_add_rows(grad, index, grad_weight);
     Output o(grad_weight, Output::read_write);
     in_.index_add_rows(wide(grad), index, o);
-    o.store();
+    o.store(runs_.round);
   }
   bool add_rows_into_gradient(const Tensor& grad, const Tensor& index, const Tensor& grad_weight) override {
     if (!any_bf16(grad, grad_weight)) return in_.add_rows_into_gradient(grad, index, grad_weight);
     Output o(grad_weight, Output::read_write);
     const bool done = in_.add_rows_into_gradient(wide(grad), index, o);
-    if (done) o.store();
+    if (done) o.store(runs_.round);
     return done;
   }
   int64_t find_index_outside(const Tensor& index, int64_t limit, int64_t allowed) override {
@@ -322,19 +323,19 @@ class WideningBackend final : public Backend {
     if (!any_bf16(values, out)) return in_.gather_rows(values, index, skip, out);
     Output o(out);
     in_.gather_rows(wide(values), index, skip, o);
-    o.store();
+    o.store(runs_.round);
   }
   void scatter_rows(const Tensor& grad, const Tensor& index, int64_t skip, const Tensor& grad_values) override {
     if (!any_bf16(grad, grad_values)) return in_.scatter_rows(grad, index, skip, grad_values);
     Output o(grad_values, Output::read_write);
     in_.scatter_rows(wide(grad), index, skip, o);
-    o.store();
+    o.store(runs_.round);
   }
   int64_t nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, const Tensor& out) override {
     if (!any_bf16(log_probs, out)) return in_.nll_loss(log_probs, targets, ignore_index, out);
     Output o(out);
     const int64_t count = in_.nll_loss(wide(log_probs), targets, ignore_index, o);
-    o.store();
+    o.store(runs_.round);
     return count;
   }
   void nll_loss_backward(const Tensor& grad, const Tensor& targets, int64_t ignore_index, int64_t count,
@@ -342,7 +343,7 @@ class WideningBackend final : public Backend {
     if (!any_bf16(grad, grad_in)) return in_.nll_loss_backward(grad, targets, ignore_index, count, grad_in);
     Output o(grad_in, Output::read_write);
     in_.nll_loss_backward(wide(grad), targets, ignore_index, count, o);
-    o.store();
+    o.store(runs_.round);
   }
 
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
@@ -350,9 +351,9 @@ class WideningBackend final : public Backend {
     if (!any_bf16(x, weight, bias, y, mean, rstd)) return in_.layer_norm(x, weight, bias, eps, y, mean, rstd);
     Output oy(y), om(mean), orstd(rstd);
     in_.layer_norm(wide(x), wide(weight), wide(bias), eps, oy, om, orstd);
-    oy.store();
-    om.store();
-    orstd.store();
+    oy.store(runs_.round);
+    om.store(runs_.round);
+    orstd.store(runs_.round);
   }
   void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                            const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
@@ -361,40 +362,40 @@ class WideningBackend final : public Backend {
       return in_.layer_norm_backward(grad_y, x, mean, rstd, weight, grad_x, grad_weight, grad_bias);
     Output ox(grad_x), ow(grad_weight), ob(grad_bias);
     in_.layer_norm_backward(wide(grad_y), wide(x), wide(mean), wide(rstd), wide(weight), ox, ow, ob);
-    ox.store();
-    ow.store();
-    ob.store();
+    ox.store(runs_.round);
+    ow.store(runs_.round);
+    ob.store(runs_.round);
   }
   void gelu(const Tensor& x, bool tanh, const Tensor& y) override {
     if (!any_bf16(x, y)) return in_.gelu(x, tanh, y);
     Output o(y);
     in_.gelu(wide(x), tanh, o);
-    o.store();
+    o.store(runs_.round);
   }
   void gelu_backward(const Tensor& grad_y, const Tensor& x, bool tanh, const Tensor& grad_x) override {
     if (!any_bf16(grad_y, x, grad_x)) return in_.gelu_backward(grad_y, x, tanh, grad_x);
     Output o(grad_x);
     in_.gelu_backward(wide(grad_y), wide(x), tanh, o);
-    o.store();
+    o.store(runs_.round);
   }
   void silu(const Tensor& x, const Tensor& y) override {
     if (!any_bf16(x, y)) return in_.silu(x, y);
     Output o(y);
     in_.silu(wide(x), o);
-    o.store();
+    o.store(runs_.round);
   }
   void silu_backward(const Tensor& grad_y, const Tensor& x, const Tensor& grad_x) override {
     if (!any_bf16(grad_y, x, grad_x)) return in_.silu_backward(grad_y, x, grad_x);
     Output o(grad_x);
     in_.silu_backward(wide(grad_y), wide(x), o);
-    o.store();
+    o.store(runs_.round);
   }
   void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd) override {
     if (!any_bf16(x, weight, y, rstd)) return in_.rms_norm(x, weight, eps, y, rstd);
     Output oy(y), orstd(rstd);
     in_.rms_norm(wide(x), wide(weight), eps, oy, orstd);
-    oy.store();
-    orstd.store();
+    oy.store(runs_.round);
+    orstd.store(runs_.round);
   }
   void rms_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& rstd, const Tensor& weight,
                          const Tensor& grad_x, const Tensor& grad_weight) override {
@@ -402,27 +403,27 @@ class WideningBackend final : public Backend {
       return in_.rms_norm_backward(grad_y, x, rstd, weight, grad_x, grad_weight);
     Output ox(grad_x), ow(grad_weight);
     in_.rms_norm_backward(wide(grad_y), wide(x), wide(rstd), wide(weight), ox, ow);
-    ox.store();
-    ow.store();
+    ox.store(runs_.round);
+    ow.store(runs_.round);
   }
   void rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse,
                         const Tensor& out) override {
     if (!any_bf16(x, cos, sin, out)) return in_.rotary_embedding(x, cos, sin, inverse, out);
     Output o(out);
     in_.rotary_embedding(wide(x), wide(cos), wide(sin), inverse, o);
-    o.store();
+    o.store(runs_.round);
   }
   void var(const Tensor& x, double correction, bool take_sqrt, bool all, const Tensor& out) override {
     if (!any_bf16(x, out)) return in_.var(x, correction, take_sqrt, all, out);
     Output o(out);
     in_.var(wide(x), correction, take_sqrt, all, o);
-    o.store();
+    o.store(runs_.round);
   }
   void norm2(const Tensor& x, const Tensor& out) override {
     if (!any_bf16(x, out)) return in_.norm2(x, out);
     Output o(out);
     in_.norm2(wide(x), o);
-    o.store();
+    o.store(runs_.round);
   }
   void norm2_each(const std::vector<Tensor>& xs, const Tensor& out) override {
     bool any = is_bf16(out);
@@ -432,7 +433,7 @@ class WideningBackend final : public Backend {
     for (const Tensor& x : xs) wides.push_back(wide(x));
     Output o(out);
     in_.norm2_each(wides, o);
-    o.store();
+    o.store(runs_.round);
   }
 
   void adam_update(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
@@ -442,7 +443,7 @@ class WideningBackend final : public Backend {
     Output p(param, Output::read_write), m(exp_avg, Output::read_write), v(exp_avg_sq, Output::read_write),
         vmax(max_exp_avg_sq, Output::read_write);
     in_.adam_update(step, p, wide(grad), m, v, vmax);
-    for (const Output* o : {&p, &m, &v, &vmax}) o->store();
+    for (const Output* o : {&p, &m, &v, &vmax}) o->store(runs_.round);
   }
 
  private:
