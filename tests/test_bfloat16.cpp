@@ -258,7 +258,9 @@ void check_ops_against_pytorch(Kernels kernels) {
       differ += got[i] != c.output.values[i];
       further += std::abs(int(got[i]) - int(c.output.values[i])) > 1;  // more than one step (same sign)
     }
-    if (kernels == Kernels::cpu) EXPECT_EQ(differ, 0) << "of " << got.size() << " values";
+    if (kernels == Kernels::cpu) {
+      EXPECT_EQ(differ, 0) << "of " << got.size() << " values";
+    }
     EXPECT_EQ(further, 0) << "of " << got.size() << " values";
   }
 }

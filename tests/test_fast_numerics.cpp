@@ -371,8 +371,9 @@ TEST(FastNumerics, GeluAgreesWithTheTrueFunction) {
     // −2u = x·(…) is rounded before the exp, which scales its error by |2u| (up to 86): hence 3e−5. Past
     // the clamp (gelu(x) below |x|·e^−86, about 1e−36) the answer is the limit, −0.
     ASSERT_LE(std::fabs(y[i] - ref), 3e-5L * std::fabs(ref) + 1e-35L) << "gelu(" << x[i] << ")";
-    if (std::fabs(x[i]) < 1e3f)  // past it the finite difference of the reference is itself rounding
+    if (std::fabs(x[i]) < 1e3f) {  // past it the finite difference of the reference is itself rounding
       ASSERT_LE(std::fabs(dy[i] - slope), 3e-5L * std::fabs(slope) + 3e-7L) << "gelu'(" << x[i] << ")";
+    }
   }
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const Tensor tails = from_vector(std::vector<float>{1e30f, -1e30f, inf, 1e15f, -1e15f, nan}, {6});

@@ -54,8 +54,12 @@ TEST(GptOpsFixture, LayerNormForwardAndBackwardBitExact) {
     EXPECT_BITS(rstd, c->get("rstd"), what + " rstd");
     y.backward(c->get("up").tensor());
     EXPECT_BITS(x.grad(), c->get("grad_x"), what + " grad_x");
-    if (w.defined()) EXPECT_BITS(w.grad(), c->get("grad_weight"), what + " grad_weight");
-    if (b.defined()) EXPECT_BITS(b.grad(), c->get("grad_bias"), what + " grad_bias");
+    if (w.defined()) {
+      EXPECT_BITS(w.grad(), c->get("grad_weight"), what + " grad_weight");
+    }
+    if (b.defined()) {
+      EXPECT_BITS(b.grad(), c->get("grad_bias"), what + " grad_bias");
+    }
   }
 }
 

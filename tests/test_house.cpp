@@ -208,12 +208,13 @@ TEST(Docs, EveryPathAndLineTheyNameExists) {
       EXPECT_TRUE(exists) << doc.filename() << " names " << ref << ", which is not in the tree";
       EXPECT_TRUE(line_inside) << doc.filename() << " names " << (*m).str() << ": the file is shorter";
       const std::string cited = ref + ":" + std::string((*m)[2]) + ((*m)[3].matched ? "-" + std::string((*m)[3]) : "");
-      if (line_inside)
+      if (line_inside) {
         EXPECT_TRUE(holds_symbol) << doc.filename() << " names " << cited
                                   << (symbol.empty() ? std::string(", but its sentence names no symbol (a backticked "
                                                                    "identifier or a call) for the line to hold")
                                                      : ", but no such line (±" + std::to_string(kLineSlack) +
                                                            ") holds `" + symbol + "`");
+      }
     }
   }
   EXPECT_GT(checked, 50);
@@ -237,5 +238,7 @@ TEST(Docs, TheArchitectureTreeListsEveryAutogradFile) {
 // one sitting's reading.
 TEST(House, NoCommandLineFileIsOver800Lines) {
   for (const auto& e : fs::directory_iterator(kSource / "examples" / "cli"))
-    if (e.is_regular_file()) EXPECT_LE(line_count(e.path()), 800u) << e.path().filename() << " is over 800 lines: split it";
+    if (e.is_regular_file()) {
+      EXPECT_LE(line_count(e.path()), 800u) << e.path().filename() << " is over 800 lines: split it";
+    }
 }

@@ -105,8 +105,9 @@ TEST(LlamaCli, GenerationStopsAtTheFoldersEosIds) {
     ASSERT_FALSE(got.empty());
     ASSERT_LE(got.size(), twin.greedy.size());
     EXPECT_TRUE(std::equal(got.begin(), got.end(), twin.greedy.begin()));
-    if (got.size() < twin.greedy.size())  // it stopped early: at an eos id of the folder's
+    if (got.size() < twin.greedy.size()) {  // it stopped early: at an eos id of the folder's
       EXPECT_NE(config.find(std::to_string(got.back())), std::string::npos) << joined(got);
+    }
   }
 }
 

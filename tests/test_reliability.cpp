@@ -109,7 +109,9 @@ TEST(Devices, WithoutAUsableCudaDeviceTheReasonIsGiven) {
   testing_process::Shell r = testing_process::shell(std::string(SCRATCHGRAD_BIN_DIR) + "/scratchgrad train --steps 1 --device cuda");
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
-  if (has_registered_backend(DeviceType::CUDA)) EXPECT_NE(r.err.find("no usable CUDA device: "), std::string::npos) << r.err;
+  if (has_registered_backend(DeviceType::CUDA)) {
+    EXPECT_NE(r.err.find("no usable CUDA device: "), std::string::npos) << r.err;
+  }
 }
 
 // More than any x86-64 process can map (128 TiB, the whole user address space), so it fails even where the
