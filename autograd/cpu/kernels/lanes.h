@@ -1,6 +1,9 @@
 // lanes.h — how the kernels read and write vectors: a whole GCC vector at any address, and up to 16
-// floats for the AVX-512 kernels.
+// floats for the AVX-512 kernels; and a square of vectors transposed in registers (transpose_rows).
 #pragma once
+#include <cstddef>
+#include <cstdint>
+#include <utility>
 
 // These are always inlined into the AVX2 / AVX-512 functions that use them, so no vector ever crosses a
 // call boundary and GCC's warning about the ABI of such calls does not apply.
@@ -21,6 +24,29 @@ template <typename V, typename T> [[gnu::always_inline]] inline V load_vector(co
 }
 template <typename V, typename T> [[gnu::always_inline]] inline void store_vector(T* p, const V& v) {
   __builtin_memcpy(p, &v, sizeof(V));
+}
+
+// One step of a VL x VL transpose held in VL registers: rows a and b (H apart, a's index with bit H
+// clear) trade the off-diagonal H x H blocks of each 2H-wide group of lanes. After the steps H = 1, 2,
+// 4, ..., VL/2 row r holds what column r held. Each step is one two-register shuffle per row, its lanes
+// constants (lane j < VL of a, VL + j of b), so on AVX-512 it becomes vshufps, vpermt2ps or vshuff32x4.
+// (__builtin_shufflevector: GCC 12 and clang both have it, the wasm build included.)
+constexpr int lane_for_a(int64_t j, int64_t vl, int64_t h) { return int((j & h) == 0 ? j : vl + j - h); }
+constexpr int lane_for_b(int64_t j, int64_t vl, int64_t h) { return int((j & h) == 0 ? j + h : vl + j); }
+template <typename V, int64_t VL, int64_t H, size_t... J>
+[[gnu::always_inline]] inline void trade_blocks(V& a, V& b, std::index_sequence<J...>) {
+  const V new_a = __builtin_shufflevector(a, b, lane_for_a(J, VL, H)...);
+  const V new_b = __builtin_shufflevector(a, b, lane_for_b(J, VL, H)...);
+  a = new_a;
+  b = new_b;
+}
+template <typename V, int64_t VL, int64_t H = 1> [[gnu::always_inline]] inline void transpose_rows(V* rows) {
+  if constexpr (H < VL) {
+#pragma GCC unroll 16
+    for (int64_t r = 0; r < VL; ++r)
+      if ((r & H) == 0) trade_blocks<V, VL, H>(rows[r], rows[r + H], std::make_index_sequence<size_t(VL)>());
+    transpose_rows<V, VL, 2 * H>(rows);
+  }
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 
 #include "autograd/cpu/kernels.h"
 #include "autograd/cpu/kernels/bfloat16_lanes.h"
+#include "autograd/cpu/kernels/lanes.h"
 #include "autograd/cpu/runtime/buffer_cache.h"
 #include "autograd/cpu/runtime/product_tally.h"
 #include "autograd/cpu/runtime/runtime.h"
@@ -166,35 +167,15 @@ int64_t packed_a_words(int64_t m, int64_t k) { return (m + kMr - 1) / kMr * kMr 
 }
 
 // to[j · to_step + r] = from[r · from_step + j] for a 16 x 16 block of 32-bit words: 16 loads of 64 bytes,
-// the block turned over in registers (pairs of rows interleaved word by word, then two words at a time,
-// then 128-bit quarters twice), 16 stores of 64 bytes.
+// the block transposed in registers (lanes.h: transpose_rows, as matmul_fast.cpp packs a transposed B), 16
+// stores of 64 bytes.
+using SixteenWords = uint32_t __attribute__((vector_size(64)));
 [[gnu::target("avx512f")]] void turn_over_16x16(const uint32_t* from, int64_t from_step, uint32_t* to,
                                                 int64_t to_step) {
-  constexpr __mmask16 all = 0xFFFF;  // the masked forms, every lane kept (as lane_sum: GCC 12's warning)
-  constexpr __mmask8 all8 = 0xFF;
-  __m512i r[16], t[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(from + i * from_step);
-  for (int i = 0; i < 16; i += 2) {  // lane L of t[i]: rows i, i + 1, words 4L, 4L + 1 interleaved (t[i + 1]: +2, +3)
-    t[i] = _mm512_maskz_unpacklo_epi32(all, r[i], r[i + 1]);
-    t[i + 1] = _mm512_maskz_unpackhi_epi32(all, r[i], r[i + 1]);
-  }
-  for (int g = 0; g < 16; g += 4) {  // lane L of r[g + e]: rows g .. g + 3, word 4L + e
-    r[g] = _mm512_maskz_unpacklo_epi64(all8, t[g], t[g + 2]);
-    r[g + 1] = _mm512_maskz_unpackhi_epi64(all8, t[g], t[g + 2]);
-    r[g + 2] = _mm512_maskz_unpacklo_epi64(all8, t[g + 1], t[g + 3]);
-    r[g + 3] = _mm512_maskz_unpackhi_epi64(all8, t[g + 1], t[g + 3]);
-  }
-  for (int e = 0; e < 4; ++e) {  // word 4L + e of all 16 rows: lane L of r[e], r[4 + e], r[8 + e], r[12 + e]
-    // lanes 0 and 2 (then 1 and 3) of rows 0-7, and of rows 8-15
-    const __m512i low02 = _mm512_maskz_shuffle_i32x4(all, r[e], r[4 + e], 0x88);
-    const __m512i low13 = _mm512_maskz_shuffle_i32x4(all, r[e], r[4 + e], 0xDD);
-    const __m512i high02 = _mm512_maskz_shuffle_i32x4(all, r[8 + e], r[12 + e], 0x88);
-    const __m512i high13 = _mm512_maskz_shuffle_i32x4(all, r[8 + e], r[12 + e], 0xDD);
-    _mm512_storeu_si512(to + (0 + e) * to_step, _mm512_maskz_shuffle_i32x4(all, low02, high02, 0x88));
-    _mm512_storeu_si512(to + (8 + e) * to_step, _mm512_maskz_shuffle_i32x4(all, low02, high02, 0xDD));
-    _mm512_storeu_si512(to + (4 + e) * to_step, _mm512_maskz_shuffle_i32x4(all, low13, high13, 0x88));
-    _mm512_storeu_si512(to + (12 + e) * to_step, _mm512_maskz_shuffle_i32x4(all, low13, high13, 0xDD));
-  }
+  SixteenWords rows[16];
+  for (int64_t r = 0; r < 16; ++r) rows[r] = load_vector<SixteenWords>(from + r * from_step);
+  transpose_rows<SixteenWords, 16>(rows);
+  for (int64_t r = 0; r < 16; ++r) store_vector(to + r * to_step, rows[r]);
 }
 
 // B's columns j0 .. j0+32 as 32 words per pair of p (zero past N and past K).
@@ -266,19 +247,18 @@ template <size_t... R> constexpr auto kernels_by_rows(std::index_sequence<R...>)
 }
 constexpr auto kKernels = kernels_by_rows(std::make_index_sequence<kMr>());
 
-// One sum stored as it is into float32, or rounded once into bfloat16; then up to 16 of them at a time
-// (bfloat16_lanes.h): whole vectors with plain stores, a partial one masked (masked stores are slow on
-// AMD's AVX-512 cores).
+// One sum stored as it is into float32, or rounded once into bfloat16; then the first `count` of 16:
+// float32 through lanes.h's store_lanes, bfloat16 rounded (bfloat16_lanes.h) and stored the same way
+// (whole vectors plainly, a partial one masked: masked stores are slow on AMD's AVX-512 cores).
 inline void store_one(float& to, float sum) { to = sum; }
 inline void store_one(bfloat16& to, float sum) { to = round_to_bfloat16(sum); }
-[[gnu::target("avx512f")]] inline void store_lanes(float* to, __m512 sums, int64_t lanes) {
-  if (lanes == 16) _mm512_storeu_ps(to, sums);
-  else _mm512_mask_storeu_ps(to, __mmask16((1u << lanes) - 1), sums);
+[[gnu::target("avx512f")]] inline void store_sixteen(float* to, __m512 sums, int64_t count) {
+  store_lanes(to, __mmask16((1u << count) - 1), sums);
 }
-[[gnu::target("avx512f")]] inline void store_lanes(bfloat16* to, __m512 sums, int64_t lanes) {
+[[gnu::target("avx512f")]] inline void store_sixteen(bfloat16* to, __m512 sums, int64_t count) {
   const __m512i rounded = bfloat16_lanes(sums);
-  if (lanes == 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), _mm512_maskz_cvtepi32_epi16(0xFFFF, rounded));
-  else _mm512_mask_cvtepi32_storeu_epi16(to, __mmask16((1u << lanes) - 1), rounded);
+  if (count == 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), _mm512_maskz_cvtepi32_epi16(0xFFFF, rounded));
+  else _mm512_mask_cvtepi32_storeu_epi16(to, __mmask16((1u << count) - 1), rounded);
 }
 
 // C[:, j0 : j0 + width] = the m x 32 sums (rows of 32): along C's rows where they are contiguous, else
@@ -290,7 +270,7 @@ template <typename T>
   if (c.cs == 1) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t col = 0; col < width; col += 16)
-        store_lanes(&c(i, j0 + col), _mm512_loadu_ps(sums + i * kNr + col), std::min<int64_t>(16, width - col));
+        store_sixteen(&c(i, j0 + col), _mm512_loadu_ps(sums + i * kNr + col), std::min<int64_t>(16, width - col));
     return;
   }
   const int64_t blocked_rows = c.rs == 1 ? m / 16 * 16 : 0, blocked_columns = c.rs == 1 ? width / 16 * 16 : 0;
@@ -299,7 +279,7 @@ template <typename T>
     for (int64_t col = 0; col < blocked_columns; col += 16) {
       turn_over_16x16(reinterpret_cast<const uint32_t*>(sums + i * kNr + col), kNr,
                       reinterpret_cast<uint32_t*>(tile), 16);
-      for (int64_t cc = 0; cc < 16; ++cc) store_lanes(&c(i, j0 + col + cc), _mm512_load_ps(tile + cc * 16), 16);
+      for (int64_t cc = 0; cc < 16; ++cc) store_sixteen(&c(i, j0 + col + cc), _mm512_load_ps(tile + cc * 16), 16);
     }
   for (int64_t i = 0; i < m; ++i)
     for (int64_t col = i < blocked_rows ? blocked_columns : 0; col < width; ++col)
