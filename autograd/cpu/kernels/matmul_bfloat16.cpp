@@ -172,10 +172,12 @@ int64_t packed_a_words(int64_t m, int64_t k) { return (m + kMr - 1) / kMr * kMr 
 using SixteenWords = uint32_t __attribute__((vector_size(64)));
 [[gnu::target("avx512f")]] void turn_over_16x16(const uint32_t* from, int64_t from_step, uint32_t* to,
                                                 int64_t to_step) {
+  // (the copies written here, not through load_vector / store_vector: clang refuses a 64-byte vector
+  // returned by a function without AVX-512's target, inlined or not)
   SixteenWords rows[16];
-  for (int64_t r = 0; r < 16; ++r) rows[r] = load_vector<SixteenWords>(from + r * from_step);
+  for (int64_t r = 0; r < 16; ++r) __builtin_memcpy(&rows[r], from + r * from_step, sizeof(SixteenWords));
   transpose_rows<SixteenWords, 16>(rows);
-  for (int64_t r = 0; r < 16; ++r) store_vector(to + r * to_step, rows[r]);
+  for (int64_t r = 0; r < 16; ++r) __builtin_memcpy(to + r * to_step, &rows[r], sizeof(SixteenWords));
 }
 
 // B's columns j0 .. j0+32 as 32 words per pair of p (zero past N and past K).
