@@ -45,8 +45,26 @@ DType autocast_dtype();
 // two bfloat16 tensors multiply in bfloat16 with or without autocast).
 bool autocast_applies(const Tensor& a, const Tensor& b);
 // x rounded to bfloat16 (a recorded conversion: the gradient comes back widened to float32); an undefined
-// tensor stays undefined.
+// tensor stays undefined. A trained weight (a float32 leaf that requires grad, contiguous, not a view) is
+// rounded once and its copy kept for the next product and the next step, while the weight's version counter
+// says it is unchanged: a GPT-2 step would otherwise round its 124 M weights again, a pass over 750 MB. As
+// PyTorch's autocast caches a weight's cast within one autocast region, except that the copy outlives it:
+// AdamW writes it in the same pass as the weight (writable_bfloat16_copy), and any other in-place write
+// moves the weight's counter, so the next product rounds it afresh.
 Tensor autocast_operand(const Tensor& x);
+
+// For an optimizer that writes `weight` in place: its kept bfloat16 copy, to be written with the new values
+// rounded in the same pass (Backend::adam_update_rounding), then bfloat16_copy_written(weight) after the
+// weight's version has moved. Undefined when no copy is kept, or when one is still held by a graph (then
+// it is dropped: a graph's saved operand is never written under it).
+Tensor writable_bfloat16_copy(const Tensor& weight);
+void bfloat16_copy_written(const Tensor& weight);
+
+// Whether weights' copies are kept (true at start); false also drops those kept. The copies' memory (half
+// the weights' bytes) goes with release_bfloat16_copies, or with each weight.
+void set_keep_bfloat16_copies(bool keep);
+bool keep_bfloat16_copies();
+void release_bfloat16_copies();
 
 // Inference on weights kept in bfloat16 (generate --precision bf16): `leaf`'s values rounded to bfloat16
 // in place. Its storage is replaced, not the tensor, so every holder of it (a module's field, its parameter

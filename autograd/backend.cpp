@@ -74,6 +74,13 @@ void Backend::masked_fill(const Tensor& x, const Tensor& mask, double value, con
   where(mask, scalar_like(x, value).expand(x.shape()), x, out);
 }
 
+void Backend::adam_update_rounding(const AdamStep& step, const Tensor& param, const Tensor& grad,
+                                   const Tensor& exp_avg, const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,
+                                   const Tensor& rounded) {
+  adam_update(step, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq);
+  backend(param.device()).copy(param, rounded);  // the device's whole backend: this one may not hold bfloat16
+}
+
 void Backend::addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out) {
   NoGradGuard no_grad;
   Tensor product = empty(out.shape(), out.dtype(), out.device());

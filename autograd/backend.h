@@ -188,6 +188,12 @@ class Backend {
   // All tensors are contiguous with the parameter's shape; max_exp_avg_sq is undefined unless amsgrad.
   virtual void adam_update(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                            const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) = 0;
+  // The same step, and the parameter's new values rounded into `rounded` (bfloat16, contiguous, its shape):
+  // the weight's copy that autocast keeps (autocast.h), written in the same pass where the device can (the
+  // CPU's loop). This default updates, then rounds in a second pass.
+  virtual void adam_update_rounding(const AdamStep& step, const Tensor& param, const Tensor& grad,
+                                    const Tensor& exp_avg, const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq,
+                                    const Tensor& rounded);
 
   // moves a contiguous tensor between this device and the CPU
   virtual void copy_to_cpu(const Tensor& src, void* dst, size_t nbytes) = 0;

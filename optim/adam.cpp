@@ -76,9 +76,16 @@ void Adam::step(double grad_scale) {
         s.step = int64_t(step.item()) + 1;
         step.fill_(double(s.step));
       }
-      backend(param.device()).adam_update(s, param.contiguous(), grad.contiguous(), exp_avg, exp_avg_sq,
-                                          max_exp_avg_sq);
+      // a weight autocast keeps a bfloat16 copy of (autograd/autocast.h) gets it written in the same pass
+      const Tensor rounded = autograd::writable_bfloat16_copy(param);
+      if (rounded.defined())
+        backend(param.device()).adam_update_rounding(s, param.contiguous(), grad.contiguous(), exp_avg, exp_avg_sq,
+                                                     max_exp_avg_sq, rounded);
+      else
+        backend(param.device()).adam_update(s, param.contiguous(), grad.contiguous(), exp_avg, exp_avg_sq,
+                                            max_exp_avg_sq);
       param.impl().storage->bump_version();
+      if (rounded.defined()) autograd::bfloat16_copy_written(param);
     }
   }
 }

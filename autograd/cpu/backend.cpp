@@ -137,6 +137,12 @@ class CpuBackend final : public Backend {
                    const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) override {
     adam_update_cpu(step, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq);
   }
+  void adam_update_rounding(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                            const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const Tensor& rounded) override {
+    if (param.dtype() != DType::Float32)
+      return Backend::adam_update_rounding(step, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, rounded);
+    adam_update_cpu(step, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, rounded);
+  }
 };
 
 }  // namespace

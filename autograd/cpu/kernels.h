@@ -112,7 +112,8 @@ void rms_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& rstd
 void rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse, const Tensor& out);
 
 // adam.cpp
+// `rounded`, if defined (bfloat16, contiguous; a float32 param's): the new values rounded into it in the same pass
 void adam_update_cpu(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                     const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq);
+                     const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const Tensor& rounded = Tensor());
 
 }  // namespace autograd::cpu

@@ -9,6 +9,7 @@
 #include "autograd/backend.h"
 #include "autograd/ops.h"
 #include "autograd/ops/checks.h"
+#include "autograd/ops/gradients.h"
 
 namespace autograd {
 
@@ -374,9 +375,13 @@ Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   Tensor out = empty(shape(), target, device());
   backend(device()).copy(*this, out);
+  return record_conversion(*this, out);
+}
+
+Tensor record_conversion(const Tensor& x, Tensor converted) {
   // integer results carry no gradient
-  if (!is_floating(target) || !is_floating(dtype()) || !needs_grad({*this})) return out;
-  return record("ToCopyBackward0", out, {*this}, {}, ToCopyBackward0(dtype(), device()));
+  if (!is_floating(converted.dtype()) || !is_floating(x.dtype()) || !needs_grad({x})) return converted;
+  return record("ToCopyBackward0", std::move(converted), {x}, {}, ToCopyBackward0(x.dtype(), x.device()));
 }
 
 Tensor Tensor::to(Device target) const {

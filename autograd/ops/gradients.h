@@ -11,4 +11,8 @@ namespace autograd {
 // in one pass of the device's kernel (reference/gpt.cpp: the loop). Written into `dx` when given (it may be g).
 Tensor gelu_gradient(const Tensor& g, const Tensor& x, bool tanh, Tensor dx = Tensor());
 
+// y = x converted to another dtype  ⇒  dx = g converted back (ToCopyBackward0), for `converted` made from x
+// without history: what Tensor::to records, and autocast_operand for a weight's kept bfloat16 copy.
+Tensor record_conversion(const Tensor& x, Tensor converted);
+
 }  // namespace autograd

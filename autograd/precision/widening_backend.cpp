@@ -445,6 +445,13 @@ class WideningBackend final : public Backend {
     in_.adam_update(step, p, wide(grad), m, v, vmax);
     for (const Output* o : {&p, &m, &v, &vmax}) o->store(runs_.round);
   }
+  void adam_update_rounding(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                            const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const Tensor& rounded) override {
+    // a float32 weight's step with its bfloat16 copy: the inner device's (one pass, on the CPU)
+    if (!any_bf16(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq))
+      return in_.adam_update_rounding(step, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, rounded);
+    Backend::adam_update_rounding(step, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, rounded);
+  }
 
  private:
   Backend& in_;

@@ -11,6 +11,7 @@
 // PyTorch's AVX2 build fuses a + alpha·b and lands a bit away in about half of the updates).
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "autograd/backend.h"
 #include "autograd/cpu/kernels.h"
@@ -79,26 +80,40 @@ template <typename F, Decay decay, bool amsgrad>
 }
 #endif
 
-// A big parameter's elements are split over threads: each element's update stands alone, so no bit moves.
 template <typename F, Decay decay, bool amsgrad>
-void adam_loop(const AdamScalars<F>& c, int64_t n, F* p, const F* g, F* m, F* v, F* vmax) {
-  parallel_ranges(n, 1, [&](int64_t i0, int64_t i1) {
-    const int64_t k = i1 - i0;
-    F* vm = vmax ? vmax + i0 : nullptr;
+void adam_run(const AdamScalars<F>& c, int64_t n, F* p, const F* g, F* m, F* v, F* vmax) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (avx512_kernels()) return adam_loop_avx512<F, decay, amsgrad>(c, k, p + i0, g + i0, m + i0, v + i0, vm);
-    if (has_avx2()) return adam_loop_avx2<F, decay, amsgrad>(c, k, p + i0, g + i0, m + i0, v + i0, vm);
+  if (avx512_kernels()) return adam_loop_avx512<F, decay, amsgrad>(c, n, p, g, m, v, vmax);
+  if (has_avx2()) return adam_loop_avx2<F, decay, amsgrad>(c, n, p, g, m, v, vmax);
 #endif
-    adam_loop_body<F, decay, amsgrad>(c, k, p + i0, g + i0, m + i0, v + i0, vm);
+  adam_loop_body<F, decay, amsgrad>(c, n, p, g, m, v, vmax);
+}
+
+// Elements updated before their bfloat16 copy is written: a block's new values are still in L1 when they
+// are rounded, so the copy costs its writes and not a second read of the parameter from memory.
+constexpr int64_t kRoundingBlock = 2048;
+
+// A big parameter's elements are split over threads: each element's update stands alone, so no bit moves.
+// `rounded`, when given (float32 only), gets each new value rounded to bfloat16 (autocast's kept copy).
+template <typename F, Decay decay, bool amsgrad>
+void adam_loop(const AdamScalars<F>& c, int64_t n, F* p, const F* g, F* m, F* v, F* vmax, bfloat16* rounded) {
+  parallel_ranges(n, 1, [&](int64_t i0, int64_t i1) {
+    if (!rounded) return adam_run<F, decay, amsgrad>(c, i1 - i0, p + i0, g + i0, m + i0, v + i0, vmax ? vmax + i0 : nullptr);
+    for (int64_t b0 = i0; b0 < i1; b0 += kRoundingBlock) {
+      const int64_t k = std::min(kRoundingBlock, i1 - b0);
+      adam_run<F, decay, amsgrad>(c, k, p + b0, g + b0, m + b0, v + b0, vmax ? vmax + b0 : nullptr);
+      if constexpr (std::is_same_v<F, float>)
+        contiguous_loop(k, [&](int64_t i) { rounded[b0 + i] = round_to_bfloat16(p[b0 + i]); });
+    }
   });
 }
 
 template <typename F, bool amsgrad>
 void adam_loop_for_decay(const AdamStep& s, const AdamScalars<F>& c, int64_t n, F* p, const F* g, F* m, F* v,
-                         F* vmax) {
-  if (s.decoupled_weight_decay) return adam_loop<F, Decay::decoupled, amsgrad>(c, n, p, g, m, v, vmax);
-  if (s.weight_decay != 0.0) return adam_loop<F, Decay::l2, amsgrad>(c, n, p, g, m, v, vmax);
-  adam_loop<F, Decay::none, amsgrad>(c, n, p, g, m, v, vmax);
+                         F* vmax, bfloat16* rounded) {
+  if (s.decoupled_weight_decay) return adam_loop<F, Decay::decoupled, amsgrad>(c, n, p, g, m, v, vmax, rounded);
+  if (s.weight_decay != 0.0) return adam_loop<F, Decay::l2, amsgrad>(c, n, p, g, m, v, vmax, rounded);
+  adam_loop<F, Decay::none, amsgrad>(c, n, p, g, m, v, vmax, rounded);
 }
 
 inline bool same_options_and_step(const AdamStep& a, const AdamStep& b) {
@@ -108,7 +123,7 @@ inline bool same_options_and_step(const AdamStep& a, const AdamStep& b) {
 
 template <typename F>
 static void adam_update_typed(const AdamStep& s, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                              const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) {
+                              const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, bfloat16* rounded) {
   const int64_t n = param.numel();
   F* p = param.data_ptr<F>();
   const F* g = grad.data_ptr<F>();
@@ -123,14 +138,16 @@ static void adam_update_typed(const AdamStep& s, const Tensor& param, const Tens
     last_step = s;
   }
   const AdamScalars<F>& c = last_scalars;
-  if (s.amsgrad) return adam_loop_for_decay<F, true>(s, c, n, p, g, m, v, max_exp_avg_sq.data_ptr<F>());
-  adam_loop_for_decay<F, false>(s, c, n, p, g, m, v, nullptr);
+  if (s.amsgrad) return adam_loop_for_decay<F, true>(s, c, n, p, g, m, v, max_exp_avg_sq.data_ptr<F>(), rounded);
+  adam_loop_for_decay<F, false>(s, c, n, p, g, m, v, nullptr, rounded);
 }
 
 void adam_update_cpu(const AdamStep& s, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                     const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq) {
-  if (param.dtype() == DType::Float64) adam_update_typed<double>(s, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq);
-  else adam_update_typed<float>(s, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq);
+                     const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const Tensor& rounded) {
+  if (param.dtype() == DType::Float64)
+    return adam_update_typed<double>(s, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, nullptr);
+  adam_update_typed<float>(s, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
+                           rounded.defined() ? rounded.data_ptr<bfloat16>() : nullptr);
 }
 
 }  // namespace autograd::cpu
