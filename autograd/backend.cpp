@@ -81,6 +81,14 @@ void Backend::adam_update_rounding(const AdamStep& step, const Tensor& param, co
   backend(param.device()).copy(param, rounded);  // the device's whole backend: this one may not hold bfloat16
 }
 
+void Backend::bfloat16_product_widened(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  Backend& device = backend(out.device());  // the device's whole backend: this one may not hold bfloat16
+  const Tensor sixteen = empty(out.shape(), DType::BFloat16, out.device());
+  if (bias.defined()) device.addmm(bias, a, b, sixteen);
+  else device.matmul(a, b, sixteen);
+  device.copy(sixteen, out);
+}
+
 void Backend::addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out) {
   NoGradGuard no_grad;
   Tensor product = empty(out.shape(), out.dtype(), out.device());

@@ -43,6 +43,15 @@ struct AdamStep {
   double grad_scale = 1;
 };
 
+// How a product of bfloat16 operands stores its float32 sums: `bias` (float32 [N], or undefined) added to
+// every row's sums first, as addmm adds it; then into a float32 out as they are, or with `rounded` each
+// rounded to bfloat16 and widened back (autocast's product, rounded as PyTorch's autocast output is, handed
+// on in float32 in the same store); a bfloat16 out always gets them rounded once.
+struct ProductStore {
+  Tensor bias;
+  bool rounded = false;
+};
+
 // Columns of Wᵀ in one panel of a weight packed for generation (pack_panels, ops/panels.cpp: [P, K, 16]).
 constexpr int64_t kPanelWidth = 16;
 
@@ -72,6 +81,10 @@ class Backend {
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
   // out[M, N] = bias + a[M, K] @ b[K, N], the bias ([N], contiguous) as the sum's starting value (addmm).
   virtual void addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out);
+  // out [M, N] (float32, any strides) = a [M, K] @ b [K, N] (+ bias [N], float32, or undefined) for bfloat16
+  // a and b, each sum rounded to bfloat16 and widened back: autocast's product handed on in float32
+  // (ops/autocast_linear.cpp). This default makes the bfloat16 product, then widens it.
+  virtual void bfloat16_product_widened(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
 
   // out [M, N] = x [M, K] · Wᵀ (+ bias [N], or undefined) for W [N, K] packed in panels [P, K, 16]
   // (ops/panels.cpp: panel i holds Wᵀ's columns 16i .. 16i + 15, zeros past N). By default W is unpacked and

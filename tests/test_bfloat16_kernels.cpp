@@ -66,9 +66,10 @@ std::vector<Case> cases() {
   return all;
 }
 
-Tensor product(void (*kernel)(const Tensor&, const Tensor&, const Tensor&), const Tensor& a, const Tensor& b) {
+using Kernel = void (*)(const Tensor&, const Tensor&, const Tensor&, const ProductStore&);
+Tensor product(Kernel kernel, const Tensor& a, const Tensor& b) {
   Tensor out = empty({a.size(-2), b.size(-1)});
-  kernel(a, b, out);
+  kernel(a, b, out, {});
   return out;
 }
 
@@ -92,6 +93,22 @@ TEST(BFloat16Kernels, ExactWhereTheSumsAreExact) {
       EXPECT_TRUE(equal(rounded.to(DType::Float32), want_rounded));
       reference::bfloat16_matmul(a, b, rounded);
       EXPECT_TRUE(equal(rounded.to(DType::Float32), want_rounded));
+    }
+    // with a bias, into a float32 output rounded to bfloat16 and widened back (autocast's product handed on
+    // in float32) and into a bfloat16 one, in both layouts: sum + bias, rounded once
+    std::vector<float> bias_values(size_t(c.n));
+    for (float& v : bias_values) v = float(int(rng() % 9) - 4);
+    const Tensor bias = from_vector(bias_values, {c.n});
+    const Tensor want_biased = (want + bias).to(DType::BFloat16).to(DType::Float32);
+    for (Kernel kernel : {Kernel(cpu::bfloat16_matmul), Kernel(reference::bfloat16_matmul)}) {
+      for (const Tensor& out : {empty({c.m, c.n}), empty({c.n, c.m}).t(), empty({c.m, c.n}, DType::BFloat16),
+                                empty({c.n, c.m}, DType::BFloat16).t()}) {
+        kernel(a, b, out, {.bias = bias, .rounded = true});
+        EXPECT_TRUE(equal(out.to(DType::Float32), want_biased)) << dtype_name(out.dtype()) << " contiguous " << out.is_contiguous();
+        if (out.dtype() != DType::Float32) continue;
+        kernel(a, b, out, {.rounded = true});
+        EXPECT_TRUE(equal(out, want_rounded));
+      }
     }
     // the portable path: widened operands, the float32 product
     EXPECT_TRUE(equal(matmul(a.to(DType::Float32), b.to(DType::Float32)), want));

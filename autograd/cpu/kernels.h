@@ -68,7 +68,7 @@ inline constexpr int64_t kSmallMatmulFlops = 16 * 1024;
 // matmul_bfloat16.cpp
 // out (float32) = a @ b for bfloat16 a and b, float32 sums: the AVX512_BF16 kernel where the CPU has it,
 // else each operand widened to float32 and the float32 product (widening_backend.h calls it).
-void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out);
+void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out, const ProductStore& how = {});
 // "avx512_bf16" or "float32 (widened)": the path bfloat16_matmul takes on this CPU.
 const char* bfloat16_kernel_name();
 // out [1, N] (float32) = a (bfloat16, one row of K) times a bfloat16 weight packed in panels [P, K, 16]

@@ -220,22 +220,23 @@ class WideningBackend final : public Backend {
   // ---- products: bfloat16 operands go to `product`, whose float32 sums are rounded once if out is bfloat16
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override {
     if (!any_bf16(a, b, out)) return in_.matmul(a, b, out);
-    if (is_bf16(a) && is_bf16(b)) return product_(a, b, out);  // it rounds into a bfloat16 out itself
+    if (is_bf16(a) && is_bf16(b)) return product_(a, b, out, {});  // it rounds into a bfloat16 out itself
     Output o(out);
     in_.matmul(wide(a), wide(b), o);
     o.store(runs_.round);
   }
   void addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out) override {
     if (!any_bf16(bias, a, b, out)) return in_.addmm(bias, a, b, out);
+    // the float32 sums, then the bias in float32, rounded once into a bfloat16 out: as the product stores
+    if (is_bf16(a) && is_bf16(b)) return product_(a, b, out, {.bias = wide(bias)});
     Output o(out);
-    if (is_bf16(a) && is_bf16(b)) {
-      const Tensor& sum = o;
-      product_(a, b, sum);
-      in_.binary(BinaryOp::Add, wide(bias).expand(sum.shape()), sum, sum);  // then the bias, in float32
-    } else {
-      in_.addmm(wide(bias), wide(a), wide(b), o);
-    }
+    in_.addmm(wide(bias), wide(a), wide(b), o);
     o.store(runs_.round);
+  }
+  void bfloat16_product_widened(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) override {
+    if (!is_bf16(a) || !is_bf16(b) || out.dtype() != DType::Float32 || (bias.defined() && is_bf16(bias)))
+      return Backend::bfloat16_product_widened(a, b, bias, out);
+    product_(a, b, out, {.bias = bias, .rounded = true});
   }
   void matmul_structured(const Tensor& a, const Tensor& b, const Tensor& out, MatmulStructure structure) override {
     if (!any_bf16(a, b, out)) return in_.matmul_structured(a, b, out, structure);
@@ -245,7 +246,7 @@ class WideningBackend final : public Backend {
     if (!any_bf16(a, b, out)) return in_.causal_product(a, b, out, divisor, above);
     Output o(out);
     if (is_bf16(a) && is_bf16(b)) {
-      product_(a, b, o);
+      product_(a, b, o, {});
       in_.causal_scale(o, o, divisor, above);
     } else {
       in_.causal_product(wide(a), wide(b), o, divisor, above);

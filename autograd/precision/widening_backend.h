@@ -19,8 +19,9 @@ namespace autograd {
 
 // out (float32 or bfloat16, contiguous or not) = a @ b for bfloat16 a [..., M, K] and b [..., K, N] with
 // identical batch dims: every product of two bfloat16 numbers (exact in float32) added into a float32 sum,
-// rounded once into a bfloat16 out (with no float32 copy of the whole output in between).
-using BFloat16Product = void (*)(const Tensor& a, const Tensor& b, const Tensor& out);
+// plus the bias and rounded as `how` says (backend.h: ProductStore), with no float32 copy of the whole
+// output in between.
+using BFloat16Product = void (*)(const Tensor& a, const Tensor& b, const Tensor& out, const ProductStore& how);
 
 // A backend that runs `inner`'s entries on bfloat16 tensors as described above. Never destroyed
 // (the backends are process-wide).

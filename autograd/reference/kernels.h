@@ -27,7 +27,7 @@ void norm2(const Tensor& x, const Tensor& out);
 void matmul(const Tensor& a, const Tensor& b, const Tensor& out);
 void addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out);
 // out (float32) = a @ b for bfloat16 a and b: each product widened to float32, added into a float32 sum
-void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out);
+void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out, const ProductStore& how = {});
 void causal_product(const Tensor& a, const Tensor& b, const Tensor& out, double divisor, double above);
 void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above);
 bool zero_above_diagonal(const Tensor& p);

@@ -32,17 +32,20 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
   floating(a, "matmul", product<float>, product<double>)(a, b, no_bias, out);
 }
 
-// What a float32 sum is stored as: itself in a float32 out, rounded once in a bfloat16 out.
-inline void store(float& to, float sum) { to = sum; }
-inline void store(bfloat16& to, float sum) { to = round_to_bfloat16(sum); }
+// What a float32 sum is stored as: itself in a float32 out (or, `rounded`, rounded to bfloat16 and widened
+// back), rounded once in a bfloat16 out.
+inline void store(float& to, float sum, bool rounded) { to = rounded ? widen(round_to_bfloat16(sum)) : sum; }
+inline void store(bfloat16& to, float sum, bool) { to = round_to_bfloat16(sum); }
 
-// out[..., i, j] = Σ_p a[..., i, p] · b[..., p, j] with a and b bfloat16 and out float32 (or bfloat16: the
-// sum rounded once): every term is the product of two widened bfloat16 numbers (exact in float32: 8 + 8
-// significant bits), added into a float32 sum in the order of p. The fast kernels
-// (cpu/kernels/matmul_bfloat16.cpp) are held to this loop.
-template <typename C> void bfloat16_product(const Tensor& a, const Tensor& b, const Tensor& out) {
+// out[..., i, j] = Σ_p a[..., i, p] · b[..., p, j] (+ bias[j]) with a and b bfloat16 and out float32 (or
+// bfloat16: the sum rounded once): every term is the product of two widened bfloat16 numbers (exact in
+// float32: 8 + 8 significant bits), added into a float32 sum in the order of p, then the bias. The fast
+// kernels (cpu/kernels/matmul_bfloat16.cpp) are held to this loop.
+template <typename C> void bfloat16_product(const Tensor& a, const Tensor& b, const Tensor& out, const ProductStore& how) {
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   const Shape batch = leading(out, 2);
+  const Tensor bias = how.bias.defined() ? how.bias.contiguous() : Tensor();
+  const float* bias_of = bias.defined() ? bias.data_ptr<float>() : nullptr;
   for (int64_t n = 0; n < shape_numel(batch); ++n) {
     const Matrix<const bfloat16> A = matrix<const bfloat16>(a, index_of(n, batch));
     const Matrix<const bfloat16> B = matrix<const bfloat16>(b, index_of(n, batch));
@@ -52,15 +55,16 @@ template <typename C> void bfloat16_product(const Tensor& a, const Tensor& b, co
         float sum = 0;
         for (int64_t p = 0; p < K; ++p)
           sum = sum + widen(A(i, p)) * widen(B(p, j));
-        store(Out(i, j), sum);
+        if (bias_of) sum = sum + bias_of[j];
+        store(Out(i, j), sum, how.rounded);
       }
     }
   }
 }
 
-void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
-  if (out.dtype() == DType::BFloat16) bfloat16_product<bfloat16>(a, b, out);
-  else bfloat16_product<float>(a, b, out);
+void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out, const ProductStore& how) {
+  if (out.dtype() == DType::BFloat16) bfloat16_product<bfloat16>(a, b, out, how);
+  else bfloat16_product<float>(a, b, out, how);
 }
 
 // out[i, j] = bias[j] + Σ_p a[i, p] · b[p, j]

@@ -11,6 +11,10 @@
 
 #include "autograd/cpu/kernels/loops.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 namespace autograd::cpu {
 
 void round_run_to_bfloat16(const float* from, bfloat16* to, int64_t n) {
@@ -19,8 +23,27 @@ void round_run_to_bfloat16(const float* from, bfloat16* to, int64_t n) {
   });
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// A long run (a weight's gradient, 4 MB and more) is widened with streaming stores: its float32 copy is
+// not read again soon (the optimizer reads it after the whole backward pass), and a streaming store does
+// not first read the line it overwrites, a third of the run's memory traffic.
+[[gnu::target("avx512f,avx512bw")]] void widen_streaming(const bfloat16* from, float* to, int64_t n) {
+  int64_t i = 0;
+  for (; i < n && reinterpret_cast<uintptr_t>(to + i) % 64; ++i) to[i] = widen(from[i]);
+  for (; i + 16 <= n; i += 16) {
+    const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(from + i));
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(to + i), _mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
+  }
+  for (; i < n; ++i) to[i] = widen(from[i]);
+  _mm_sfence();
+}
+#endif
+
 void widen_run_to_float32(const bfloat16* from, float* to, int64_t n) {
   parallel_ranges(n, 1, [&](int64_t first, int64_t last) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (n >= (int64_t(1) << 20) && avx512_kernels()) return widen_streaming(from + first, to + first, last - first);
+#endif
     contiguous_loop(last - first, [&](int64_t i) { to[first + i] = widen(from[first + i]); });
   });
 }

@@ -249,11 +249,19 @@ template <size_t... R> constexpr auto kernels_by_rows(std::index_sequence<R...>)
 }
 constexpr auto kKernels = kernels_by_rows(std::make_index_sequence<kMr>());
 
-// One sum stored as it is into float32, or rounded once into bfloat16; then the first `count` of 16:
-// float32 through lanes.h's store_lanes, bfloat16 rounded (bfloat16_lanes.h) and stored the same way
-// (whole vectors plainly, a partial one masked: masked stores are slow on AMD's AVX-512 cores).
+// A float32 output whose sums are rounded to bfloat16 and widened back as they are stored: autocast's
+// product (rounded to bfloat16, as PyTorch's autocast output is) handed on in float32 in the same store.
+struct RoundedFloat {
+  float value;
+};
+
+// One sum stored as it is into float32, or rounded once into bfloat16 (or rounded and widened back); then
+// the first `count` of 16: float32 through lanes.h's store_lanes, bfloat16 rounded (bfloat16_lanes.h) and
+// stored the same way (whole vectors plainly, a partial one masked: masked stores are slow on AMD's
+// AVX-512 cores).
 inline void store_one(float& to, float sum) { to = sum; }
 inline void store_one(bfloat16& to, float sum) { to = round_to_bfloat16(sum); }
+inline void store_one(RoundedFloat& to, float sum) { to.value = widen(round_to_bfloat16(sum)); }
 [[gnu::target("avx512f")]] inline void store_sixteen(float* to, __m512 sums, int64_t count) {
   store_lanes(to, __mmask16((1u << count) - 1), sums);
 }
@@ -262,17 +270,33 @@ inline void store_one(bfloat16& to, float sum) { to = round_to_bfloat16(sum); }
   if (count == 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), _mm512_maskz_cvtepi32_epi16(0xFFFF, rounded));
   else _mm512_mask_cvtepi32_storeu_epi16(to, __mmask16((1u << count) - 1), rounded);
 }
+[[gnu::target("avx512f")]] inline void store_sixteen(RoundedFloat* to, __m512 sums, int64_t count) {
+  const __m512i widened = _mm512_maskz_slli_epi32(0xFFFF, bfloat16_lanes(sums), 16);  // the top halves
+  store_lanes(&to->value, __mmask16((1u << count) - 1), _mm512_castsi512_ps(widened));
+}
 
-// C[:, j0 : j0 + width] = the m x 32 sums (rows of 32): along C's rows where they are contiguous, else
-// where its columns are (a weight's gradient, made in its transposed layout) 16 x 16 blocks turned over
-// into a tile and stored along the columns, the rest one by one. No call a row: a product stores m times
-// its panels' count of these, 73,728 for a 768 x 3072 weight's gradient.
+// The first `count` of bias[0..16) as lanes (zero past count), or zeros for no bias (adding them changes no
+// sum: a sum starts at +0, so it is never −0).
+[[gnu::target("avx512f")]] inline __m512 bias_lanes(const float* bias, int64_t count) {
+  return bias ? _mm512_maskz_loadu_ps(__mmask16((1u << count) - 1), bias) : _mm512_setzero_ps();
+}
+
+// C[:, j0 : j0 + width] = the m x 32 sums (rows of 32), each plus bias[j] when there is one (addmm's bias,
+// added in float32 before the rounding, as the widening backend's addmm adds it): along C's rows where
+// they are contiguous, else where its columns are (a weight's gradient, made in its transposed layout)
+// 16 x 16 blocks turned over into a tile and stored along the columns, the rest one by one. No call a
+// row: a product stores m times its panels' count of these, 73,728 for a 768 x 3072 weight's gradient.
 template <typename T>
-[[gnu::target("avx512f")]] void store_sums(const float* sums, Strided<T> c, int64_t m, int64_t j0, int64_t width) {
+[[gnu::target("avx512f")]] void store_sums(const float* sums, Strided<T> c, int64_t m, int64_t j0, int64_t width,
+                                           const float* bias) {
   if (c.cs == 1) {
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t col = 0; col < width; col += 16)
-        store_sixteen(&c(i, j0 + col), _mm512_loadu_ps(sums + i * kNr + col), std::min<int64_t>(16, width - col));
+    const int64_t low = std::min<int64_t>(16, width), high = width - low;  // the panel's two vectors
+    const __m512 bias_low = bias_lanes(bias ? bias + j0 : nullptr, low);
+    const __m512 bias_high = bias_lanes(bias && high > 0 ? bias + j0 + 16 : nullptr, std::max<int64_t>(high, 0));
+    for (int64_t i = 0; i < m; ++i) {
+      store_sixteen(&c(i, j0), _mm512_add_ps(_mm512_loadu_ps(sums + i * kNr), bias_low), low);
+      if (high > 0) store_sixteen(&c(i, j0 + 16), _mm512_add_ps(_mm512_loadu_ps(sums + i * kNr + 16), bias_high), high);
+    }
     return;
   }
   const int64_t blocked_rows = c.rs == 1 ? m / 16 * 16 : 0, blocked_columns = c.rs == 1 ? width / 16 * 16 : 0;
@@ -281,17 +305,20 @@ template <typename T>
     for (int64_t col = 0; col < blocked_columns; col += 16) {
       turn_over_16x16(reinterpret_cast<const uint32_t*>(sums + i * kNr + col), kNr,
                       reinterpret_cast<uint32_t*>(tile), 16);
-      for (int64_t cc = 0; cc < 16; ++cc) store_sixteen(&c(i, j0 + col + cc), _mm512_load_ps(tile + cc * 16), 16);
+      for (int64_t cc = 0; cc < 16; ++cc) {
+        const __m512 b = _mm512_set1_ps(bias ? bias[j0 + col + cc] : 0.0f);
+        store_sixteen(&c(i, j0 + col + cc), _mm512_add_ps(_mm512_load_ps(tile + cc * 16), b), 16);
+      }
     }
   for (int64_t i = 0; i < m; ++i)
     for (int64_t col = i < blocked_rows ? blocked_columns : 0; col < width; ++col)
-      store_one(c(i, j0 + col), sums[i * kNr + col]);
+      store_one(c(i, j0 + col), bias ? sums[i * kNr + col] + bias[j0 + col] : sums[i * kNr + col]);
 }
 
 // C[:, j0 : j0+32] of one matrix: pack its panel of B, then every row block, block of pairs by block.
 template <typename T>
 void panel_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, int64_t m, int64_t n,
-                   int64_t k, int64_t j0, uint32_t* panel, float* sums) {
+                   int64_t k, int64_t j0, uint32_t* panel, float* sums, const float* bias) {
   const int64_t pairs = (k + 1) / 2;
   pack_b_panel(b, n, k, j0, panel);
   if (pairs == 0) std::fill(sums, sums + m * kNr, 0.0f);
@@ -303,7 +330,7 @@ void panel_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, i
     }
   }
   const int64_t width = std::min(kNr, n - j0);
-  store_sums(sums, c, m, j0, width);
+  store_sums(sums, c, m, j0, width, bias);
 }
 
 // One matrix with a long K and a small C (GPT-2's head's input gradient: K 50,257, C 256 x 768): B is packed
@@ -311,7 +338,8 @@ void panel_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, i
 // meanwhile, so that A's block (a few hundred KB) is read from L2 by every panel; panel by panel, all of A
 // (25 MB there) would come from memory again for each of C's 24 panels.
 template <typename T>
-void deep_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, int64_t m, int64_t n, int64_t k) {
+void deep_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, int64_t m, int64_t n, int64_t k,
+                  const float* bias) {
   const int64_t pairs = (k + 1) / 2, panels = (n + kNr - 1) / kNr;
   const Cached<float> sums(size_t(panels * m * kNr));  // panel by panel: [panel][row][32]
   const int threads = int(std::min<int64_t>(get_num_threads(), panels));
@@ -334,7 +362,8 @@ void deep_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, in
     }
   }
 #pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-  for (int64_t p = 0; p < panels; ++p) store_sums(sums.data() + p * m * kNr, c, m, p * kNr, std::min(kNr, n - p * kNr));
+  for (int64_t p = 0; p < panels; ++p)
+    store_sums(sums.data() + p * m * kNr, c, m, p * kNr, std::min(kNr, n - p * kNr), bias);
 }
 
 // Whether deep_product suits a matrix of the product: K of four blocks of pairs or more, C's sums within 4 MB.
@@ -342,7 +371,9 @@ bool is_deep(int64_t m, int64_t n, int64_t k) {
   return (k + 1) / 2 >= 4 * kPairsPerBlock && m * ((n + kNr - 1) / kNr * kNr) <= (int64_t(1) << 20);
 }
 
-template <typename T> void avx512_bf16_product(const Tensor& a, const Tensor& b, const Tensor& out) {
+// `bias`: float32 [N] added to every row's sums, or null.
+template <typename T>
+void avx512_bf16_product(const Tensor& a, const Tensor& b, const Tensor& out, const float* bias) {
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   const int64_t items = out.numel() / std::max<int64_t>(m * n, 1);
   if (m == 0 || n == 0) return;
@@ -352,7 +383,7 @@ template <typename T> void avx512_bf16_product(const Tensor& a, const Tensor& b,
   for (int64_t t = 0; t < items; ++t) pack_a(item<const bfloat16>(a, t), m, k, packed_a.data() + t * words);
   if (is_deep(m, n, k)) {
     for (int64_t t = 0; t < items; ++t)
-      deep_product(packed_a.data() + t * words, item<const bfloat16>(b, t), item<T>(out, t), m, n, k);
+      deep_product(packed_a.data() + t * words, item<const bfloat16>(b, t), item<T>(out, t), m, n, k, bias);
     return;
   }
   const int64_t panels = (n + kNr - 1) / kNr, tasks = items * panels;
@@ -368,7 +399,7 @@ template <typename T> void avx512_bf16_product(const Tensor& a, const Tensor& b,
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t t = task / panels, j0 = (task % panels) * kNr;
       panel_product(packed_a.data() + t * words, item<const bfloat16>(b, t), item<T>(out, t), m, n, k, j0,
-                    panel.data(), sums.data());
+                    panel.data(), sums.data(), bias);
     }
   }
 }
@@ -503,20 +534,28 @@ bool bfloat16_row_times_panels(const Tensor& a, const Tensor& panels, const Tens
 
 const char* bfloat16_kernel_name() { return has_avx512_bf16() ? "avx512_bf16" : "float32 (widened)"; }
 
-// A bfloat16 out (a product under autocast) gets each float32 sum rounded once: by the packed kernel as it
-// stores, else through a float32 copy.
-void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+// A bfloat16 out (a product under autocast), or a float32 one with `how.rounded`, gets each float32 sum (plus
+// the bias) rounded once: by the packed kernel as it stores, else through a float32 copy.
+void bfloat16_matmul(const Tensor& a, const Tensor& b, const Tensor& out, const ProductStore& how) {
   const bool rounded = out.dtype() == DType::BFloat16;
 #ifdef SCRATCHGRAD_X86_BF16
   if (has_avx512_bf16() && !is_row_times_weight(a, b)) {  // the packed kernel rounds as it stores
     ProductTimer timer(2.0 * double(out.numel()) * double(a.size(-1)));  // bench_gpt2_train's products line
-    return rounded ? avx512_bf16_product<bfloat16>(a, b, out) : avx512_bf16_product<float>(a, b, out);
+    const Tensor bias = how.bias.defined() ? how.bias.contiguous() : Tensor();
+    const float* b0 = bias.defined() ? bias.data_ptr<float>() : nullptr;
+    if (rounded) return avx512_bf16_product<bfloat16>(a, b, out, b0);
+    return how.rounded ? avx512_bf16_product<RoundedFloat>(a, b, out, b0) : avx512_bf16_product<float>(a, b, out, b0);
   }
 #endif
-  if (rounded) {  // the float32 sums, then rounded once
+  if (rounded || how.rounded || how.bias.defined()) {  // the float32 sums, the bias, then rounded once
     const Tensor sums = empty(out.shape(), DType::Float32);
-    bfloat16_matmul(a, b, sums);
-    return round_into_bfloat16(sums, out);
+    bfloat16_matmul(a, b, sums, {});
+    if (how.bias.defined()) binary(BinaryOp::Add, sums, how.bias.expand(sums.shape()), sums);
+    if (rounded) return round_into_bfloat16(sums, out);
+    if (!how.rounded) return copy(sums, out);
+    const Tensor sixteen = empty(out.shape(), DType::BFloat16);
+    round_into_bfloat16(sums, sixteen);
+    return widen_into_float32(sixteen, out);
   }
 #ifdef SCRATCHGRAD_X86_BF16
   if (has_avx512_bf16()) {
