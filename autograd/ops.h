@@ -102,6 +102,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index = -100);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// linear of float32 x, weight and bias under autocast (autocast.h), as one node with the composed graph's
+// bits: the roundings to bfloat16 and the widenings back made inside the products (ops/autocast_linear.cpp).
+// linear calls it under autocast; it rounds whether or not a guard is active.
+Tensor autocast_linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 // approximate: "none" (x·Φ(x), with erf) or "tanh" (PyTorch's tanh approximation)
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 // linear(gelu(h, approximate), weight, bias) with the same bits, as one node that keeps h but not gelu(h)

@@ -184,8 +184,12 @@ static void check_linear_shapes(const Tensor& x, const Tensor& weight, const Ten
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_linear_shapes(x, weight, bias, "linear");
-  if (autocast_applies(x, weight))  // bfloat16 operands and bias, float32 sums (autocast.h)
+  if (autocast_applies(x, weight)) {  // bfloat16 operands and bias, float32 sums (autocast.h)
+    const bool all_float32 = x.dtype() == DType::Float32 && weight.dtype() == DType::Float32 &&
+                             (!bias.defined() || bias.dtype() == DType::Float32);
+    if (all_float32) return autocast_linear(x, weight, bias);  // the same, as one node
     return linear(autocast_operand(x), autocast_operand(weight), autocast_operand(bias)).to(DType::Float32);
+  }
   if (!bias.defined()) return matmul(x, weight.t());  // MmBackward0 (then UnsafeViewBackward0 for a batch)
   if (x.dim() == 2) return addmm(bias, x, weight.t());
   // a batch of rows: flatten to one matrix, one addmm, view back (PyTorch's _flatten_3d_linear). The two
