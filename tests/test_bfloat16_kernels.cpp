@@ -126,6 +126,15 @@ TEST(BFloat16Kernels, BigProductsOnTwoThreads) {
     EXPECT_TRUE(equal(product(cpu::bfloat16_matmul, a, b), product(reference::bfloat16_matmul, a, b)))
         << "A transposed " << a_transposed;
   }
+  // a float32 output of 4 MB and more, rounded: stored with streaming stores, in both layouts (a weight's
+  // gradient is made in its transposed one), odd edges written plainly. K 1: each sum is one exact product
+  // of normal values, which the rounding changes
+  const auto [a, b] = operands({1030, 1, 1040}, false, rng);
+  const Tensor want = product(reference::bfloat16_matmul, a, b).to(DType::BFloat16).to(DType::Float32);
+  for (const Tensor& out : {empty({1030, 1040}), empty({1040, 1030}).t()}) {
+    cpu::bfloat16_matmul(a, b, out, {.rounded = true});
+    EXPECT_TRUE(equal(out, want)) << "contiguous " << out.is_contiguous();
+  }
   set_num_threads(previous);
 }
 

@@ -270,10 +270,15 @@ inline void store_one(RoundedFloat& to, float sum) { to.value = widen(round_to_b
   if (count == 16) _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), _mm512_maskz_cvtepi32_epi16(0xFFFF, rounded));
   else _mm512_mask_cvtepi32_storeu_epi16(to, __mmask16((1u << count) - 1), rounded);
 }
-[[gnu::target("avx512f")]] inline void store_sixteen(RoundedFloat* to, __m512 sums, int64_t count) {
-  const __m512i widened = _mm512_maskz_slli_epi32(0xFFFF, bfloat16_lanes(sums), 16);  // the top halves
-  store_lanes(&to->value, __mmask16((1u << count) - 1), _mm512_castsi512_ps(widened));
+// `streaming`: a whole aligned vector written around the caches (_mm512_stream_ps), without first reading
+// the line it overwrites: for a big output that is read much later (a weight's gradient, by the optimizer).
+[[gnu::target("avx512f")]] inline void store_sixteen(RoundedFloat* to, __m512 sums, int64_t count,
+                                                     bool streaming = false) {
+  const __m512 widened = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, bfloat16_lanes(sums), 16));
+  if (streaming && count == 16 && reinterpret_cast<uintptr_t>(to) % 64 == 0) return _mm512_stream_ps(&to->value, widened);
+  store_lanes(&to->value, __mmask16((1u << count) - 1), widened);
 }
+template <typename T> inline void store_sixteen(T* to, __m512 sums, int64_t count, bool) { store_sixteen(to, sums, count); }
 
 // The first `count` of bias[0..16) as lanes (zero past count), or zeros for no bias (adding them changes no
 // sum: a sum starts at +0, so it is never −0).
@@ -288,14 +293,15 @@ inline void store_one(RoundedFloat& to, float sum) { to.value = widen(round_to_b
 // row: a product stores m times its panels' count of these, 73,728 for a 768 x 3072 weight's gradient.
 template <typename T>
 [[gnu::target("avx512f")]] void store_sums(const float* sums, Strided<T> c, int64_t m, int64_t j0, int64_t width,
-                                           const float* bias) {
+                                           const float* bias, bool streaming) {
   if (c.cs == 1) {
     const int64_t low = std::min<int64_t>(16, width), high = width - low;  // the panel's two vectors
     const __m512 bias_low = bias_lanes(bias ? bias + j0 : nullptr, low);
     const __m512 bias_high = bias_lanes(bias && high > 0 ? bias + j0 + 16 : nullptr, std::max<int64_t>(high, 0));
     for (int64_t i = 0; i < m; ++i) {
-      store_sixteen(&c(i, j0), _mm512_add_ps(_mm512_loadu_ps(sums + i * kNr), bias_low), low);
-      if (high > 0) store_sixteen(&c(i, j0 + 16), _mm512_add_ps(_mm512_loadu_ps(sums + i * kNr + 16), bias_high), high);
+      store_sixteen(&c(i, j0), _mm512_add_ps(_mm512_loadu_ps(sums + i * kNr), bias_low), low, streaming);
+      if (high > 0)
+        store_sixteen(&c(i, j0 + 16), _mm512_add_ps(_mm512_loadu_ps(sums + i * kNr + 16), bias_high), high, streaming);
     }
     return;
   }
@@ -307,7 +313,7 @@ template <typename T>
                       reinterpret_cast<uint32_t*>(tile), 16);
       for (int64_t cc = 0; cc < 16; ++cc) {
         const __m512 b = _mm512_set1_ps(bias ? bias[j0 + col + cc] : 0.0f);
-        store_sixteen(&c(i, j0 + col + cc), _mm512_add_ps(_mm512_load_ps(tile + cc * 16), b), 16);
+        store_sixteen(&c(i, j0 + col + cc), _mm512_add_ps(_mm512_load_ps(tile + cc * 16), b), 16, streaming);
       }
     }
   for (int64_t i = 0; i < m; ++i)
@@ -318,7 +324,7 @@ template <typename T>
 // C[:, j0 : j0+32] of one matrix: pack its panel of B, then every row block, block of pairs by block.
 template <typename T>
 void panel_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, int64_t m, int64_t n,
-                   int64_t k, int64_t j0, uint32_t* panel, float* sums, const float* bias) {
+                   int64_t k, int64_t j0, uint32_t* panel, float* sums, const float* bias, bool streaming) {
   const int64_t pairs = (k + 1) / 2;
   pack_b_panel(b, n, k, j0, panel);
   if (pairs == 0) std::fill(sums, sums + m * kNr, 0.0f);
@@ -330,7 +336,7 @@ void panel_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, i
     }
   }
   const int64_t width = std::min(kNr, n - j0);
-  store_sums(sums, c, m, j0, width, bias);
+  store_sums(sums, c, m, j0, width, bias, streaming);
 }
 
 // One matrix with a long K and a small C (GPT-2's head's input gradient: K 50,257, C 256 x 768): B is packed
@@ -339,7 +345,7 @@ void panel_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, i
 // (25 MB there) would come from memory again for each of C's 24 panels.
 template <typename T>
 void deep_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, int64_t m, int64_t n, int64_t k,
-                  const float* bias) {
+                  const float* bias, bool streaming) {
   const int64_t pairs = (k + 1) / 2, panels = (n + kNr - 1) / kNr;
   const Cached<float> sums(size_t(panels * m * kNr));  // panel by panel: [panel][row][32]
   const int threads = int(std::min<int64_t>(get_num_threads(), panels));
@@ -361,9 +367,13 @@ void deep_product(const uint32_t* a, Strided<const bfloat16> b, Strided<T> c, in
       }
     }
   }
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-  for (int64_t p = 0; p < panels; ++p)
-    store_sums(sums.data() + p * m * kNr, c, m, p * kNr, std::min(kNr, n - p * kNr), bias);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+#pragma omp for schedule(static) nowait
+    for (int64_t p = 0; p < panels; ++p)
+      store_sums(sums.data() + p * m * kNr, c, m, p * kNr, std::min(kNr, n - p * kNr), bias, streaming);
+    _mm_sfence();  // this thread's streaming stores, before the region's end lets anyone read them
+  }
 }
 
 // Whether deep_product suits a matrix of the product: K of four blocks of pairs or more, C's sums within 4 MB.
@@ -379,11 +389,13 @@ void avx512_bf16_product(const Tensor& a, const Tensor& b, const Tensor& out, co
   if (m == 0 || n == 0) return;
   // every matrix's A packed in one buffer (a batch of attention's small products makes 48 of them)
   const int64_t words = packed_a_words(m, k);
+  // a float32 output of 4 MB or more (a weight's gradient) is streamed past the caches (store_sixteen)
+  const bool streaming = out.numel() >= (int64_t(1) << 20);
   const Words packed_a(size_t(items * words));
   for (int64_t t = 0; t < items; ++t) pack_a(item<const bfloat16>(a, t), m, k, packed_a.data() + t * words);
   if (is_deep(m, n, k)) {
     for (int64_t t = 0; t < items; ++t)
-      deep_product(packed_a.data() + t * words, item<const bfloat16>(b, t), item<T>(out, t), m, n, k, bias);
+      deep_product(packed_a.data() + t * words, item<const bfloat16>(b, t), item<T>(out, t), m, n, k, bias, streaming);
     return;
   }
   const int64_t panels = (n + kNr - 1) / kNr, tasks = items * panels;
@@ -395,12 +407,13 @@ void avx512_bf16_product(const Tensor& a, const Tensor& b, const Tensor& out, co
     // fresh mapping per product per thread)
     const Words panel(size_t(std::max<int64_t>((k + 1) / 2, 1) * kNr));
     const Cached<float> sums(size_t(m * kNr));
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t t = task / panels, j0 = (task % panels) * kNr;
       panel_product(packed_a.data() + t * words, item<const bfloat16>(b, t), item<T>(out, t), m, n, k, j0,
-                    panel.data(), sums.data(), bias);
+                    panel.data(), sums.data(), bias, streaming);
     }
+    _mm_sfence();  // this thread's streaming stores, before the region's end lets anyone read them
   }
 }
 
