@@ -97,8 +97,6 @@ void copy_rows(const Tensor& weight, const Tensor& index, const Tensor& out) {
 bool is_bf16(const Tensor& t) { return t.defined() && t.dtype() == DType::BFloat16; }
 template <typename... T> bool any_bf16(const T&... t) { return (is_bf16(t) || ...); }
 
-// What an entry reads: a float32 copy of a bfloat16 tensor, any other tensor as it is.
-Tensor wide(const Tensor& t) { return is_bf16(t) ? widen_to_float32(t) : t; }
 
 // A scalar that meets a bfloat16 tensor is that tensor's dtype first (PyTorch casts the wrapped number).
 double scalar_for(const Tensor& in, double s) { return is_bf16(in) ? widen(round_to_bfloat16(float(s))) : s; }
@@ -134,6 +132,15 @@ class WideningBackend final : public Backend {
  public:
   WideningBackend(Backend& inner, BFloat16Product product, BFloat16RowPanels row_panels, BFloat16Runs runs)
       : in_(inner), product_(product), row_panels_(row_panels), runs_(runs) {}
+
+  // What an entry reads: a float32 copy of a bfloat16 tensor (through the backend's loop for a run, when
+  // it lies in memory in one order: vectorised and threaded on the CPU), any other tensor as it is.
+  Tensor wide(const Tensor& t) const {
+    if (!is_bf16(t)) return t;
+    Tensor out = empty(t.shape(), DType::Float32, t.device());
+    widen_into_float32(t, out, runs_.widen);
+    return out;
+  }
 
   std::string unusable_reason() const override { return in_.unusable_reason(); }
   void* allocate(size_t nbytes) override { return in_.allocate(nbytes); }

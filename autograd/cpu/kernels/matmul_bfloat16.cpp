@@ -33,6 +33,7 @@
 #include "autograd/cpu/kernels.h"
 #include "autograd/cpu/kernels/bfloat16_lanes.h"
 #include "autograd/cpu/kernels/lanes.h"
+#include "autograd/cpu/kernels/loops.h"
 #include "autograd/cpu/runtime/buffer_cache.h"
 #include "autograd/cpu/runtime/product_tally.h"
 #include "autograd/cpu/runtime/runtime.h"
@@ -131,11 +132,10 @@ using Words = Cached<uint32_t>;
 int64_t packed_a_words(int64_t m, int64_t k) { return (m + kMr - 1) / kMr * kMr * ((k + 1) / 2); }
 
 // A's rows as words of two consecutive p (the last padded with a zero term when K is odd), in row blocks,
-// into out (packed_a_words of them).
-[[gnu::target("avx512f,avx512bw")]] void pack_a(Strided<const bfloat16> a, int64_t m, int64_t k, uint32_t* out) {
+// into out (packed_a_words of them), the row blocks split over `threads`.
+[[gnu::target("avx512f,avx512bw")]] void pack_a(Strided<const bfloat16> a, int64_t m, int64_t k, uint32_t* out,
+                                                int threads) {
   const int64_t pairs = (k + 1) / 2, whole = k / 2;
-  // row blocks are independent: a big A (GPT-2's head's gradient, 25 MB packed) is split over the threads
-  const int threads = m * k >= (int64_t(1) << 20) ? get_num_threads() : 1;
   if (a.cs == 1) {  // p along a row: a pair is already one word in memory
     // a block's rows side by side, pair by pair: the block is written once, in order (row by row, each
     // row's pass would cross the whole block again: 1.2 MB for GPT-2's head's gradient, 12 times)
@@ -392,7 +392,16 @@ void avx512_bf16_product(const Tensor& a, const Tensor& b, const Tensor& out, co
   // a float32 output of 4 MB or more (a weight's gradient) is streamed past the caches (store_sixteen)
   const bool streaming = out.numel() >= (int64_t(1) << 20);
   const Words packed_a(size_t(items * words));
-  for (int64_t t = 0; t < items; ++t) pack_a(item<const bfloat16>(a, t), m, k, packed_a.data() + t * words);
+  // Row blocks and matrices are independent: split over the threads from 32 K values up (the elementwise
+  // ops' threshold), by matrix for a batch. On one thread, the others wait for it: in a GPT-2 step under
+  // autocast that was 12 ms on two threads (perf: all of pack_a's samples on the first thread).
+  const int packers = m * k * items >= kParallelElements ? get_num_threads() : 1;
+  if (items == 1) {
+    pack_a(item<const bfloat16>(a, 0), m, k, packed_a.data(), packers);
+  } else {
+#pragma omp parallel for num_threads(packers) if (packers > 1) schedule(static)
+    for (int64_t t = 0; t < items; ++t) pack_a(item<const bfloat16>(a, t), m, k, packed_a.data() + t * words, 1);
+  }
   if (is_deep(m, n, k)) {
     for (int64_t t = 0; t < items; ++t)
       deep_product(packed_a.data() + t * words, item<const bfloat16>(b, t), item<T>(out, t), m, n, k, bias, streaming);
