@@ -159,6 +159,37 @@ TEST(BFloat16, LongRunsRoundAndWidenEveryElement) {
   set_num_threads(previous);
 }
 
+// A view whose rows are contiguous but not the whole (attention's heads: [B, H, T, d] of [B, T, H·d]): each
+// row converted through the backend's loop, the rows split over the threads; the same bits as element by
+// element, on the fast kernels and the reference loops, both ways.
+TEST(BFloat16, RowsOfAViewRoundAndWidenEveryElement) {
+  manual_seed(12);
+  const Tensor base = randn({4, 64, 3 * 8 * 64});  // 196,608 values: the threaded path
+  const Tensor heads = base.slice(2, 8 * 64, 2 * 8 * 64).reshape({4, 64, 8, 64}).transpose(1, 2);  // k's view
+  ASSERT_FALSE(heads.is_contiguous());
+  const std::vector<float> values = heads.contiguous().to_vector<float>();
+  std::vector<uint16_t> expected;
+  for (float v : values) expected.push_back(round_to_bfloat16(v).bits);
+  const int previous = get_num_threads();
+  for (Kernels kernels : {Kernels::cpu, Kernels::reference})
+    for (int threads : {1, 2}) {
+      KernelsGuard guard(kernels);
+      set_num_threads(threads);
+      const Tensor rounded = heads.to(DType::BFloat16);
+      EXPECT_EQ(bits_of(rounded), expected) << threads << " threads";
+      // and back, from a view of a bfloat16 tensor laid out alike
+      const Tensor sixteen_heads =
+          base.to(DType::BFloat16).slice(2, 8 * 64, 2 * 8 * 64).reshape({4, 64, 8, 64}).transpose(1, 2);
+      const std::vector<float> back = sixteen_heads.to(DType::Float32).to_vector<float>();
+      for (size_t i = 0; i < back.size(); ++i)
+        if (std::bit_cast<uint32_t>(back[i]) != uint32_t(expected[i]) << 16) {
+          ADD_FAILURE() << "element " << i << " widened to " << back[i] << " on " << threads << " threads";
+          break;
+        }
+    }
+  set_num_threads(previous);
+}
+
 TEST(BFloat16, ConversionFromFloat64AndIntegers) {
   // float64 → bfloat16 goes through float32, as PyTorch converts: 1 + 2⁻⁸ + 2⁻³⁰ rounds to 1 + 2⁻⁸ in
   // float32 first, a tie that goes to even (1), where a direct rounding would go up.

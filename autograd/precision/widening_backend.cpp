@@ -24,6 +24,19 @@ bool is_dense(const Tensor& t) { return t.is_contiguous() || (t.dim() == 2 && t.
 // own loop for such a run, BFloat16Runs: the CPU's is vectorised and threaded); tiles when a matrix meets
 // its transpose, each tile converted along its source's rows into a small buffer and then written out along
 // the destination's; the index walk otherwise.
+// Rows contiguous in both (attention's heads: rows of d in [B, H, T, d] views of [B, T, H·d]), each through
+// the backend's loop for a run, the rows split over the threads when there are 32 K values or more.
+template <typename S, typename D> void convert_rows(const Tensor& src, const Tensor& dst, void (*run)(const S*, D*, int64_t)) {
+  std::vector<std::pair<int64_t, int64_t>> rows;  // each row's first element in src and in dst
+  for (reference::Index i(Shape(src.shape().begin(), src.shape().end() - 1)); i.valid(); i.next())
+    rows.emplace_back(reference::position(src, i), reference::position(dst, i));
+  const S* s = static_cast<const S*>(src.raw_data());
+  D* d = static_cast<D*>(dst.raw_data());
+  const int64_t length = src.size(-1), count = int64_t(rows.size());
+#pragma omp parallel for schedule(static) if (count * length >= (int64_t(1) << 15))
+  for (int64_t r = 0; r < count; ++r) run(s + rows[size_t(r)].first, d + rows[size_t(r)].second, length);
+}
+
 template <typename S, typename D, typename Convert>
 void convert_each(const Tensor& src, const Tensor& dst, Convert convert, void (*run)(const S*, D*, int64_t) = nullptr) {
   const S* s = static_cast<const S*>(src.raw_data());
@@ -53,6 +66,7 @@ void convert_each(const Tensor& src, const Tensor& dst, Convert convert, void (*
   }
   // the index walk over every dim but the last, then a plain loop along it (a panel's rows: ops/panels.cpp)
   const int64_t length = src.size(-1), s_step = src.strides().back(), d_step = dst.strides().back();
+  if (run && s_step == 1 && d_step == 1) return convert_rows(src, dst, run);
   for (reference::Index i(Shape(src.shape().begin(), src.shape().end() - 1)); i.valid(); i.next()) {
     const S* from = s + reference::position(src, i);
     D* to = d + reference::position(dst, i);
