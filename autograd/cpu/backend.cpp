@@ -152,7 +152,8 @@ Backend& cpu_backend() {
   // destruction, possibly after this function's own statics, and must still find its backend.
   // bfloat16 tensors are computed in float32 in front of it (widening_backend.h).
   static Backend& instance = widening_backend(*new CpuBackend, bfloat16_matmul, bfloat16_row_times_panels,
-                                              {round_run_to_bfloat16, widen_run_to_float32});
+                                              {round_run_to_bfloat16, widen_run_to_float32, round_rows_to_bfloat16,
+                                               widen_rows_to_float32});
   return instance;
 }
 

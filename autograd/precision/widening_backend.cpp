@@ -24,21 +24,9 @@ bool is_dense(const Tensor& t) { return t.is_contiguous() || (t.dim() == 2 && t.
 // own loop for such a run, BFloat16Runs: the CPU's is vectorised and threaded); tiles when a matrix meets
 // its transpose, each tile converted along its source's rows into a small buffer and then written out along
 // the destination's; the index walk otherwise.
-// Rows contiguous in both (attention's heads: rows of d in [B, H, T, d] views of [B, T, H·d]), each through
-// the backend's loop for a run, the rows split over the threads when there are 32 K values or more.
-template <typename S, typename D> void convert_rows(const Tensor& src, const Tensor& dst, void (*run)(const S*, D*, int64_t)) {
-  std::vector<std::pair<int64_t, int64_t>> rows;  // each row's first element in src and in dst
-  for (reference::Index i(Shape(src.shape().begin(), src.shape().end() - 1)); i.valid(); i.next())
-    rows.emplace_back(reference::position(src, i), reference::position(dst, i));
-  const S* s = static_cast<const S*>(src.raw_data());
-  D* d = static_cast<D*>(dst.raw_data());
-  const int64_t length = src.size(-1), count = int64_t(rows.size());
-#pragma omp parallel for schedule(static) if (count * length >= (int64_t(1) << 15))
-  for (int64_t r = 0; r < count; ++r) run(s + rows[size_t(r)].first, d + rows[size_t(r)].second, length);
-}
-
 template <typename S, typename D, typename Convert>
-void convert_each(const Tensor& src, const Tensor& dst, Convert convert, void (*run)(const S*, D*, int64_t) = nullptr) {
+void convert_each(const Tensor& src, const Tensor& dst, Convert convert, void (*run)(const S*, D*, int64_t) = nullptr,
+                  void (*run_rows)(const S*, const int64_t*, D*, const int64_t*, int64_t, int64_t) = nullptr) {
   const S* s = static_cast<const S*>(src.raw_data());
   D* d = static_cast<D*>(dst.raw_data());
   if (src.strides() == dst.strides() && src.shape() == dst.shape() && is_dense(src)) {  // the same order in memory
@@ -66,7 +54,14 @@ void convert_each(const Tensor& src, const Tensor& dst, Convert convert, void (*
   }
   // the index walk over every dim but the last, then a plain loop along it (a panel's rows: ops/panels.cpp)
   const int64_t length = src.size(-1), s_step = src.strides().back(), d_step = dst.strides().back();
-  if (run && s_step == 1 && d_step == 1) return convert_rows(src, dst, run);
+  if (run_rows && s_step == 1 && d_step == 1) {  // each row a run of the backend's loop
+    std::vector<int64_t> from_at, to_at;
+    for (reference::Index i(Shape(src.shape().begin(), src.shape().end() - 1)); i.valid(); i.next()) {
+      from_at.push_back(reference::position(src, i));
+      to_at.push_back(reference::position(dst, i));
+    }
+    return run_rows(s, from_at.data(), d, to_at.data(), int64_t(from_at.size()), length);
+  }
   for (reference::Index i(Shape(src.shape().begin(), src.shape().end() - 1)); i.valid(); i.next()) {
     const S* from = s + reference::position(src, i);
     D* to = d + reference::position(dst, i);
@@ -75,8 +70,8 @@ void convert_each(const Tensor& src, const Tensor& dst, Convert convert, void (*
 }
 }  // namespace
 
-void round_into_bfloat16(const Tensor& src, const Tensor& dst, decltype(BFloat16Runs::round) run) {
-  convert_each<float, bfloat16>(src, dst, [](float x) { return round_to_bfloat16(x); }, run);
+void round_into_bfloat16(const Tensor& src, const Tensor& dst, const BFloat16Runs& runs) {
+  convert_each<float, bfloat16>(src, dst, [](float x) { return round_to_bfloat16(x); }, runs.round, runs.round_rows);
 }
 
 // dst = src, both bfloat16: the 16 bits as they are (no float32 in the middle)
@@ -84,8 +79,8 @@ void copy_bfloat16(const Tensor& src, const Tensor& dst) {
   convert_each<bfloat16, bfloat16>(src, dst, [](bfloat16 x) { return x; });
 }
 
-void widen_into_float32(const Tensor& src, const Tensor& dst, decltype(BFloat16Runs::widen) run) {
-  convert_each<bfloat16, float>(src, dst, [](bfloat16 x) { return widen(x); }, run);
+void widen_into_float32(const Tensor& src, const Tensor& dst, const BFloat16Runs& runs) {
+  convert_each<bfloat16, float>(src, dst, [](bfloat16 x) { return widen(x); }, runs.widen, runs.widen_rows);
 }
 
 Tensor widen_to_float32(const Tensor& t) {
@@ -133,9 +128,9 @@ class Output {
     else wide_ = mode == read_write ? widen_to_float32(target) : float32_like(target);
   }
   operator const Tensor&() const { return wide_; }
-  // `run`: the backend's loop for a run of memory (BFloat16Runs::round), or the plain one
-  void store(decltype(BFloat16Runs::round) run) const {
-    if (is_bf16(target_)) round_into_bfloat16(wide_, target_, run);
+  // `runs`: the backend's loops for a run of memory (BFloat16Runs), or none: the plain one
+  void store(const BFloat16Runs& runs) const {
+    if (is_bf16(target_)) round_into_bfloat16(wide_, target_, runs);
   }
 
  private:
@@ -152,7 +147,7 @@ class WideningBackend final : public Backend {
   Tensor wide(const Tensor& t) const {
     if (!is_bf16(t)) return t;
     Tensor out = empty(t.shape(), DType::Float32, t.device());
-    widen_into_float32(t, out, runs_.widen);
+    widen_into_float32(t, out, runs_);
     return out;
   }
 
@@ -170,14 +165,14 @@ class WideningBackend final : public Backend {
     if (!any_bf16(src, dst)) return in_.copy(src, dst);
     // float32 → bfloat16 rounds straight into dst: no float32 scratch the size of a whole weight matrix
     if (src.dtype() == DType::Float32 && is_bf16(dst) && src.shape() == dst.shape())
-      return round_into_bfloat16(src, dst, runs_.round);
+      return round_into_bfloat16(src, dst, runs_);
     if (is_bf16(src) && is_bf16(dst) && src.shape() == dst.shape()) return copy_bfloat16(src, dst);
     // and bfloat16 → float32 widens straight into dst (a weight's gradient leaving autocast)
     if (is_bf16(src) && dst.dtype() == DType::Float32 && src.shape() == dst.shape())
-      return widen_into_float32(src, dst, runs_.widen);
+      return widen_into_float32(src, dst, runs_);
     Output o(dst);
     in_.copy(wide(src), o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   // bfloat16 panels: one row through `row_panels` (float32 sums, the bias added in float32 as addmm adds it,
   // rounded once); else the weight unpacked and multiplied as linear multiplies it (Backend's default)
@@ -188,7 +183,7 @@ class WideningBackend final : public Backend {
       const Tensor& sum = o;
       if (row_panels_(x, panels, sum)) {
         if (bias.defined()) in_.binary(BinaryOp::Add, wide(bias).expand(sum.shape()), sum, sum);
-        o.store(runs_.round);
+        o.store(runs_);
         return;
       }
     }
@@ -198,44 +193,44 @@ class WideningBackend final : public Backend {
     if (!any_bf16(dst)) return in_.fill(dst, value);
     Output o(dst);
     in_.fill(o, value);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void unary(UnaryOp op, const Tensor& in, const Tensor& out, double scalar) override {
     if (!any_bf16(in, out)) return in_.unary(op, in, out, scalar);
     Output o(out);
     in_.unary(op, wide(in), o, scalar_for(in, scalar));
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override {
     if (!any_bf16(a, b, out)) return in_.binary(op, a, b, out);
     Output o(out);
     in_.binary(op, wide(a), wide(b), o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override {
     if (!any_bf16(a, b, out)) return in_.where(cond, a, b, out);
     Output o(out);
     in_.where(cond, wide(a), wide(b), o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void masked_fill(const Tensor& x, const Tensor& mask, double value, const Tensor& out) override {
     if (!any_bf16(x, out)) return in_.masked_fill(x, mask, value, out);
     Output o(out);
     in_.masked_fill(wide(x), mask, value, o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
 
   void sum_to(const Tensor& in, const Tensor& out) override {
     if (!any_bf16(in, out)) return in_.sum_to(in, out);
     Output o(out);
     in_.sum_to(wide(in), o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void max_dim(const Tensor& in, int64_t dim, const Tensor& values, const Tensor& indices) override {
     if (!any_bf16(in, values)) return in_.max_dim(in, dim, values, indices);
     Output o(values);
     in_.max_dim(wide(in), dim, o, indices);
-    o.store(runs_.round);
+    o.store(runs_);
   }
 
   // ---- products: bfloat16 operands go to `product`, whose float32 sums are rounded once if out is bfloat16
@@ -244,7 +239,7 @@ class WideningBackend final : public Backend {
     if (is_bf16(a) && is_bf16(b)) return product_(a, b, out, {});  // it rounds into a bfloat16 out itself
     Output o(out);
     in_.matmul(wide(a), wide(b), o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void addmm(const Tensor& bias, const Tensor& a, const Tensor& b, const Tensor& out) override {
     if (!any_bf16(bias, a, b, out)) return in_.addmm(bias, a, b, out);
@@ -252,7 +247,7 @@ class WideningBackend final : public Backend {
     if (is_bf16(a) && is_bf16(b)) return product_(a, b, out, {.bias = wide(bias)});
     Output o(out);
     in_.addmm(wide(bias), wide(a), wide(b), o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void bfloat16_product_widened(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) override {
     if (!is_bf16(a) || !is_bf16(b) || out.dtype() != DType::Float32 || (bias.defined() && is_bf16(bias)))
@@ -272,13 +267,13 @@ class WideningBackend final : public Backend {
     } else {
       in_.causal_product(wide(a), wide(b), o, divisor, above);
     }
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void causal_scale(const Tensor& dst, const Tensor& src, double divisor, double above) override {
     if (!any_bf16(dst, src)) return in_.causal_scale(dst, src, divisor, above);
     Output o(dst);
     in_.causal_scale(o, wide(src), divisor, above);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   bool zero_above_diagonal(const Tensor& p) override { return in_.zero_above_diagonal(wide(p)); }
 
@@ -287,8 +282,8 @@ class WideningBackend final : public Backend {
     if (!any_bf16(q, k, v, out, lse)) return in_.flash_attention(q, k, v, causal, scale, out, lse);
     Output o(out), l(lse);
     in_.flash_attention(wide(q), wide(k), wide(v), causal, scale, o, l);
-    o.store(runs_.round);
-    l.store(runs_.round);
+    o.store(runs_);
+    l.store(runs_);
   }
   void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                 const Tensor& lse, const Tensor& grad_out, bool causal, double scale,
@@ -298,22 +293,22 @@ class WideningBackend final : public Backend {
     Output oq(dq), ok(dk), ov(dv);
     in_.flash_attention_backward(wide(q), wide(k), wide(v), wide(out), wide(lse), wide(grad_out), causal, scale,
                                  oq, ok, ov);
-    oq.store(runs_.round);
-    ok.store(runs_.round);
-    ov.store(runs_.round);
+    oq.store(runs_);
+    ok.store(runs_);
+    ov.store(runs_);
   }
 
   void softmax(const Tensor& in, int64_t dim, bool log, const Tensor& out) override {
     if (!any_bf16(in, out)) return in_.softmax(in, dim, log, out);
     Output o(out);
     in_.softmax(wide(in), dim, log, o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void softmax_backward(const Tensor& y, const Tensor& g, int64_t dim, bool log, const Tensor& gx) override {
     if (!any_bf16(y, g, gx)) return in_.softmax_backward(y, g, dim, log, gx);
     Output o(gx);
     in_.softmax_backward(wide(y), wide(g), dim, log, o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
 
   void index_select_rows(const Tensor& weight, const Tensor& index, const Tensor& out) override {
@@ -323,19 +318,19 @@ class WideningBackend final : public Backend {
     if (is_bf16(weight) && is_bf16(out) && out.is_contiguous()) return copy_rows(weight, index, out);
     Output o(out);
     in_.index_select_rows(wide(weight), index, o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void index_add_rows(const Tensor& grad, const Tensor& index, const Tensor& grad_weight) override {
     if (!any_bf16(grad, grad_weight)) return in_.index_add_rows(grad, index, grad_weight);
     Output o(grad_weight, Output::read_write);
     in_.index_add_rows(wide(grad), index, o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   bool add_rows_into_gradient(const Tensor& grad, const Tensor& index, const Tensor& grad_weight) override {
     if (!any_bf16(grad, grad_weight)) return in_.add_rows_into_gradient(grad, index, grad_weight);
     Output o(grad_weight, Output::read_write);
     const bool done = in_.add_rows_into_gradient(wide(grad), index, o);
-    if (done) o.store(runs_.round);
+    if (done) o.store(runs_);
     return done;
   }
   int64_t find_index_outside(const Tensor& index, int64_t limit, int64_t allowed) override {
@@ -345,19 +340,19 @@ class WideningBackend final : public Backend {
     if (!any_bf16(values, out)) return in_.gather_rows(values, index, skip, out);
     Output o(out);
     in_.gather_rows(wide(values), index, skip, o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void scatter_rows(const Tensor& grad, const Tensor& index, int64_t skip, const Tensor& grad_values) override {
     if (!any_bf16(grad, grad_values)) return in_.scatter_rows(grad, index, skip, grad_values);
     Output o(grad_values, Output::read_write);
     in_.scatter_rows(wide(grad), index, skip, o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   int64_t nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index, const Tensor& out) override {
     if (!any_bf16(log_probs, out)) return in_.nll_loss(log_probs, targets, ignore_index, out);
     Output o(out);
     const int64_t count = in_.nll_loss(wide(log_probs), targets, ignore_index, o);
-    o.store(runs_.round);
+    o.store(runs_);
     return count;
   }
   void nll_loss_backward(const Tensor& grad, const Tensor& targets, int64_t ignore_index, int64_t count,
@@ -365,7 +360,7 @@ class WideningBackend final : public Backend {
     if (!any_bf16(grad, grad_in)) return in_.nll_loss_backward(grad, targets, ignore_index, count, grad_in);
     Output o(grad_in, Output::read_write);
     in_.nll_loss_backward(wide(grad), targets, ignore_index, count, o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
 
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
@@ -373,9 +368,9 @@ class WideningBackend final : public Backend {
     if (!any_bf16(x, weight, bias, y, mean, rstd)) return in_.layer_norm(x, weight, bias, eps, y, mean, rstd);
     Output oy(y), om(mean), orstd(rstd);
     in_.layer_norm(wide(x), wide(weight), wide(bias), eps, oy, om, orstd);
-    oy.store(runs_.round);
-    om.store(runs_.round);
-    orstd.store(runs_.round);
+    oy.store(runs_);
+    om.store(runs_);
+    orstd.store(runs_);
   }
   void layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                            const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
@@ -384,40 +379,40 @@ class WideningBackend final : public Backend {
       return in_.layer_norm_backward(grad_y, x, mean, rstd, weight, grad_x, grad_weight, grad_bias);
     Output ox(grad_x), ow(grad_weight), ob(grad_bias);
     in_.layer_norm_backward(wide(grad_y), wide(x), wide(mean), wide(rstd), wide(weight), ox, ow, ob);
-    ox.store(runs_.round);
-    ow.store(runs_.round);
-    ob.store(runs_.round);
+    ox.store(runs_);
+    ow.store(runs_);
+    ob.store(runs_);
   }
   void gelu(const Tensor& x, bool tanh, const Tensor& y) override {
     if (!any_bf16(x, y)) return in_.gelu(x, tanh, y);
     Output o(y);
     in_.gelu(wide(x), tanh, o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void gelu_backward(const Tensor& grad_y, const Tensor& x, bool tanh, const Tensor& grad_x) override {
     if (!any_bf16(grad_y, x, grad_x)) return in_.gelu_backward(grad_y, x, tanh, grad_x);
     Output o(grad_x);
     in_.gelu_backward(wide(grad_y), wide(x), tanh, o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void silu(const Tensor& x, const Tensor& y) override {
     if (!any_bf16(x, y)) return in_.silu(x, y);
     Output o(y);
     in_.silu(wide(x), o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void silu_backward(const Tensor& grad_y, const Tensor& x, const Tensor& grad_x) override {
     if (!any_bf16(grad_y, x, grad_x)) return in_.silu_backward(grad_y, x, grad_x);
     Output o(grad_x);
     in_.silu_backward(wide(grad_y), wide(x), o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void rms_norm(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd) override {
     if (!any_bf16(x, weight, y, rstd)) return in_.rms_norm(x, weight, eps, y, rstd);
     Output oy(y), orstd(rstd);
     in_.rms_norm(wide(x), wide(weight), eps, oy, orstd);
-    oy.store(runs_.round);
-    orstd.store(runs_.round);
+    oy.store(runs_);
+    orstd.store(runs_);
   }
   void rms_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& rstd, const Tensor& weight,
                          const Tensor& grad_x, const Tensor& grad_weight) override {
@@ -425,27 +420,27 @@ class WideningBackend final : public Backend {
       return in_.rms_norm_backward(grad_y, x, rstd, weight, grad_x, grad_weight);
     Output ox(grad_x), ow(grad_weight);
     in_.rms_norm_backward(wide(grad_y), wide(x), wide(rstd), wide(weight), ox, ow);
-    ox.store(runs_.round);
-    ow.store(runs_.round);
+    ox.store(runs_);
+    ow.store(runs_);
   }
   void rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse,
                         const Tensor& out) override {
     if (!any_bf16(x, cos, sin, out)) return in_.rotary_embedding(x, cos, sin, inverse, out);
     Output o(out);
     in_.rotary_embedding(wide(x), wide(cos), wide(sin), inverse, o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void var(const Tensor& x, double correction, bool take_sqrt, bool all, const Tensor& out) override {
     if (!any_bf16(x, out)) return in_.var(x, correction, take_sqrt, all, out);
     Output o(out);
     in_.var(wide(x), correction, take_sqrt, all, o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void norm2(const Tensor& x, const Tensor& out) override {
     if (!any_bf16(x, out)) return in_.norm2(x, out);
     Output o(out);
     in_.norm2(wide(x), o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
   void norm2_each(const std::vector<Tensor>& xs, const Tensor& out) override {
     bool any = is_bf16(out);
@@ -455,7 +450,7 @@ class WideningBackend final : public Backend {
     for (const Tensor& x : xs) wides.push_back(wide(x));
     Output o(out);
     in_.norm2_each(wides, o);
-    o.store(runs_.round);
+    o.store(runs_);
   }
 
   void adam_update(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
@@ -465,7 +460,7 @@ class WideningBackend final : public Backend {
     Output p(param, Output::read_write), m(exp_avg, Output::read_write), v(exp_avg_sq, Output::read_write),
         vmax(max_exp_avg_sq, Output::read_write);
     in_.adam_update(step, p, wide(grad), m, v, vmax);
-    for (const Output* o : {&p, &m, &v, &vmax}) o->store(runs_.round);
+    for (const Output* o : {&p, &m, &v, &vmax}) o->store(runs_);
   }
   void adam_update_rounding(const AdamStep& step, const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                             const Tensor& exp_avg_sq, const Tensor& max_exp_avg_sq, const Tensor& rounded) override {

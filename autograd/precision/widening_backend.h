@@ -34,15 +34,21 @@ using BFloat16RowPanels = bool (*)(const Tensor& a, const Tensor& panels, const 
 struct BFloat16Runs {
   void (*round)(const float* from, bfloat16* to, int64_t n) = nullptr;
   void (*widen)(const bfloat16* from, float* to, int64_t n) = nullptr;
+  // The same along `rows` runs of `length` values, run r at from + from_at[r] and to + to_at[r]: a view whose
+  // rows are contiguous but not the whole tensor (attention's heads, [B, H, T, d] of [B, T, H·d]).
+  void (*round_rows)(const float* from, const int64_t* from_at, bfloat16* to, const int64_t* to_at, int64_t rows,
+                     int64_t length) = nullptr;
+  void (*widen_rows)(const bfloat16* from, const int64_t* from_at, float* to, const int64_t* to_at, int64_t rows,
+                     int64_t length) = nullptr;
 };
 Backend& widening_backend(Backend& inner, BFloat16Product product, BFloat16RowPanels row_panels = nullptr,
                           BFloat16Runs runs = {});
 
-// dst (bfloat16, any strides) = src (float32, same shape) rounded to the nearest, ties to even; `run`, if
-// given, converts where both lie in memory in one order.
-void round_into_bfloat16(const Tensor& src, const Tensor& dst, decltype(BFloat16Runs::round) run = nullptr);
+// dst (bfloat16, any strides) = src (float32, same shape) rounded to the nearest, ties to even; `runs`, where
+// given, convert where both lie in memory in one order, or row by row.
+void round_into_bfloat16(const Tensor& src, const Tensor& dst, const BFloat16Runs& runs = {});
 // dst (float32, any strides) = src (bfloat16, same shape): exact.
-void widen_into_float32(const Tensor& src, const Tensor& dst, decltype(BFloat16Runs::widen) run = nullptr);
+void widen_into_float32(const Tensor& src, const Tensor& dst, const BFloat16Runs& runs = {});
 // A contiguous float32 copy of t (bfloat16, any strides): exact.
 Tensor widen_to_float32(const Tensor& t);
 

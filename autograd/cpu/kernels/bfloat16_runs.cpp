@@ -48,4 +48,26 @@ void widen_run_to_float32(const bfloat16* from, float* to, int64_t n) {
   });
 }
 
+void round_rows_to_bfloat16(const float* from, const int64_t* from_at, bfloat16* to, const int64_t* to_at,
+                            int64_t rows, int64_t length) {
+  parallel_ranges(rows, length, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const float* f = from + from_at[r];
+      bfloat16* t = to + to_at[r];
+      contiguous_loop(length, [&](int64_t i) { t[i] = round_to_bfloat16(f[i]); });
+    }
+  });
+}
+
+void widen_rows_to_float32(const bfloat16* from, const int64_t* from_at, float* to, const int64_t* to_at,
+                           int64_t rows, int64_t length) {
+  parallel_ranges(rows, length, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const bfloat16* f = from + from_at[r];
+      float* t = to + to_at[r];
+      contiguous_loop(length, [&](int64_t i) { t[i] = widen(f[i]); });
+    }
+  });
+}
+
 }  // namespace autograd::cpu
