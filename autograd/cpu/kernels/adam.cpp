@@ -15,6 +15,7 @@
 
 #include "autograd/backend.h"
 #include "autograd/cpu/kernels.h"
+#include "autograd/cpu/kernels/bfloat16_runs.h"
 #include "autograd/cpu/kernels/loops.h"
 #include "autograd/cpu/runtime/runtime.h"
 
@@ -90,7 +91,8 @@ void adam_run(const AdamScalars<F>& c, int64_t n, F* p, const F* g, F* m, F* v, 
 }
 
 // Elements updated before their bfloat16 copy is written: a block's new values are still in L1 when they
-// are rounded, so the copy costs its writes and not a second read of the parameter from memory.
+// are rounded, so the copy costs its writes and not a second read of the parameter from memory; and those
+// are streaming stores, which do not read the copy's old lines first (the next forward pass reads it).
 constexpr int64_t kRoundingBlock = 2048;
 
 // A big parameter's elements are split over threads: each element's update stands alone, so no bit moves.
@@ -102,8 +104,7 @@ void adam_loop(const AdamScalars<F>& c, int64_t n, F* p, const F* g, F* m, F* v,
     for (int64_t b0 = i0; b0 < i1; b0 += kRoundingBlock) {
       const int64_t k = std::min(kRoundingBlock, i1 - b0);
       adam_run<F, decay, amsgrad>(c, k, p + b0, g + b0, m + b0, v + b0, vmax ? vmax + b0 : nullptr);
-      if constexpr (std::is_same_v<F, float>)
-        contiguous_loop(k, [&](int64_t i) { rounded[b0 + i] = round_to_bfloat16(p[b0 + i]); });
+      if constexpr (std::is_same_v<F, float>) round_run_streaming(p + b0, rounded + b0, k);
     }
   });
 }

@@ -9,6 +9,7 @@
 // GPT-2's embedding, is memory-bound, and two cores read and write it faster than one).
 #include "autograd/cpu/kernels/bfloat16_runs.h"
 
+#include "autograd/cpu/kernels/bfloat16_lanes.h"
 #include "autograd/cpu/kernels/loops.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -38,6 +39,26 @@ void round_run_to_bfloat16(const float* from, bfloat16* to, int64_t n) {
   _mm_sfence();
 }
 #endif
+
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("avx512f,avx512bw")]] void round_streaming_avx512(const float* from, bfloat16* to, int64_t n) {
+  int64_t i = 0;
+  for (; i < n && reinterpret_cast<uintptr_t>(to + i) % 32; ++i) to[i] = round_to_bfloat16(from[i]);
+  for (; i + 16 <= n; i += 16) {
+    const __m512i rounded = bfloat16_lanes(_mm512_loadu_ps(from + i));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(to + i), _mm512_maskz_cvtepi32_epi16(0xFFFF, rounded));
+  }
+  for (; i < n; ++i) to[i] = round_to_bfloat16(from[i]);
+  _mm_sfence();
+}
+#endif
+
+void round_run_streaming(const float* from, bfloat16* to, int64_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (avx512_kernels()) return round_streaming_avx512(from, to, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) to[i] = round_to_bfloat16(from[i]);
+}
 
 void widen_run_to_float32(const bfloat16* from, float* to, int64_t n) {
   parallel_ranges(n, 1, [&](int64_t first, int64_t last) {

@@ -9,6 +9,10 @@ namespace autograd::cpu {
 
 // to[i] = round_to_bfloat16(from[i]) for i < n
 void round_run_to_bfloat16(const float* from, bfloat16* to, int64_t n);
+// The same on the calling thread alone, written with streaming stores (around the caches, without first
+// reading the lines they overwrite): for a copy that is read much later (AdamW's writes of autocast's kept
+// weight copies, read by the next forward pass).
+void round_run_streaming(const float* from, bfloat16* to, int64_t n);
 // to[i] = widen(from[i]) for i < n
 void widen_run_to_float32(const bfloat16* from, float* to, int64_t n);
 // The same along `rows` runs of `length`, run r from from + from_at[r] to to + to_at[r], the rows split over
