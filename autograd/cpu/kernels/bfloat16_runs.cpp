@@ -69,26 +69,28 @@ void widen_run_to_float32(const bfloat16* from, float* to, int64_t n) {
   });
 }
 
-void round_rows_to_bfloat16(const float* from, const int64_t* from_at, bfloat16* to, const int64_t* to_at,
-                            int64_t rows, int64_t length) {
+// Row r of `rows` from from + from_at[r] to to + to_at[r], each converted as `convert` does, the rows split
+// over the threads.
+template <typename S, typename D, typename Convert>
+void convert_rows(const S* from, const int64_t* from_at, D* to, const int64_t* to_at, int64_t rows, int64_t length,
+                  Convert convert) {
   parallel_ranges(rows, length, [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r) {
-      const float* f = from + from_at[r];
-      bfloat16* t = to + to_at[r];
-      contiguous_loop(length, [&](int64_t i) { t[i] = round_to_bfloat16(f[i]); });
+      const S* f = from + from_at[r];
+      D* t = to + to_at[r];
+      contiguous_loop(length, [&](int64_t i) { t[i] = convert(f[i]); });
     }
   });
 }
 
+void round_rows_to_bfloat16(const float* from, const int64_t* from_at, bfloat16* to, const int64_t* to_at,
+                            int64_t rows, int64_t length) {
+  convert_rows(from, from_at, to, to_at, rows, length, [](float x) { return round_to_bfloat16(x); });
+}
+
 void widen_rows_to_float32(const bfloat16* from, const int64_t* from_at, float* to, const int64_t* to_at,
                            int64_t rows, int64_t length) {
-  parallel_ranges(rows, length, [&](int64_t first, int64_t last) {
-    for (int64_t r = first; r < last; ++r) {
-      const bfloat16* f = from + from_at[r];
-      float* t = to + to_at[r];
-      contiguous_loop(length, [&](int64_t i) { t[i] = widen(f[i]); });
-    }
-  });
+  convert_rows(from, from_at, to, to_at, rows, length, [](bfloat16 x) { return widen(x); });
 }
 
 }  // namespace autograd::cpu
