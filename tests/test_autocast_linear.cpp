@@ -9,6 +9,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/autograd.h"
+#include "tests/test_helpers.h"
 
 namespace {
 
@@ -89,6 +90,17 @@ TEST(AutocastLinear, RoundsWithOrWithoutAGuard) {
       linear(x.to(DType::BFloat16), w.to(DType::BFloat16), b.to(DType::BFloat16)).to(DType::Float32);
   expect_same_bits(called, composed, "autocast_linear outside a guard");
   EXPECT_FALSE(equal(linear(x, w, b), composed));  // float32 without autocast: not rounded
+}
+
+// Called directly, it checks what linear checks (a mismatched x would otherwise be reshaped into rows of
+// the wrong width) and that everything is float32.
+TEST(AutocastLinear, RefusesWhatLinearRefuses) {
+  EXPECT_THROW_WITH(autocast_linear(zeros({4, 6}), zeros({5, 8}), zeros({5})), std::invalid_argument,
+                    "autocast_linear", "[4, 6]", "[5, 8]");
+  EXPECT_THROW_WITH(autocast_linear(zeros({4, 8}), zeros({5, 8}), zeros({4})), std::invalid_argument,
+                    "autocast_linear", "bias of shape [4]");
+  EXPECT_THROW_WITH(autocast_linear(zeros({4, 8}), zeros({5, 8}, DType::Float64)), std::invalid_argument,
+                    "autocast_linear", "float64", "[5, 8]");
 }
 
 }  // namespace

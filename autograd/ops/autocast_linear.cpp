@@ -18,6 +18,7 @@
 #include "autograd/backend.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "autograd/ops/checks.h"
 
 namespace autograd {
 
@@ -59,6 +60,13 @@ struct AutocastLinearBackward final : BackwardFunction {
 }  // namespace
 
 Tensor autocast_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_linear_shapes(x, weight, bias, "autocast_linear");
+  for (const Tensor& t : {x, weight, bias})
+    if (t.defined() && t.dtype() != DType::Float32)
+      throw std::invalid_argument(fmt::format("autocast_linear: expects float32 input, weight and bias, got a {} tensor {}",
+                                              dtype_name(t.dtype()), t.shape_str()));
+  check_same_device(x, weight, "autocast_linear");
+  if (bias.defined()) check_same_device(x, bias, "autocast_linear");
   const int64_t in = weight.size(1), out_features = weight.size(0);
   Tensor x16, w16, bias32;
   {

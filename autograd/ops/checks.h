@@ -36,4 +36,16 @@ inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) 
                                             a.device().str(), b.device().str()));
 }
 
+// linear's shapes: weight [out, in], x [..., in], bias [out] or undefined; `op` names the caller.
+inline void check_linear_shapes(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
+  if (weight.dim() != 2)
+    throw std::invalid_argument(fmt::format("{}: weight must be 2-D [out, in], got {}", op, weight.shape_str()));
+  if (x.dim() == 0 || x.size(-1) != weight.size(1))
+    throw std::invalid_argument(fmt::format("{}: input of shape {} does not match weight {} (in_features {})", op,
+                                            x.shape_str(), weight.shape_str(), weight.size(1)));
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0)))
+    throw std::invalid_argument(fmt::format("{}: bias of shape {} does not match weight {} (out_features {})", op,
+                                            bias.shape_str(), weight.shape_str(), weight.size(0)));
+}
+
 }  // namespace autograd

@@ -170,18 +170,6 @@ static Tensor addmm(const Tensor& bias, const Tensor& x2d, const Tensor& w) {
   return record("AddmmBackward0", out, {bias, x2d, w}, {x2d, w}, AddmmBackward0(bias, x2d, w));
 }
 
-// linear's shapes: weight [out, in], x [..., in], bias [out] or undefined; `op` names the caller.
-static void check_linear_shapes(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
-  if (weight.dim() != 2)
-    throw std::invalid_argument(fmt::format("{}: weight must be 2-D [out, in], got {}", op, weight.shape_str()));
-  if (x.dim() == 0 || x.size(-1) != weight.size(1))
-    throw std::invalid_argument(fmt::format("{}: input of shape {} does not match weight {} (in_features {})", op,
-                                            x.shape_str(), weight.shape_str(), weight.size(1)));
-  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != weight.size(0)))
-    throw std::invalid_argument(fmt::format("{}: bias of shape {} does not match weight {} (out_features {})", op,
-                                            bias.shape_str(), weight.shape_str(), weight.size(0)));
-}
-
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_linear_shapes(x, weight, bias, "linear");
   if (autocast_applies(x, weight)) {  // bfloat16 operands and bias, float32 sums (autocast.h)
