@@ -278,7 +278,10 @@ inline void store_one(RoundedFloat& to, float sum) { to.value = widen(round_to_b
   if (streaming && count == 16 && reinterpret_cast<uintptr_t>(to) % 64 == 0) return _mm512_stream_ps(&to->value, widened);
   store_lanes(&to->value, __mmask16((1u << count) - 1), widened);
 }
-template <typename T> inline void store_sixteen(T* to, __m512 sums, int64_t count, bool) { store_sixteen(to, sums, count); }
+template <typename T>
+[[gnu::target("avx512f")]] inline void store_sixteen(T* to, __m512 sums, int64_t count, bool) {
+  store_sixteen(to, sums, count);
+}
 
 // The first `count` of bias[0..16) as lanes (zero past count), or zeros for no bias (adding them changes no
 // sum: a sum starts at +0, so it is never −0).
