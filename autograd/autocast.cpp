@@ -122,9 +122,7 @@ Tensor autocast_operand(const Tensor& x) {
   if (!x.defined()) return x;
   if (!is_trained_weight(x) || !keep_bfloat16_copies()) return x.to(DType::BFloat16);
   // the kept copy, as a tensor of its own recorded as the conversion: its gradient comes back widened
-  Tensor copy = bfloat16_copy_of(x);
-  if (!is_grad_enabled()) return copy.detach();
-  return record_conversion(x, copy.detach());
+  return record_conversion(x, bfloat16_copy_of(x).detach());
 }
 
 Tensor writable_bfloat16_copy(const Tensor& weight) {

@@ -83,9 +83,9 @@ void widen_into_float32(const Tensor& src, const Tensor& dst, const BFloat16Runs
   convert_each<bfloat16, float>(src, dst, [](bfloat16 x) { return widen(x); }, runs.widen, runs.widen_rows);
 }
 
-Tensor widen_to_float32(const Tensor& t) {
+Tensor widen_to_float32(const Tensor& t, const BFloat16Runs& runs) {
   Tensor wide = empty(t.shape(), DType::Float32, t.device());
-  widen_into_float32(t, wide);
+  widen_into_float32(t, wide, runs);
   return wide;
 }
 
@@ -144,12 +144,7 @@ class WideningBackend final : public Backend {
 
   // What an entry reads: a float32 copy of a bfloat16 tensor (through the backend's loop for a run, when
   // it lies in memory in one order: vectorised and threaded on the CPU), any other tensor as it is.
-  Tensor wide(const Tensor& t) const {
-    if (!is_bf16(t)) return t;
-    Tensor out = empty(t.shape(), DType::Float32, t.device());
-    widen_into_float32(t, out, runs_);
-    return out;
-  }
+  Tensor wide(const Tensor& t) const { return is_bf16(t) ? widen_to_float32(t, runs_) : t; }
 
   std::string unusable_reason() const override { return in_.unusable_reason(); }
   void* allocate(size_t nbytes) override { return in_.allocate(nbytes); }

@@ -50,6 +50,6 @@ void round_into_bfloat16(const Tensor& src, const Tensor& dst, const BFloat16Run
 // dst (float32, any strides) = src (bfloat16, same shape): exact.
 void widen_into_float32(const Tensor& src, const Tensor& dst, const BFloat16Runs& runs = {});
 // A contiguous float32 copy of t (bfloat16, any strides): exact.
-Tensor widen_to_float32(const Tensor& t);
+Tensor widen_to_float32(const Tensor& t, const BFloat16Runs& runs = {});
 
 }  // namespace autograd
